@@ -1,0 +1,12 @@
+// Where the cache lives ($JITK_CACHE_DIR, $XDG_CACHE_HOME/jitk, ~/.cache/jitk) and making it, 0700.
+#pragma once
+#include <filesystem>
+#include <string>
+
+namespace jit::detail {
+
+std::filesystem::path cache_root_path();
+// Creates the root (0700) and its subfolders; returns "" when usable, else why not.
+std::string prepare_cache_root(const std::filesystem::path& root);
+
+}  // namespace jit::detail

@@ -1,0 +1,246 @@
+// The SQLite index: schema, queries and repair of a damaged file.
+#include "cache/sqlite_index.hpp"
+
+#include <sqlite3.h>
+
+#include <chrono>
+
+#include "cache/cache_key.hpp"
+#include "jit/error.hpp"
+
+namespace jit::detail {
+namespace {
+
+// Processes that find the index locked wait this long before reporting it busy.
+constexpr int kBusyTimeoutMs = 60'000;
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS artifacts(
+  key TEXT PRIMARY KEY, kernel TEXT NOT NULL, params TEXT NOT NULL, backend TEXT NOT NULL,
+  arch TEXT NOT NULL, compiler TEXT NOT NULL, size_bytes INTEGER NOT NULL, checksum TEXT NOT NULL,
+  compile_ms REAL NOT NULL, created INTEGER NOT NULL, last_used INTEGER NOT NULL,
+  hits INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO counters(name, value) VALUES ('hits', 0), ('misses', 0), ('compiles', 0);
+)sql";
+
+std::int64_t now_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+class IndexFailure : public Error {
+ public:
+  IndexFailure(int rc, const std::string& msg) : Error(ErrorCode::CacheIo, msg), rc(rc) {}
+  int rc;
+};
+
+// A prepared statement, finalized when it goes out of scope.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    int rc = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+    if (rc != SQLITE_OK) throw IndexFailure(rc, std::string("index.db: ") + sqlite3_errmsg(db));
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement& bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& bind(int i, std::int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Statement& bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
+  bool step() {  // true while a row is available
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw IndexFailure(rc, std::string("index.db: ") + sqlite3_errmsg(db_));
+  }
+  std::string text(int c) const {
+    auto* p = sqlite3_column_text(stmt_, c);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+  std::int64_t i64(int c) const { return sqlite3_column_int64(stmt_, c); }
+  double f64(int c) const { return sqlite3_column_double(stmt_, c); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+constexpr const char* kRowColumns =
+    "key, kernel, params, backend, arch, compiler, size_bytes, checksum, compile_ms, created, last_used, hits";
+
+IndexRow read_row(const Statement& s) {
+  IndexRow r;
+  r.key = s.text(0);
+  r.kernel = s.text(1);
+  r.params = s.text(2);
+  r.backend = s.text(3);
+  r.arch = s.text(4);
+  r.compiler = s.text(5);
+  r.size_bytes = s.i64(6);
+  r.checksum = s.text(7);
+  r.compile_ms = s.f64(8);
+  r.created = s.i64(9);
+  r.last_used = s.i64(10);
+  r.hits = s.i64(11);
+  return r;
+}
+
+bool is_damage(int rc) { return rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT; }
+
+}  // namespace
+
+SqliteIndex::SqliteIndex(const std::filesystem::path& file, std::string* repair_note) : file_(file) {
+  try {
+    open_and_prepare(file);
+  } catch (const IndexFailure& e) {
+    if (!is_damage(e.rc)) throw;
+    sqlite3_close(db_);
+    db_ = nullptr;
+    auto aside = file;
+    aside += ".broken-" + std::to_string(now_seconds());
+    std::error_code ec;
+    std::filesystem::rename(file, aside, ec);
+    for (const char* suffix : {"-wal", "-shm"}) {
+      auto side = file;
+      side += suffix;
+      std::filesystem::remove(side, ec);
+    }
+    if (repair_note) *repair_note = file.string() + " was damaged (" + e.what() + "); moved aside to " + aside.string() + " and started a new index";
+    open_and_prepare(file);
+  }
+}
+
+SqliteIndex::~SqliteIndex() { sqlite3_close(db_); }
+
+void SqliteIndex::open_and_prepare(const std::filesystem::path& file) {
+  int rc = sqlite3_open_v2(file.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK)
+    throw IndexFailure(rc, "cannot open " + file.string() + ": " + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc)));
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  exec("PRAGMA synchronous=NORMAL");  // per connection; WAL itself is persistent in the file
+  std::int64_t version;
+  {
+    Statement s(db_, "PRAGMA user_version");
+    s.step();
+    version = s.i64(0);
+  }
+  if (version > kCacheFormatVersion)
+    throw Error(ErrorCode::CacheIo, file.string() + " was written by a newer jitk (format " + std::to_string(version) +
+                                        ", this one reads " + std::to_string(kCacheFormatVersion) +
+                                        "); use another JITK_CACHE_DIR for this version");
+  if (version == kCacheFormatVersion) return;  // already set up: opening stays read-only
+  exec("PRAGMA journal_mode=WAL");
+  exec("BEGIN IMMEDIATE");
+  try {
+    exec(kSchema);
+    exec(("PRAGMA user_version=" + std::to_string(kCacheFormatVersion)).c_str());
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+void SqliteIndex::exec(const char* sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string msg = "index.db: " + std::string(err ? err : sqlite3_errstr(rc));
+    sqlite3_free(err);
+    throw IndexFailure(rc, msg);
+  }
+}
+
+std::optional<IndexRow> SqliteIndex::find(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_, (std::string("SELECT ") + kRowColumns + " FROM artifacts WHERE key = ?").c_str());
+  s.bind(1, key);
+  if (!s.step()) return std::nullopt;
+  return read_row(s);
+}
+
+void SqliteIndex::insert(const IndexRow& r) {
+  std::lock_guard lock(mutex_);
+  exec("BEGIN IMMEDIATE");
+  try {
+    Statement s(db_, (std::string("INSERT OR REPLACE INTO artifacts(") + kRowColumns +
+                      ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?)").c_str());
+    s.bind(1, r.key).bind(2, r.kernel).bind(3, r.params).bind(4, r.backend).bind(5, r.arch).bind(6, r.compiler);
+    s.bind(7, r.size_bytes).bind(8, r.checksum).bind(9, r.compile_ms).bind(10, r.created).bind(11, r.last_used);
+    s.bind(12, r.hits);
+    s.step();
+    exec("UPDATE counters SET value = value + 1 WHERE name = 'compiles'");
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+void SqliteIndex::record_hits(const std::vector<std::string>& keys) {
+  std::lock_guard lock(mutex_);
+  exec("BEGIN IMMEDIATE");
+  try {
+    for (const auto& key : keys) {
+      Statement s(db_, "UPDATE artifacts SET hits = hits + 1, last_used = ? WHERE key = ?");
+      s.bind(1, now_seconds()).bind(2, key);
+      s.step();
+    }
+    Statement c(db_, "UPDATE counters SET value = value + ? WHERE name = 'hits'");
+    c.bind(1, static_cast<std::int64_t>(keys.size()));
+    c.step();
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+void SqliteIndex::record_miss() {
+  std::lock_guard lock(mutex_);
+  exec("UPDATE counters SET value = value + 1 WHERE name = 'misses'");
+}
+
+bool SqliteIndex::remove(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_, "DELETE FROM artifacts WHERE key = ?");
+  s.bind(1, key);
+  s.step();
+  return sqlite3_changes(db_) > 0;
+}
+
+std::int64_t SqliteIndex::remove_all() {
+  std::lock_guard lock(mutex_);
+  exec("DELETE FROM artifacts");
+  return sqlite3_changes(db_);
+}
+
+std::vector<IndexRow> SqliteIndex::rows() {
+  std::lock_guard lock(mutex_);
+  Statement s(db_, (std::string("SELECT ") + kRowColumns + " FROM artifacts ORDER BY kernel, params").c_str());
+  std::vector<IndexRow> out;
+  while (s.step()) out.push_back(read_row(s));
+  return out;
+}
+
+IndexCounters SqliteIndex::counters() {
+  std::lock_guard lock(mutex_);
+  Statement s(db_, "SELECT name, value FROM counters");
+  IndexCounters c;
+  while (s.step()) {
+    auto name = s.text(0);
+    if (name == "hits") c.hits = s.i64(1);
+    else if (name == "misses") c.misses = s.i64(1);
+    else if (name == "compiles") c.compiles = s.i64(1);
+  }
+  return c;
+}
+
+}  // namespace jit::detail

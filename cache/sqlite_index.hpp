@@ -1,0 +1,54 @@
+// index.db: one SQLite row per artifact plus persistent counters (WAL, busy timeout, self-repairing).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+
+namespace jit::detail {
+
+struct IndexRow {
+  std::string key, kernel, params, backend, arch, compiler;
+  std::int64_t size_bytes = 0;
+  std::string checksum;
+  double compile_ms = 0;
+  std::int64_t created = 0, last_used = 0, hits = 0;
+};
+
+struct IndexCounters {
+  std::int64_t hits = 0, misses = 0, compiles = 0;
+};
+
+class SqliteIndex {
+ public:
+  // Opens (creating if needed) the index. A file that is not a jitk index (garbage, damaged) is
+  // moved aside and a fresh one made; `repair_note` says what happened. An index written by a
+  // newer jitk throws Error{CacheIo}: it is not ours to change.
+  explicit SqliteIndex(const std::filesystem::path& file, std::string* repair_note = nullptr);
+  ~SqliteIndex();
+  SqliteIndex(const SqliteIndex&) = delete;
+  SqliteIndex& operator=(const SqliteIndex&) = delete;
+
+  std::optional<IndexRow> find(const std::string& key);
+  void insert(const IndexRow& row);  // also counts one compile
+  // One transaction for many hits (a key may repeat).
+  void record_hits(const std::vector<std::string>& keys);
+  void record_miss();
+  bool remove(const std::string& key);
+  std::int64_t remove_all();
+  std::vector<IndexRow> rows();
+  IndexCounters counters();
+
+ private:
+  void open_and_prepare(const std::filesystem::path& file);
+  void exec(const char* sql);
+  std::mutex mutex_;
+  sqlite3* db_ = nullptr;
+  std::filesystem::path file_;
+};
+
+}  // namespace jit::detail

@@ -1,0 +1,69 @@
+// Float64 reference implementations of the shipped kernels, and the relative L2 error used to judge them.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace jitk_reference {
+
+template <class T> std::vector<double> saxpy(double a, const std::vector<T>& x, const std::vector<T>& y) {
+  std::vector<double> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = a * double(x[i]) + double(y[i]);
+  return out;
+}
+
+template <class T> std::vector<double> silu_and_mul(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x) {
+  std::vector<double> out(static_cast<std::size_t>(rows * hidden));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < hidden; ++i) {
+      double g = x[r * 2 * hidden + i], u = x[r * 2 * hidden + hidden + i];
+      out[r * hidden + i] = g / (1.0 + std::exp(-g)) * u;
+    }
+  return out;
+}
+
+template <class T>
+std::vector<double> rms_norm(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x, const std::vector<T>& w,
+                             double eps) {
+  std::vector<double> out(static_cast<std::size_t>(rows * hidden));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (std::int64_t i = 0; i < hidden; ++i) ss += double(x[r * hidden + i]) * double(x[r * hidden + i]);
+    double inv = 1.0 / std::sqrt(ss / double(hidden) + eps);
+    for (std::int64_t i = 0; i < hidden; ++i) out[r * hidden + i] = double(x[r * hidden + i]) * inv * double(w[i]);
+  }
+  return out;
+}
+
+template <class T> std::vector<double> softmax(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x) {
+  std::vector<double> out(static_cast<std::size_t>(rows * hidden));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (std::int64_t i = 0; i < hidden; ++i) m = std::max(m, double(x[r * hidden + i]));
+    double sum = 0;
+    for (std::int64_t i = 0; i < hidden; ++i) sum += std::exp(double(x[r * hidden + i]) - m);
+    for (std::int64_t i = 0; i < hidden; ++i) out[r * hidden + i] = std::exp(double(x[r * hidden + i]) - m) / sum;
+  }
+  return out;
+}
+
+// ||out - ref|| / ||ref||; NaN anywhere (an unwritten, poisoned output) gives +inf.
+template <class T> double relative_l2_error(const std::vector<T>& out, const std::vector<double>& ref) {
+  if (out.size() != ref.size()) return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    double o = double(out[i]);
+    if (std::isnan(o)) return std::numeric_limits<double>::infinity();
+    num += (o - ref[i]) * (o - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  if (den == 0) return std::sqrt(num);
+  return std::sqrt(num / den);
+}
+
+// The error a correct kernel stays under, per element type (device METHOD.md: float32 lands
+// far under 1e-3).
+template <class T> constexpr double tolerance() { return sizeof(T) == 8 ? 1e-12 : 1e-5; }
+
+}  // namespace jitk_reference

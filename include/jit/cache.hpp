@@ -1,0 +1,83 @@
+// Inspecting and maintaining the on-disk kernel cache, and warming it: what the jitk tool calls.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "jit/jit.hpp"
+
+namespace jit::cache {
+
+struct ArtifactInfo {
+  std::string key;
+  std::string kernel;
+  std::string params;
+  std::string backend;
+  std::string arch;
+  std::string compiler;
+  std::int64_t size_bytes = 0;
+  double compile_ms = 0;
+  std::int64_t created = 0;    // unix seconds
+  std::int64_t last_used = 0;  // unix seconds
+  std::int64_t hits = 0;
+};
+
+struct Stats {
+  std::int64_t entries = 0;
+  std::int64_t bytes = 0;
+  std::int64_t hits = 0;      // artifacts found on disk by a process that needed them
+  std::int64_t misses = 0;    // requests that found nothing on disk
+  std::int64_t compiles = 0;  // artifacts compiled and stored
+};
+
+struct ClearResult {
+  std::int64_t entries = 0;
+  std::int64_t bytes = 0;
+};
+
+struct VerifyProblem {
+  std::string key;
+  std::string what;  // "blob missing", "checksum mismatch", "blob without index row", ...
+};
+
+struct BackendStatus {
+  std::string name;
+  bool available = false;
+  std::string detail;  // the compiler/arch when available, the reason when not
+};
+
+std::filesystem::path root();
+std::vector<ArtifactInfo> list();
+Stats stats();
+ClearResult clear();
+// Checks every row against its blob and every blob against its row; with fix, drops what is bad.
+std::vector<VerifyProblem> verify(bool fix);
+std::vector<BackendStatus> backends();
+
+// ---- warming -------------------------------------------------------------------------------------
+struct WarmItem {
+  std::string kernel;
+  Target target;
+  ParamSet params;
+  std::string origin;  // "warm.toml: kernel #2" for messages
+};
+
+// Parses a manifest (TOML: [[kernel]] name, target, params; arrays expand to every combination).
+// Throws jit::Error{Manifest} naming the entry and the problem; validates every combination.
+std::vector<WarmItem> parse_manifest(const std::filesystem::path& file);
+
+struct WarmResult {
+  const WarmItem* item = nullptr;
+  enum class Outcome { Compiled, AlreadyCached, Failed } outcome = Outcome::Failed;
+  double ms = 0;
+  std::string error;
+};
+
+// Compiles every item not already cached, `jobs` at a time; calls on_done once per item
+// (from worker threads, one at a time).
+std::vector<WarmResult> warm(const std::vector<WarmItem>& items, int jobs,
+                             const std::function<void(const WarmResult&)>& on_done = {});
+
+}  // namespace jit::cache

@@ -1,0 +1,218 @@
+// The public API of jitk: jit::get<Kernel>(params[, target]) -> jit::Kernel<Kernel>, and the types around it.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "jit/error.hpp"
+
+namespace jit {
+
+// ---- element types -------------------------------------------------------------------------
+enum class DType : std::uint8_t { f16, bf16, f32, f64 };
+
+constexpr std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+  }
+  return "?";
+}
+constexpr std::size_t dtype_size(DType t) {
+  return t == DType::f64 ? 8 : t == DType::f32 ? 4 : 2;
+}
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+
+// ---- where a kernel runs ---------------------------------------------------------------------
+enum class Backend : std::uint8_t { Cpu, Cuda, Hip };
+std::string_view backend_name(Backend b);
+
+struct Target {
+  Backend backend = Backend::Cpu;
+  std::string arch;  // "" = this machine's own (host CPU, or the device's architecture)
+  int device = 0;
+
+  static Target cpu();                 // the host CPU, compiled for its exact features
+  static Target parse(std::string_view text);  // "cpu", "cuda:sm_90", "hip:gfx90a"
+  std::string to_string() const;
+  bool operator==(const Target&) const = default;
+};
+
+// The GPU 0 when one is usable, else the CPU.
+const Target& default_target();
+
+// How this process first got a kernel: compiled it, or loaded it from the disk cache.
+enum class Origin : std::uint8_t { Compiled, DiskCache };
+
+// ---- specialization parameters (the type-erased form used by the cache, the tool and manifests)
+using ParamValue = std::variant<std::int64_t, std::string>;
+
+class ParamSet {
+ public:
+  ParamSet() = default;
+  ParamSet(std::initializer_list<std::pair<std::string, ParamValue>> values);
+  void set(std::string name, ParamValue value);
+  const ParamValue* find(std::string_view name) const;
+  const std::vector<std::pair<std::string, ParamValue>>& values() const { return values_; }
+  std::string to_string() const;  // "dtype=f32,hidden=4096", in insertion order
+  bool operator==(const ParamSet&) const = default;
+
+ private:
+  std::vector<std::pair<std::string, ParamValue>> values_;
+};
+
+// ---- launch arguments --------------------------------------------------------------------------
+// A typed pointer: the element type travels with the address so a launch can check it against
+// the kernel's dtype.
+struct ConstPtr {
+  const void* data = nullptr;
+  DType dtype = DType::f32;
+  ConstPtr() = default;
+  ConstPtr(const void* p, DType t) : data(p), dtype(t) {}
+  template <class T> ConstPtr(const T* p) : data(p), dtype(dtype_of<T>()) {}
+};
+struct MutPtr {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  MutPtr() = default;
+  MutPtr(void* p, DType t) : data(p), dtype(t) {}
+  template <class T> MutPtr(T* p) : data(p), dtype(dtype_of<T>()) {}
+  operator ConstPtr() const { return {data, dtype}; }
+};
+
+namespace detail {
+
+// Arguments as the compiled kernel receives them: an array of pointers to values, the same
+// shape as cuLaunchKernel's kernelParams, plus how much work there is.
+class ArgPack {
+ public:
+  static constexpr int kMaxArgs = 16;
+  void add_pointer(const void* p) { add_bytes(&p, sizeof p); }
+  void add_i64(std::int64_t v) { add_bytes(&v, sizeof v); }
+  void add_scalar(double v, DType t);  // converted to the kernel's element type
+  void* const* pointers() const { return ptrs_; }
+  int size() const { return count_; }
+
+  std::int64_t work_items = 0;  // rows or elements the kernel's range covers
+  std::int64_t min_grain = 1;   // smallest range worth a task of its own (CPU)
+
+ private:
+  void add_bytes(const void* p, std::size_t n);
+  alignas(16) unsigned char storage_[kMaxArgs][16] = {};
+  void* ptrs_[kMaxArgs] = {};
+  int count_ = 0;
+};
+
+void check_dtype(std::string_view kernel, std::string_view arg, DType expected, DType got);
+void check_not_null(std::string_view kernel, std::string_view arg, const void* p, std::int64_t count);
+void check_non_negative(std::string_view kernel, std::string_view arg, std::int64_t v);
+
+// A compiled kernel loaded into this process, whatever the backend.
+class LoadedKernel {
+ public:
+  virtual ~LoadedKernel() = default;
+  virtual void launch(const ArgPack& args) const = 0;
+  virtual Backend backend() const = 0;
+};
+
+struct KernelHandle {
+  std::shared_ptr<const LoadedKernel> kernel;
+  std::string key;  // the content hash of the artifact, hex
+  Origin origin = Origin::Compiled;
+};
+
+// The type-erased entry point behind jit::get: validates, specializes, looks up the cache,
+// compiles on a miss, loads.
+KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const Target& target);
+
+template <class Tuple> std::size_t hash_fields(const Tuple& t) {
+  std::size_t h = 0x9e3779b97f4a7c15ull;
+  std::apply([&](const auto&... f) { ((h = (h ^ std::hash<std::decay_t<decltype(f)>>{}(f)) * 0x100000001b3ull), ...); }, t);
+  return h;
+}
+
+// Memory tier in front of get_kernel for one descriptor: typed params -> loaded kernel, read
+// under a shared lock so concurrent callers do not serialize.
+template <class K> class TypedMemo {
+ public:
+  const KernelHandle* find(const typename K::Params& p, const Target& t) const {
+    std::shared_lock lock(mutex_);
+    auto it = map_.find(Key{p, t});
+    return it == map_.end() ? nullptr : &it->second;
+  }
+  const KernelHandle* insert(const typename K::Params& p, const Target& t, KernelHandle h) {
+    std::unique_lock lock(mutex_);
+    return &map_.try_emplace(Key{p, t}, std::move(h)).first->second;
+  }
+
+ private:
+  struct Key {
+    typename K::Params params;
+    Target target;
+    bool operator==(const Key& o) const {
+      return params.fields() == o.params.fields() && target == o.target;
+    }
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      return hash_fields(k.params.fields()) ^ (std::size_t(k.target.backend) << 1) ^
+             (std::size_t(k.target.device) << 8) ^ std::hash<std::string>{}(k.target.arch);
+    }
+  };
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<Key, KernelHandle, KeyHash> map_;  // node-based: handles stay put
+};
+
+}  // namespace detail
+
+// ---- the kernel a user holds -------------------------------------------------------------------
+template <class K> class Kernel {
+ public:
+  using Params = typename K::Params;
+  using Args = typename K::Args;
+
+  Kernel(const detail::KernelHandle* handle, const Params& params) : handle_(handle), params_(params) {}
+
+  // k(args...) or k({.x = ..., ...}): packs K's typed arguments, checks them, runs to completion
+  // (CPU) or enqueues (GPU).
+  template <class... A> void operator()(A&&... args) const { launch(Args{std::forward<A>(args)...}); }
+  void launch(const Args& args) const {
+    detail::ArgPack pack;
+    K::pack(params_, args, pack);
+    handle_->kernel->launch(pack);
+  }
+
+  const Params& params() const { return params_; }
+  const std::string& cache_key() const { return handle_->key; }
+  Backend backend() const { return handle_->kernel->backend(); }
+  Origin origin() const { return handle_->origin; }
+
+ private:
+  const detail::KernelHandle* handle_;  // owned by the process-wide memory tier
+  Params params_;
+};
+
+// The one call: a kernel specialized for exactly these params on this target, compiled at
+// first use, loaded from the disk cache when another process already compiled it.
+template <class K>
+Kernel<K> get(const typename K::Params& params, const Target& target = default_target()) {
+  static detail::TypedMemo<K> memo;
+  if (const detail::KernelHandle* hit = memo.find(params, target)) return Kernel<K>(hit, params);
+  return Kernel<K>(memo.insert(params, target, detail::get_kernel(K::name, K::to_params(params), target)), params);
+}
+
+}  // namespace jit

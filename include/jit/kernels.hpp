@@ -1,0 +1,132 @@
+// Descriptors of the kernels jitk ships: their specialization parameters and typed launch arguments.
+#pragma once
+#include <algorithm>
+#include <tuple>
+
+#include "jit/jit.hpp"
+
+namespace jit::kernels {
+
+namespace detail {
+// A task smaller than this many elements costs more to hand to a thread than to run.
+inline constexpr std::int64_t kMinElementsPerTask = 16384;
+inline std::int64_t rows_per_task(std::int64_t hidden) {
+  return std::max<std::int64_t>(1, kMinElementsPerTask / std::max<std::int64_t>(1, hidden));
+}
+}  // namespace detail
+
+// y[i] = a * x[i] + y[i] for i in [0, n)
+struct Saxpy {
+  static constexpr const char* name = "saxpy";
+  struct Params {
+    DType dtype = DType::f32;
+    auto fields() const { return std::tie(dtype); }
+  };
+  struct Args {
+    std::int64_t n;
+    double a;
+    ConstPtr x;
+    MutPtr y;
+  };
+  static ParamSet to_params(const Params& p) { return {{"dtype", std::string(dtype_name(p.dtype))}}; }
+  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
+    jit::detail::check_non_negative(name, "n", a.n);
+    jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
+    jit::detail::check_dtype(name, "y", p.dtype, a.y.dtype);
+    jit::detail::check_not_null(name, "x", a.x.data, a.n);
+    jit::detail::check_not_null(name, "y", a.y.data, a.n);
+    out.add_scalar(a.a, p.dtype);
+    out.add_pointer(a.x.data);
+    out.add_pointer(a.y.data);
+    out.work_items = a.n;
+    out.min_grain = detail::kMinElementsPerTask;
+  }
+};
+
+// Parameters shared by the row kernels: element type and the row length they are unrolled for.
+struct RowParams {
+  DType dtype = DType::f32;
+  std::int64_t hidden = 0;
+  auto fields() const { return std::tie(dtype, hidden); }
+};
+inline ParamSet row_params(const RowParams& p) {
+  return {{"dtype", std::string(dtype_name(p.dtype))}, {"hidden", p.hidden}};
+}
+
+// out[r, :] = silu(x[r, :hidden]) * x[r, hidden:]   (x is rows x 2*hidden, out is rows x hidden)
+struct SiluAndMul {
+  static constexpr const char* name = "silu_and_mul";
+  using Params = RowParams;
+  struct Args {
+    std::int64_t rows;
+    ConstPtr x;
+    MutPtr out;
+  };
+  static ParamSet to_params(const Params& p) { return row_params(p); }
+  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
+    jit::detail::check_non_negative(name, "rows", a.rows);
+    jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
+    jit::detail::check_dtype(name, "out", p.dtype, a.out.dtype);
+    jit::detail::check_not_null(name, "x", a.x.data, a.rows);
+    jit::detail::check_not_null(name, "out", a.out.data, a.rows);
+    out.add_pointer(a.x.data);
+    out.add_pointer(a.out.data);
+    out.work_items = a.rows;
+    out.min_grain = detail::rows_per_task(2 * p.hidden);
+  }
+};
+
+// y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight
+struct RmsNorm {
+  static constexpr const char* name = "rms_norm";
+  using Params = RowParams;
+  struct Args {
+    std::int64_t rows;
+    ConstPtr x;
+    ConstPtr weight;
+    MutPtr y;
+    double eps = 1e-6;
+  };
+  static ParamSet to_params(const Params& p) { return row_params(p); }
+  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
+    jit::detail::check_non_negative(name, "rows", a.rows);
+    jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
+    jit::detail::check_dtype(name, "weight", p.dtype, a.weight.dtype);
+    jit::detail::check_dtype(name, "y", p.dtype, a.y.dtype);
+    jit::detail::check_not_null(name, "x", a.x.data, a.rows);
+    jit::detail::check_not_null(name, "weight", a.weight.data, a.rows);
+    jit::detail::check_not_null(name, "y", a.y.data, a.rows);
+    if (!(a.eps > 0)) throw Error(ErrorCode::InvalidArgument, "rms_norm: eps must be > 0, got " + std::to_string(a.eps));
+    out.add_pointer(a.x.data);
+    out.add_pointer(a.weight.data);
+    out.add_pointer(a.y.data);
+    out.add_scalar(a.eps, p.dtype == DType::f64 ? DType::f64 : DType::f32);
+    out.work_items = a.rows;
+    out.min_grain = detail::rows_per_task(p.hidden);
+  }
+};
+
+// y[r, :] = exp(x[r, :] - max) / sum(exp(x[r, :] - max))
+struct Softmax {
+  static constexpr const char* name = "softmax";
+  using Params = RowParams;
+  struct Args {
+    std::int64_t rows;
+    ConstPtr x;
+    MutPtr y;
+  };
+  static ParamSet to_params(const Params& p) { return row_params(p); }
+  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
+    jit::detail::check_non_negative(name, "rows", a.rows);
+    jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
+    jit::detail::check_dtype(name, "y", p.dtype, a.y.dtype);
+    jit::detail::check_not_null(name, "x", a.x.data, a.rows);
+    jit::detail::check_not_null(name, "y", a.y.data, a.rows);
+    out.add_pointer(a.x.data);
+    out.add_pointer(a.y.data);
+    out.work_items = a.rows;
+    out.min_grain = detail::rows_per_task(p.hidden);
+  }
+};
+
+}  // namespace jit::kernels

@@ -1,0 +1,30 @@
+// What every compiler in jit/ is: a pure function from a specialized source unit to artifact bytes.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "jit/specializer.hpp"
+
+namespace jit::detail {
+
+struct CompiledArtifact {
+  std::vector<char> bytes;  // object code (CPU), cubin/PTX (CUDA), code object (HIP)
+  std::string log;
+  double compile_ms = 0;
+};
+
+class Compiler {
+ public:
+  virtual ~Compiler() = default;
+  // Names the compiler and its version: part of every cache key.
+  virtual std::string id() const = 0;
+  // The architecture it generates code for (host CPU name, sm_90, gfx90a).
+  virtual std::string arch() const = 0;
+  // Everything about the target that changes the generated code beyond arch (CPU features).
+  virtual std::string target_fingerprint() const = 0;
+  virtual std::vector<std::string> options() const = 0;
+  // Throws Error{CompileFailed} carrying the log and the source with line numbers.
+  virtual CompiledArtifact compile(const SourceUnit& unit) const = 0;
+};
+
+}  // namespace jit::detail

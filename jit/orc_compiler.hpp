@@ -1,0 +1,22 @@
+// The CPU compiler: clang's frontend, in-process, from a source unit to object code for this host.
+#pragma once
+#include "jit/compiler.hpp"
+
+namespace jit::detail {
+
+class OrcCompiler final : public Compiler {
+ public:
+  OrcCompiler();
+  std::string id() const override { return id_; }
+  std::string arch() const override { return cpu_; }
+  std::string target_fingerprint() const override { return fingerprint_; }
+  std::vector<std::string> options() const override { return options_; }
+  CompiledArtifact compile(const SourceUnit& unit) const override;
+
+ private:
+  std::string id_, triple_, cpu_, fingerprint_;
+  std::vector<std::string> features_;  // "+avx2", "-avx512f", ...
+  std::vector<std::string> options_;   // the language and optimization flags (part of the key)
+};
+
+}  // namespace jit::detail

@@ -1,0 +1,34 @@
+// Specialization: kernel text + parameters -> one self-contained source unit with a rendered prelude.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jit/jit.hpp"
+#include "jit/kernel_catalog.hpp"
+
+namespace jit::detail {
+
+struct SourceFile {
+  std::string name;
+  std::string text;
+};
+
+struct SourceUnit {
+  std::string kernel;
+  std::string params_text;           // canonical "dtype=f32,hidden=4096"
+  SourceFile main;                   // prelude + kernel text
+  std::vector<SourceFile> headers;   // jitk's own headers the text may include
+  std::string text_origin;           // "embedded" or the JITK_KERNEL_DIR path used
+};
+
+// The text of a file of kernel_sources/: from $JITK_KERNEL_DIR when it has the file, else the
+// copy embedded at build time.
+SourceFile kernel_file(const std::string& name, std::string* origin = nullptr);
+
+SourceUnit specialize(const KernelDef& def, const ParamSet& params, Backend backend);
+
+// "  12 | text" per line, for compile errors.
+std::string with_line_numbers(const std::string& text);
+
+}  // namespace jit::detail

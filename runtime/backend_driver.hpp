@@ -1,0 +1,37 @@
+// What every backend in runtime/ provides: its compiler, whether it can run here, and loading artifacts.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jit/compiler.hpp"
+#include "jit/jit.hpp"
+
+namespace jit::detail {
+
+class BackendDriver {
+ public:
+  virtual ~BackendDriver() = default;
+  virtual Backend backend() const = 0;
+  // "" when usable on this machine, else why not.
+  virtual std::string unavailable_reason() const = 0;
+  virtual const Compiler& compiler(const Target& target) const = 0;
+  // Throws Error{LoadFailed}.
+  virtual std::shared_ptr<const LoadedKernel> load(const std::vector<char>& artifact, const std::string& key) const = 0;
+};
+
+// The driver for a target's backend. Throws Error{BackendUnavailable} saying why.
+const BackendDriver& driver_for(const Target& target);
+
+struct BackendState {
+  Backend backend;
+  std::string reason;                  // "" when available
+  const BackendDriver* driver = nullptr;
+};
+std::vector<BackendState> backend_states();
+
+#ifdef JITK_WITH_CPU
+std::unique_ptr<BackendDriver> make_cpu_driver();
+#endif
+
+}  // namespace jit::detail

@@ -1,0 +1,42 @@
+// The backends this build has and whether each can run on this machine.
+#include <mutex>
+
+#include "runtime/backend_driver.hpp"
+
+namespace jit::detail {
+namespace {
+
+struct Registry {
+  std::vector<BackendState> states;
+  Registry() {
+#ifdef JITK_WITH_CPU
+    static std::unique_ptr<BackendDriver> cpu = make_cpu_driver();
+    states.push_back({Backend::Cpu, cpu->unavailable_reason(), cpu.get()});
+#else
+    states.push_back({Backend::Cpu, "this build has no CPU backend (configured without LLVM/Clang 16)", nullptr});
+#endif
+    states.push_back({Backend::Cuda, "not in this version of jitk yet", nullptr});
+    states.push_back({Backend::Hip, "not in this version of jitk yet", nullptr});
+  }
+};
+
+const Registry& registry() {
+  static const Registry r;
+  return r;
+}
+
+}  // namespace
+
+std::vector<BackendState> backend_states() { return registry().states; }
+
+const BackendDriver& driver_for(const Target& target) {
+  for (const auto& s : registry().states) {
+    if (s.backend != target.backend) continue;
+    if (s.driver && s.reason.empty()) return *s.driver;
+    throw Error(ErrorCode::BackendUnavailable,
+                "target " + target.to_string() + " is unavailable: " + s.reason + " (run `jitk info`)");
+  }
+  throw Error(ErrorCode::BackendUnavailable, "unknown backend in target " + target.to_string());
+}
+
+}  // namespace jit::detail

@@ -1,0 +1,57 @@
+// jit::cache: listing, statistics, clearing and verifying the disk cache, and backend status.
+#include "cache/artifact_cache.hpp"
+#include "jit/cache.hpp"
+#include "runtime/backend_driver.hpp"
+
+namespace jit::cache {
+
+using detail::ArtifactCache;
+
+std::filesystem::path root() { return ArtifactCache::process_cache().root(); }
+
+std::vector<ArtifactInfo> list() {
+  std::vector<ArtifactInfo> out;
+  for (const auto& r : ArtifactCache::process_cache().rows())
+    out.push_back({r.key, r.kernel, r.params, r.backend, r.arch, r.compiler, r.size_bytes, r.compile_ms, r.created,
+                   r.last_used, r.hits});
+  return out;
+}
+
+Stats stats() {
+  auto& cache = ArtifactCache::process_cache();
+  Stats s;
+  auto rows = cache.rows();
+  s.entries = static_cast<std::int64_t>(rows.size());
+  s.bytes = cache.bytes();
+  auto c = cache.counters();
+  s.hits = c.hits;
+  s.misses = c.misses;
+  s.compiles = c.compiles;
+  return s;
+}
+
+ClearResult clear() {
+  auto c = ArtifactCache::process_cache().clear();
+  return {c.entries, c.bytes};
+}
+
+std::vector<VerifyProblem> verify(bool fix) {
+  std::vector<VerifyProblem> out;
+  for (const auto& p : ArtifactCache::process_cache().verify(fix)) out.push_back({p.key, p.what});
+  return out;
+}
+
+std::vector<BackendStatus> backends() {
+  std::vector<BackendStatus> out;
+  for (const auto& s : detail::backend_states()) {
+    BackendStatus b{std::string(backend_name(s.backend)), s.reason.empty(), s.reason};
+    if (b.available) {
+      const auto& c = s.driver->compiler(Target{s.backend, "", 0});
+      b.detail = c.id() + ", arch " + c.arch();
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+}  // namespace jit::cache

@@ -1,0 +1,153 @@
+// The path of one jit::get: validate, specialize, key, memory tier, disk tier, single-flight compile, load.
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <unordered_map>
+
+#include "cache/artifact_cache.hpp"
+#include "cache/cache_key.hpp"
+#include "jit/kernel_catalog.hpp"
+#include "jit/specializer.hpp"
+#include "runtime/backend_driver.hpp"
+#include "runtime/get_kernel.hpp"
+#include "runtime/logging.hpp"
+
+namespace jit::detail {
+namespace {
+
+using LoadedPtr = std::shared_ptr<const LoadedKernel>;
+struct Built {
+  LoadedPtr kernel;
+  Origin origin;
+};
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Loaded kernels by content key; an entry is a future so that threads asking for a key being
+// built wait for the one build instead of starting their own.
+class LoadedKernels {
+ public:
+  // Returns the kernel for key, building it with `build` if no thread has (or is).
+  template <class Build> Built get_or_build(const std::string& key, Build&& build) {
+    std::promise<Built> promise;
+    std::shared_future<Built> future;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = map_.find(key);
+      if (it != map_.end()) {
+        future = it->second;
+      } else {
+        map_.emplace(key, promise.get_future().share());
+        future = {};
+      }
+    }
+    if (future.valid()) return future.get();
+    try {
+      Built built = build();
+      promise.set_value(built);
+      return built;
+    } catch (...) {
+      {
+        std::lock_guard lock(mutex_);
+        map_.erase(key);  // a later call tries again
+      }
+      promise.set_exception(std::current_exception());
+      throw;
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_future<Built>> map_;
+};
+
+LoadedKernels& loaded_kernels() {
+  static LoadedKernels k;
+  return k;
+}
+
+LoadedPtr load_from_disk(ArtifactCache& cache, const Specialization& s, bool count_miss, const char* how) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto bytes = cache.load(s.key, count_miss);
+  if (!bytes) return nullptr;
+  try {
+    double read_ms = ms_since(t0);
+    LoadedPtr k = s.driver->load(*bytes, s.key);
+    log().info("loaded {} ({}) for {} from the disk cache{} in {:.3f} ms (read and verify {:.3f} ms)", s.unit.kernel,
+               s.unit.params_text, s.target.to_string(), how, ms_since(t0), read_ms);
+    return k;
+  } catch (const Error& e) {
+    log().warn("cache: artifact {} ({} {}) verified but failed to load ({}); dropping it and rebuilding", s.key,
+               s.unit.kernel, s.unit.params_text, e.what());
+    cache.drop(s.key);
+    return nullptr;
+  }
+}
+
+// Compiles s and stores the artifact; the caller holds the key's lock.
+CompiledArtifact compile_and_store(ArtifactCache& cache, const Specialization& s) {
+  CompiledArtifact artifact = s.compiler->compile(s.unit);
+  log().info("compiled {} ({}) for {} in {:.1f} ms", s.unit.kernel, s.unit.params_text, s.target.to_string(),
+             artifact.compile_ms);
+  if (!artifact.log.empty()) log().debug("compiler log for {}:\n{}", s.unit.kernel, artifact.log);
+  cache.store(s.key, {s.unit.kernel, s.unit.params_text, std::string(backend_name(s.target.backend)),
+                      s.compiler->arch(), s.compiler->id(), artifact.compile_ms},
+              artifact.bytes);
+  return artifact;
+}
+
+Built build(const Specialization& s) {
+  ArtifactCache& cache = ArtifactCache::process_cache();
+  if (LoadedPtr k = load_from_disk(cache, s, /*count_miss=*/false, "")) return {k, Origin::DiskCache};
+  auto lock = cache.lock(s.key);  // one compile per key across processes; the rest wait here
+  if (LoadedPtr k = load_from_disk(cache, s, /*count_miss=*/true, " after waiting for another process"))
+    return {k, Origin::DiskCache};
+  return {s.driver->load(compile_and_store(cache, s).bytes, s.key), Origin::Compiled};
+}
+
+}  // namespace
+
+Specialization resolve(std::string_view kernel, const ParamSet& params, const Target& target) {
+  const KernelDef& def = find_kernel(kernel);
+  Specialization s;
+  s.target = target;
+  ParamSet canonical = validate_params(def, params);
+  s.driver = &driver_for(target);
+  s.compiler = &s.driver->compiler(target);
+  s.unit = specialize(def, canonical, target.backend);
+
+  KeyBuilder key;
+  key.add("format", std::to_string(kCacheFormatVersion))
+      .add("kernel", def.name)
+      .add("kernel version", std::to_string(def.version))
+      .add("params", s.unit.params_text)
+      .add("backend", backend_name(target.backend))
+      .add("compiler", s.compiler->id())
+      .add("arch", s.compiler->arch())
+      .add("target", s.compiler->target_fingerprint());
+  for (const auto& o : s.compiler->options()) key.add("option", o);
+  key.add("source " + s.unit.main.name, s.unit.main.text);
+  for (const auto& h : s.unit.headers) key.add("header " + h.name, h.text);
+  s.key = key.finish().hex();
+  return s;
+}
+
+bool ensure_on_disk(const Specialization& s) {
+  ArtifactCache& cache = ArtifactCache::process_cache();
+  if (cache.contains(s.key)) return false;
+  auto lock = cache.lock(s.key);
+  if (cache.contains(s.key)) return false;
+  cache.load(s.key, /*count_miss=*/true);  // counts the miss; drops a damaged leftover
+  compile_and_store(cache, s);
+  return true;
+}
+
+KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const Target& target) {
+  Specialization s = resolve(kernel, params, target);
+  Built b = loaded_kernels().get_or_build(s.key, [&] { return build(s); });
+  return {std::move(b.kernel), s.key, b.origin};
+}
+
+}  // namespace jit::detail

@@ -1,0 +1,27 @@
+// The steps of jit::get that the warm-up and the tool reuse: resolving a request to its source unit and key.
+#pragma once
+#include <string>
+
+#include "jit/jit.hpp"
+#include "jit/specializer.hpp"
+
+namespace jit::detail {
+
+class BackendDriver;
+class Compiler;
+
+struct Specialization {
+  Target target;
+  const BackendDriver* driver = nullptr;
+  const Compiler* compiler = nullptr;
+  SourceUnit unit;
+  std::string key;  // hex content hash
+};
+
+// Validates and specializes; throws jit::Error naming what is wrong. Compiles nothing.
+Specialization resolve(std::string_view kernel, const ParamSet& params, const Target& target);
+// Compiles and stores s unless the disk cache has it (without loading it into this process, so a
+// target with no device present can be warmed). Returns whether it compiled.
+bool ensure_on_disk(const Specialization& s);
+
+}  // namespace jit::detail

@@ -1,0 +1,93 @@
+// A fixed pool of workers woken per job; chunks are handed out under one mutex (jobs are coarse).
+#include "runtime/thread_pool.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace jit::detail {
+namespace {
+thread_local bool t_in_task = false;
+// Chunks per thread: enough to even out uneven cores, few enough to keep hand-out cheap.
+constexpr std::int64_t kChunksPerThread = 4;
+}  // namespace
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+ThreadPool& ThreadPool::instance() {
+  static ThreadPool pool([] {
+    if (const char* env = std::getenv("JITK_NUM_THREADS"); env && std::atoi(env) > 0) return std::atoi(env);
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }());
+  return pool;
+}
+
+void ThreadPool::run_chunks() {
+  for (;;) {
+    std::int64_t c;
+    {
+      std::lock_guard lock(mutex_);
+      if (next_chunk_ >= chunks_) return;
+      c = next_chunk_++;
+    }
+    std::int64_t begin = c * chunk_, end = std::min(n_, begin + chunk_);
+    fn_(context_, begin, end);
+  }
+}
+
+void ThreadPool::worker_loop() {
+  t_in_task = true;
+  std::uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+    }
+    run_chunks();
+    std::lock_guard lock(mutex_);
+    if (--active_ == 0) done_.notify_one();
+  }
+}
+
+void ThreadPool::parallel_for(std::int64_t n, std::int64_t min_grain, RangeFn fn, void* context) {
+  if (n <= 0) return;
+  min_grain = std::max<std::int64_t>(1, min_grain);
+  std::int64_t chunks = std::min((n + min_grain - 1) / min_grain, kChunksPerThread * size());
+  if (chunks <= 1 || workers_.empty() || t_in_task) {
+    fn(context, 0, n);
+    return;
+  }
+  std::lock_guard call(call_mutex_);
+  {
+    std::lock_guard lock(mutex_);
+    fn_ = fn;
+    context_ = context;
+    n_ = n;
+    chunk_ = (n + chunks - 1) / chunks;
+    chunks_ = (n + chunk_ - 1) / chunk_;
+    next_chunk_ = 0;
+    active_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  wake_.notify_all();
+  t_in_task = true;
+  run_chunks();
+  t_in_task = false;
+  std::unique_lock lock(mutex_);
+  done_.wait(lock, [&] { return active_ == 0; });
+}
+
+}  // namespace jit::detail

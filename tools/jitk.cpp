@@ -1,0 +1,165 @@
+// jitk: inspect, warm, verify and clear the kernel cache (verbs after ccache's: stats, clear, ...).
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <thread>
+#include <unistd.h>
+
+#include "jit/cache.hpp"
+
+namespace {
+
+std::string human_bytes(std::int64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string iso_time(std::int64_t t) {
+  std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+int cmd_info() {
+  std::cout << "jitk cache root: " << jit::cache::root().string() << "\n";
+  try {
+    auto s = jit::cache::stats();
+    std::cout << "cache: " << s.entries << " artifacts, " << human_bytes(s.bytes) << "\n";
+  } catch (const jit::Error& e) {
+    std::cout << "cache: unusable: " << e.what() << "\n";
+  }
+  std::cout << "backends:\n";
+  for (const auto& b : jit::cache::backends())
+    std::cout << "  " << b.name << ": " << (b.available ? "available (" + b.detail + ")" : "unavailable: " + b.detail) << "\n";
+  std::cout << "default target: " << jit::default_target().to_string() << "\n";
+  return 0;
+}
+
+int cmd_ls(bool json) {
+  auto rows = jit::cache::list();
+  if (json) {
+    auto arr = nlohmann::json::array();
+    for (const auto& r : rows)
+      arr.push_back({{"key", r.key}, {"kernel", r.kernel}, {"params", r.params}, {"backend", r.backend},
+                     {"arch", r.arch}, {"compiler", r.compiler}, {"size_bytes", r.size_bytes},
+                     {"compile_ms", r.compile_ms}, {"created", iso_time(r.created)},
+                     {"last_used", iso_time(r.last_used)}, {"hits", r.hits}});
+    std::cout << arr.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-14s %-28s %-6s %-16s %10s %6s %-20s %s\n", "KERNEL", "PARAMS", "BACKEND", "ARCH", "SIZE", "HITS",
+              "LAST USED", "KEY");
+  for (const auto& r : rows)
+    std::printf("%-14s %-28s %-6s %-16s %10s %6lld %-20s %s\n", r.kernel.c_str(), r.params.c_str(), r.backend.c_str(),
+                r.arch.c_str(), human_bytes(r.size_bytes).c_str(), static_cast<long long>(r.hits),
+                iso_time(r.last_used).c_str(), r.key.c_str());
+  std::printf("%zu artifacts\n", rows.size());
+  return 0;
+}
+
+int cmd_stats(bool json) {
+  auto s = jit::cache::stats();
+  if (json) {
+    nlohmann::json j = {{"root", jit::cache::root().string()}, {"entries", s.entries}, {"bytes", s.bytes},
+                        {"hits", s.hits}, {"misses", s.misses}, {"compiles", s.compiles}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "cache root:  " << jit::cache::root().string() << "\n"
+            << "entries:     " << s.entries << "\n"
+            << "size:        " << human_bytes(s.bytes) << "\n"
+            << "disk hits:   " << s.hits << "\n"
+            << "misses:      " << s.misses << "\n"
+            << "compiles:    " << s.compiles << "\n";
+  return 0;
+}
+
+int cmd_clear() {
+  auto c = jit::cache::clear();
+  std::cout << "cleared " << c.entries << " artifacts, freed " << human_bytes(c.bytes) << " ("
+            << jit::cache::root().string() << ")\n";
+  return 0;
+}
+
+int cmd_verify(bool fix) {
+  auto problems = jit::cache::verify(fix);
+  for (const auto& p : problems) std::cout << (fix ? "fixed: " : "problem: ") << p.key << ": " << p.what << "\n";
+  std::cout << (problems.empty() ? "cache is consistent" : std::to_string(problems.size()) + " problem(s)")
+            << (fix && !problems.empty() ? ", repaired" : "") << "\n";
+  return problems.empty() || fix ? 0 : 1;
+}
+
+int cmd_warm(const std::string& manifest, int jobs) {
+  auto items = jit::cache::parse_manifest(manifest);
+  bool tty = ::isatty(STDOUT_FILENO);
+  std::size_t done = 0;
+  auto results = jit::cache::warm(items, jobs, [&](const jit::cache::WarmResult& r) {
+    ++done;
+    const char* what = r.outcome == jit::cache::WarmResult::Outcome::Compiled        ? "compiled"
+                       : r.outcome == jit::cache::WarmResult::Outcome::AlreadyCached ? "cached  "
+                                                                                     : "FAILED  ";
+    if (tty) std::cout << "\r\033[K";
+    std::printf("[%zu/%zu] %s %s (%s) %s %.1f ms\n", done, items.size(), what, r.item->kernel.c_str(),
+                r.item->params.to_string().c_str(), r.item->target.to_string().c_str(), r.ms);
+    if (!r.error.empty()) std::printf("    %s\n", r.error.c_str());
+    std::fflush(stdout);
+  });
+  int compiled = 0, cached = 0, failed = 0;
+  for (const auto& r : results) {
+    if (r.outcome == jit::cache::WarmResult::Outcome::Compiled) ++compiled;
+    else if (r.outcome == jit::cache::WarmResult::Outcome::AlreadyCached) ++cached;
+    else ++failed;
+  }
+  std::printf("warm: %zu kernels: %d compiled, %d already cached, %d failed\n", items.size(), compiled, cached, failed);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"jitk: inspect, warm, verify and clear the jitk kernel cache"};
+  app.require_subcommand(1);
+  bool json = false, fix = false;
+  std::string manifest;
+  int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+  auto* info = app.add_subcommand("info", "backends, cache root and size");
+  auto* ls = app.add_subcommand("ls", "one row per cached artifact");
+  ls->add_flag("--json", json, "print a JSON array");
+  auto* stats = app.add_subcommand("stats", "entries, bytes, hits, misses, compiles");
+  stats->add_flag("--json", json, "print a JSON object");
+  auto* clear = app.add_subcommand("clear", "remove every artifact and index row");
+  auto* verify = app.add_subcommand("verify", "check every index row against its blob (exit 1 on problems)");
+  verify->add_flag("--fix", fix, "drop what is damaged or orphaned");
+  auto* warm = app.add_subcommand("warm", "compile every specialization a manifest lists");
+  warm->add_option("manifest", manifest, "TOML manifest ([[kernel]] name, target, params)")->required()->check(CLI::ExistingFile);
+  warm->add_option("-j,--jobs", jobs, "parallel compiles (default: all cores)")->check(CLI::PositiveNumber);
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*info) return cmd_info();
+    if (*ls) return cmd_ls(json);
+    if (*stats) return cmd_stats(json);
+    if (*clear) return cmd_clear();
+    if (*verify) return cmd_verify(fix);
+    if (*warm) return cmd_warm(manifest, jobs);
+  } catch (const jit::Error& e) {
+    std::cerr << "jitk: error (" << jit::to_string(e.code()) << "): " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
