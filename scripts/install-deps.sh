@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages jitk builds with, only those missing (run as root).
+set -euo pipefail
+packages=(cmake ninja-build g++ pkg-config
+          llvm-16-dev libclang-16-dev clang-16
+          libxxhash-dev libsqlite3-dev libspdlog-dev catch2
+          libcli11-dev nlohmann-json3-dev libtomlplusplus-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,212 @@
+// The cache's parts on their own: keys, blobs, the SQLite index, the root, locks.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <sqlite3.h>
+#include <chrono>
+#include <thread>
+
+#include "cache/artifact_cache.hpp"
+#include "jit/error.hpp"
+#include "cache/blob_store.hpp"
+#include "cache/cache_key.hpp"
+#include "cache/cache_root.hpp"
+#include "cache/file_lock.hpp"
+#include "cache/sqlite_index.hpp"
+#include "test_support.hpp"
+
+using namespace jit::detail;
+using jitk_test::TempDir;
+
+namespace {
+std::vector<char> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+IndexRow row_for(const std::string& key, const std::string& checksum) {
+  IndexRow r;
+  r.key = key;
+  r.kernel = "saxpy";
+  r.params = "dtype=f32";
+  r.backend = "cpu";
+  r.arch = "test";
+  r.compiler = "test";
+  r.size_bytes = 3;
+  r.checksum = checksum;
+  return r;
+}
+}  // namespace
+
+TEST_CASE("keys separate fields: moving a character between fields changes the key", "[cache]") {
+  KeyBuilder a, b, c;
+  a.add("x", "ab").add("y", "c");
+  b.add("x", "a").add("y", "bc");
+  c.add("x", "ab").add("y", "c");
+  CHECK(a.finish().hex() != b.finish().hex());
+  CHECK(a.finish() == c.finish());
+  CHECK(a.finish().hex().size() == 32);
+}
+
+TEST_CASE("a blob reads back exactly as written", "[cache]") {
+  TempDir dir;
+  prepare_cache_root(dir.path());
+  BlobStore store(dir.path());
+  std::string key(32, 'a');
+  auto payload = bytes_of("object code \x01\x02\x00 with zeros");
+  auto sum = store.write(key, payload);
+  auto r = store.read(key);
+  REQUIRE(r.status == BlobRead::Status::Ok);
+  CHECK(r.payload == payload);
+  CHECK(r.checksum == sum);
+  CHECK(store.keys() == std::vector<std::string>{key});
+}
+
+TEST_CASE("a blob with a flipped byte, a truncated blob and a blob under the wrong name are damaged", "[cache]") {
+  TempDir dir;
+  prepare_cache_root(dir.path());
+  BlobStore store(dir.path());
+  std::string key(32, 'b');
+  store.write(key, bytes_of(std::string(1000, 'x')));
+  auto path = store.path_for(key);
+  std::string original = jitk_test::read_file(path);
+
+  std::string flipped = original;
+  flipped[500] ^= 0x01;
+  jitk_test::write_file(path, flipped);
+  auto r = store.read(key);
+  CHECK(r.status == BlobRead::Status::Damaged);
+  CHECK_THAT(r.problem, Catch::Matchers::Contains("checksum"));
+
+  jitk_test::write_file(path, original.substr(0, original.size() - 10));
+  CHECK(store.read(key).status == BlobRead::Status::Damaged);
+  jitk_test::write_file(path, original.substr(0, 20));
+  CHECK(store.read(key).status == BlobRead::Status::Damaged);
+
+  std::string other(32, 'c');
+  std::filesystem::create_directories(store.path_for(other).parent_path());
+  jitk_test::write_file(store.path_for(other), original);
+  CHECK(store.read(other).status == BlobRead::Status::Damaged);
+  CHECK(store.read(std::string(32, 'd')).status == BlobRead::Status::Missing);
+}
+
+TEST_CASE("nothing outside hex keys can name a blob path", "[cache]") {
+  TempDir dir;
+  BlobStore store(dir.path());
+  CHECK_THROWS_AS(store.path_for("../../etc/passwd"), jit::Error);
+  CHECK_THROWS_AS(store.path_for(std::string(32, 'G')), jit::Error);
+}
+
+TEST_CASE("the index keeps rows and counters across connections", "[cache]") {
+  TempDir dir;
+  std::string key(32, 'e');
+  {
+    SqliteIndex index(dir.path() / "index.db");
+    index.insert(row_for(key, "sum"));
+    index.record_hits({key, key});
+    index.record_miss();
+  }
+  SqliteIndex index(dir.path() / "index.db");
+  auto row = index.find(key);
+  REQUIRE(row);
+  CHECK(row->hits == 2);
+  CHECK(row->kernel == "saxpy");
+  auto c = index.counters();
+  CHECK(c.compiles == 1);
+  CHECK(c.hits == 2);
+  CHECK(c.misses == 1);
+  CHECK(index.remove(key));
+  CHECK_FALSE(index.find(key));
+}
+
+TEST_CASE("an index.db full of garbage is moved aside and a new one made", "[cache]") {
+  TempDir dir;
+  std::string garbage(8192, '\0');
+  for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>(i * 7919 % 251);
+  jitk_test::write_file(dir.path() / "index.db", garbage);
+  std::string note;
+  SqliteIndex index(dir.path() / "index.db", &note);
+  CHECK_THAT(note, Catch::Matchers::Contains("moved aside"));
+  index.insert(row_for(std::string(32, 'f'), "sum"));
+  CHECK(index.rows().size() == 1);
+  bool aside = false;
+  for (auto& e : std::filesystem::directory_iterator(dir.path()))
+    aside |= e.path().filename().string().rfind("index.db.broken-", 0) == 0;
+  CHECK(aside);
+}
+
+TEST_CASE("an index from a newer format is left alone and the cache runs from memory", "[cache]") {
+  TempDir dir;
+  prepare_cache_root(dir.path());
+  { SqliteIndex index(dir.path() / "index.db"); }
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((dir.path() / "index.db").c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  CHECK_THROWS_WITH(SqliteIndex(dir.path() / "index.db"), Catch::Matchers::Contains("newer jitk"));
+  ArtifactCache cache(dir.path());
+  CHECK_FALSE(cache.on_disk());
+  CHECK_THAT(cache.unavailable_reason(), Catch::Matchers::Contains("newer jitk"));
+}
+
+TEST_CASE("a root that cannot be created leaves a memory-only cache that says why", "[cache]") {
+  TempDir dir;
+  jitk_test::write_file(dir.path() / "a-file", "x");
+  ArtifactCache cache(dir.path() / "a-file" / "jitk");
+  CHECK_FALSE(cache.on_disk());
+  CHECK_THAT(cache.unavailable_reason(), Catch::Matchers::Contains("cannot create"));
+  CHECK_FALSE(cache.load(std::string(32, 'a')));
+  cache.store(std::string(32, 'a'), {}, bytes_of("abc"));  // no throw, nothing written
+}
+
+TEST_CASE("the root is created with mode 0700", "[cache]") {
+  TempDir dir;
+  auto root = dir.path() / "nested" / "jitk";
+  REQUIRE(prepare_cache_root(root).empty());
+  struct stat st{};
+  REQUIRE(::stat(root.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+}
+
+TEST_CASE("a stored artifact loads back verified, and a damaged one is dropped", "[cache]") {
+  TempDir dir;
+  ArtifactCache cache(dir.path());
+  REQUIRE(cache.on_disk());
+  std::string key(32, '1');
+  cache.store(key, {"saxpy", "dtype=f32", "cpu", "x", "c", 1.0}, bytes_of("payload"));
+  auto loaded = cache.load(key);
+  REQUIRE(loaded);
+  CHECK(std::string(loaded->begin(), loaded->end()) == "payload");
+
+  auto path = BlobStore(dir.path()).path_for(key);
+  auto text = jitk_test::read_file(path);
+  text.back() ^= 0x40;
+  jitk_test::write_file(path, text);
+  CHECK_FALSE(cache.load(key));
+  CHECK_FALSE(std::filesystem::exists(path));
+  CHECK(cache.rows().empty());
+}
+
+TEST_CASE("a file lock excludes another process and is released when its holder dies", "[cache]") {
+  TempDir dir;
+  auto lock_path = dir.path() / "k.lock";
+  pid_t child = ::fork();
+  if (child == 0) {
+    FileLock held(lock_path);
+    ::sleep(30);  // killed long before
+    ::_exit(0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::kill(child, SIGKILL);
+  });
+  { FileLock mine(lock_path); }
+  auto waited = std::chrono::steady_clock::now() - t0;
+  killer.join();
+  ::waitpid(child, nullptr, 0);
+  CHECK(waited >= std::chrono::milliseconds(250));
+  CHECK(waited < std::chrono::seconds(10));
+}

@@ -1,0 +1,163 @@
+// The cache across processes: a second process compiles nothing, damage is rebuilt, concurrent processes compile once.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+
+#include <future>
+
+#include "test_support.hpp"
+
+using Catch::Matchers::Contains;
+using jitk_test::run;
+using jitk_test::TempDir;
+
+namespace {
+
+const std::string kClient = JITK_TEST_CLIENT;
+const std::string kTool = JITK_TOOL;
+
+nlohmann::json stats(const TempDir& cache) {
+  auto r = run(kTool + " stats --json", jitk_test::cache_env(cache));
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.output);
+}
+
+void exec_sql(const std::filesystem::path& db_path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(db_path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+}
+
+// Runs the client on a populated cache after `damage` and checks every kernel was rebuilt and right.
+template <class Damage> void check_rebuilt_after(Damage&& damage, const std::string& expect_in_log) {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient + " saxpy rms_norm", env).exit_code == 0);
+  damage(cache.path());
+  auto r = run(kClient + " saxpy rms_norm", env);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(jitk_test::count_lines_with(r.output, " compiled ok") == 2);
+  if (!expect_in_log.empty()) CHECK_THAT(r.output, Contains(expect_in_log));
+  auto again = run(kClient + " saxpy rms_norm", env);
+  CHECK(jitk_test::count_lines_with(again.output, " disk ok") == 2);
+  CHECK(run(kTool + " verify", env).exit_code == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a second process finds every kernel on disk and compiles nothing", "[cache][process]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  auto first = run(kClient, env);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  CHECK(jitk_test::count_lines_with(first.output, " compiled ok") == 4);
+  auto compiles = stats(cache)["compiles"].get<int>();
+  CHECK(compiles == 4);
+
+  auto second = run(kClient, env);
+  INFO(second.output);
+  REQUIRE(second.exit_code == 0);
+  CHECK(jitk_test::count_lines_with(second.output, " disk ok") == 4);
+  auto s = stats(cache);
+  CHECK(s["compiles"].get<int>() == compiles);
+  CHECK(s["hits"].get<int>() == 4);
+  CHECK(s["entries"].get<int>() == 4);
+}
+
+TEST_CASE("a blob with one flipped byte is rebuilt, not loaded", "[cache][process][damage]") {
+  check_rebuilt_after([](const std::filesystem::path& root) {
+    for (const auto& blob : jitk_test::blob_files(root)) {
+      auto bytes = jitk_test::read_file(blob);
+      bytes[bytes.size() / 2] ^= 0x10;
+      jitk_test::write_file(blob, bytes);
+    }
+  }, "checksum mismatch");
+}
+
+TEST_CASE("a truncated blob is rebuilt", "[cache][process][damage]") {
+  check_rebuilt_after([](const std::filesystem::path& root) {
+    for (const auto& blob : jitk_test::blob_files(root)) {
+      auto bytes = jitk_test::read_file(blob);
+      jitk_test::write_file(blob, bytes.substr(0, bytes.size() / 3));
+    }
+  }, "damaged");
+}
+
+TEST_CASE("a missing blob whose row is present is rebuilt", "[cache][process][damage]") {
+  check_rebuilt_after([](const std::filesystem::path& root) {
+    for (const auto& blob : jitk_test::blob_files(root)) std::filesystem::remove(blob);
+  }, "blob is missing");
+}
+
+TEST_CASE("a blob with no index row is replaced, not trusted", "[cache][process][damage]") {
+  check_rebuilt_after([](const std::filesystem::path& root) { exec_sql(root / "index.db", "DELETE FROM artifacts"); }, "");
+}
+
+TEST_CASE("an index.db of garbage bytes is moved aside and the cache rebuilt", "[cache][process][damage]") {
+  check_rebuilt_after([](const std::filesystem::path& root) {
+    std::filesystem::remove(root / "index.db-wal");
+    std::filesystem::remove(root / "index.db-shm");
+    jitk_test::write_file(root / "index.db", std::string(4096, '\x5a'));
+  }, "moved aside");
+}
+
+TEST_CASE("a stale -wal file of garbage does not stop the cache", "[cache][process][damage]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient + " saxpy", env).exit_code == 0);
+  jitk_test::write_file(cache.path() / "index.db-wal", std::string(10000, '\x33'));
+  auto r = run(kClient + " saxpy", env);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("saxpy"));
+  CHECK_THAT(r.output, Contains(" ok"));
+}
+
+TEST_CASE("JITK_KERNEL_DIR text is used, is part of the key, and unsetting it returns to the shipped text", "[cache][process]") {
+  TempDir cache, kernels;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient + " saxpy", env).exit_code == 0);
+  // A deliberately different saxpy: y = a*x + y + 1. The client's reference check must then fail,
+  // which proves the override's text was compiled rather than the cached shipped one.
+  auto text = jitk_test::read_file(std::string(JITK_SOURCE_DIR) + "/kernel_sources/saxpy.cpp");
+  auto pos = text.find("y[i] = a * x[i] + y[i];");
+  REQUIRE(pos != std::string::npos);
+  text.replace(pos, 23, "y[i] = a * x[i] + y[i] + T(1);");
+  jitk_test::write_file(kernels.path() / "saxpy.cpp", text);
+
+  auto changed = run(kClient + " saxpy", env + " JITK_KERNEL_DIR='" + kernels.str() + "'");
+  CHECK_THAT(changed.output, Contains("saxpy compiled WRONG"));
+  auto back = run(kClient + " saxpy", env);
+  CHECK_THAT(back.output, Contains("saxpy disk ok"));
+  CHECK(stats(cache)["entries"].get<int>() == 2);
+}
+
+TEST_CASE("processes started together on an empty cache compile each kernel once", "[cache][process][concurrency]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  constexpr int kProcesses = 6;
+  std::vector<std::future<jitk_test::CommandResult>> runs;
+  for (int i = 0; i < kProcesses; ++i) runs.push_back(std::async(std::launch::async, [&] { return run(kClient, env); }));
+  int compiled = 0;
+  for (auto& f : runs) {
+    auto r = f.get();
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    compiled += static_cast<int>(jitk_test::count_lines_with(r.output, " compiled ok"));
+  }
+  CHECK(compiled == 4);
+  CHECK(stats(cache)["compiles"].get<int>() == 4);
+}
+
+TEST_CASE("an unusable cache root still gives working kernels, with a warning that says how to fix it", "[cache][process]") {
+  TempDir dir;
+  jitk_test::write_file(dir.path() / "file", "not a folder");
+  auto r = run(kClient + " saxpy", "JITK_CACHE_DIR='" + (dir.path() / "file" / "jitk").string() + "'");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("memory only") && Contains("JITK_CACHE_DIR"));
+  CHECK_THAT(r.output, Contains("saxpy compiled ok"));
+}

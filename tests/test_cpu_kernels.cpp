@@ -1,0 +1,140 @@
+// Every shipped CPU kernel against a float64 reference on random inputs of odd sizes, with poisoned outputs.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "../examples/reference_kernels.hpp"
+#include "jit/cache.hpp"
+#include "jit/kernels.hpp"
+#include "test_support.hpp"
+
+namespace kernels = jit::kernels;
+namespace ref = jitk_reference;
+
+namespace {
+
+// This test program's own cache, set before the library first reads the environment.
+const jitk_test::TempDir& cache_dir() {
+  static jitk_test::TempDir dir;
+  return dir;
+}
+const bool cache_dir_set = [] { return ::setenv("JITK_CACHE_DIR", cache_dir().str().c_str(), 1) == 0; }();
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 r(std::random_device{}());
+  return r;
+}
+
+template <class T> std::vector<T> random_vector(std::size_t n, double lo = -3, double hi = 3) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(d(rng()));
+  return v;
+}
+
+template <class T> std::vector<T> poisoned(std::size_t n) { return std::vector<T>(n, std::numeric_limits<T>::quiet_NaN()); }
+
+const std::int64_t kOddSizes[] = {1, 7, 1000, 4097};
+const std::int64_t kOddRows[] = {1, 7, 33};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("saxpy matches the reference", "[kernels]", float, double) {
+  auto k = jit::get<kernels::Saxpy>({jit::dtype_of<TestType>()}, jit::Target::cpu());
+  for (std::int64_t n : {1LL, 7LL, 1000LL, 4097LL, 1'000'003LL}) {
+    auto x = random_vector<TestType>(n), y = random_vector<TestType>(n);
+    double a = std::uniform_real_distribution<double>(-2, 2)(rng());
+    auto expected = ref::saxpy(a, x, y);
+    k(n, a, x.data(), y.data());
+    INFO("n = " << n);
+    CHECK(ref::relative_l2_error(y, expected) <= ref::tolerance<TestType>());
+  }
+}
+
+TEMPLATE_TEST_CASE("rms_norm matches the reference", "[kernels]", float, double) {
+  for (std::int64_t hidden : kOddSizes) {
+    auto k = jit::get<kernels::RmsNorm>({jit::dtype_of<TestType>(), hidden}, jit::Target::cpu());
+    for (std::int64_t rows : kOddRows) {
+      auto x = random_vector<TestType>(rows * hidden), w = random_vector<TestType>(hidden, 0.5, 1.5);
+      auto y = poisoned<TestType>(rows * hidden);
+      k(rows, x.data(), w.data(), y.data(), 1e-5);
+      INFO("hidden = " << hidden << ", rows = " << rows);
+      CHECK(ref::relative_l2_error(y, ref::rms_norm(rows, hidden, x, w, 1e-5)) <= ref::tolerance<TestType>());
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("softmax matches the reference, also for large and equal inputs", "[kernels]", float, double) {
+  for (std::int64_t hidden : kOddSizes) {
+    auto k = jit::get<kernels::Softmax>({jit::dtype_of<TestType>(), hidden}, jit::Target::cpu());
+    for (std::int64_t rows : kOddRows) {
+      auto x = random_vector<TestType>(rows * hidden, -30, 30);
+      x[0] = static_cast<TestType>(80);  // exp(80) overflows float without the max subtraction
+      auto y = poisoned<TestType>(rows * hidden);
+      k(rows, x.data(), y.data());
+      INFO("hidden = " << hidden << ", rows = " << rows);
+      CHECK(ref::relative_l2_error(y, ref::softmax(rows, hidden, x)) <= ref::tolerance<TestType>());
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("silu_and_mul matches the reference", "[kernels]", float, double) {
+  for (std::int64_t hidden : kOddSizes) {
+    auto k = jit::get<kernels::SiluAndMul>({jit::dtype_of<TestType>(), hidden}, jit::Target::cpu());
+    for (std::int64_t rows : kOddRows) {
+      auto x = random_vector<TestType>(rows * 2 * hidden, -12, 12);
+      auto out = poisoned<TestType>(rows * hidden);
+      k(rows, x.data(), out.data());
+      INFO("hidden = " << hidden << ", rows = " << rows);
+      CHECK(ref::relative_l2_error(out, ref::silu_and_mul(rows, hidden, x)) <= ref::tolerance<TestType>());
+    }
+  }
+}
+
+TEST_CASE("a kernel launched with zero work writes nothing", "[kernels]") {
+  auto k = jit::get<kernels::Softmax>({jit::DType::f32, 7}, jit::Target::cpu());
+  std::vector<float> y(7, 42.0f);
+  k(0, static_cast<const float*>(nullptr), y.data());
+  CHECK(y[0] == 42.0f);
+}
+
+TEST_CASE("launch arguments that do not fit the specialization are refused, not run", "[kernels]") {
+  auto k = jit::get<kernels::RmsNorm>({jit::DType::f32, 64}, jit::Target::cpu());
+  std::vector<float> x(64), w(64), y(64);
+  std::vector<double> xd(64);
+  CHECK_THROWS_WITH(k(1, xd.data(), w.data(), y.data(), 1e-6),
+                    Catch::Matchers::Contains("'x' is f64") && Catch::Matchers::Contains("specialized for f32"));
+  CHECK_THROWS_WITH(k(1, x.data(), static_cast<const float*>(nullptr), y.data(), 1e-6), Catch::Matchers::Contains("'weight' is null"));
+  CHECK_THROWS_WITH(k(-1, x.data(), w.data(), y.data(), 1e-6), Catch::Matchers::Contains("negative"));
+  CHECK_THROWS_WITH(k(1, x.data(), w.data(), y.data(), 0.0), Catch::Matchers::Contains("eps"));
+}
+
+TEST_CASE("threads asking for the same new kernel at once share one compile", "[kernels][concurrency]") {
+  auto before = jit::cache::stats().compiles;
+  constexpr int kThreads = 8;
+  std::vector<std::thread> threads;
+  std::vector<std::string> keys(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] { keys[t] = jit::get<kernels::Softmax>({jit::DType::f64, 12345}, jit::Target::cpu()).cache_key(); });
+  for (auto& t : threads) t.join();
+  CHECK(jit::cache::stats().compiles == before + 1);
+  for (const auto& k : keys) CHECK(k == keys[0]);
+}
+
+TEST_CASE("the hot path returns the same kernel without compiling again", "[kernels]") {
+  auto a = jit::get<kernels::Saxpy>({jit::DType::f32}, jit::Target::cpu());
+  auto compiles = jit::cache::stats().compiles;
+  for (int i = 0; i < 1000; ++i) CHECK(jit::get<kernels::Saxpy>({jit::DType::f32}, jit::Target::cpu()).cache_key() == a.cache_key());
+  CHECK(jit::cache::stats().compiles == compiles);
+}
+
+TEST_CASE("different specializations get different keys", "[kernels]") {
+  auto a = jit::get<kernels::RmsNorm>({jit::DType::f32, 7}, jit::Target::cpu());
+  auto b = jit::get<kernels::RmsNorm>({jit::DType::f32, 1000}, jit::Target::cpu());
+  auto c = jit::get<kernels::RmsNorm>({jit::DType::f64, 7}, jit::Target::cpu());
+  CHECK(a.cache_key() != b.cache_key());
+  CHECK(a.cache_key() != c.cache_key());
+}

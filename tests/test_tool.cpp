@@ -1,0 +1,121 @@
+// The jitk tool: info, ls, stats, clear, verify and warm, run as a user would.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+
+using Catch::Matchers::Contains;
+using jitk_test::run;
+using jitk_test::TempDir;
+
+namespace {
+const std::string kClient = JITK_TEST_CLIENT;
+const std::string kTool = JITK_TOOL;
+const std::string kWarmToml = std::string(JITK_SOURCE_DIR) + "/examples/warm.toml";
+
+nlohmann::json json_of(const std::string& command, const std::string& env) {
+  auto r = run(kTool + " " + command, env);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.output);
+}
+}  // namespace
+
+TEST_CASE("jitk info names each backend and whether it is available", "[tool]") {
+  TempDir cache;
+  auto r = run(kTool + " info", jitk_test::cache_env(cache));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("cpu: available") && Contains("cuda: unavailable") && Contains(cache.str()));
+}
+
+TEST_CASE("jitk ls --json and stats --json describe what the cache holds", "[tool]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient + " rms_norm softmax", env).exit_code == 0);
+  auto rows = json_of("ls --json", env);
+  REQUIRE(rows.size() == 2);
+  for (const auto& row : rows) {
+    for (const char* field : {"kernel", "params", "backend", "arch", "size_bytes", "hits", "last_used"})
+      CHECK(row.contains(field));
+    CHECK(row["backend"] == "cpu");
+    CHECK(row["size_bytes"].get<int>() > 0);
+  }
+  auto s = json_of("stats --json", env);
+  CHECK(s["entries"] == 2);
+  CHECK(s["compiles"] == 2);
+  CHECK(s["bytes"].get<int>() > 0);
+  for (const char* field : {"hits", "misses"}) CHECK(s.contains(field));
+}
+
+TEST_CASE("jitk clear leaves no entries and no blobs", "[tool]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient, env).exit_code == 0);
+  auto r = run(kTool + " clear", env);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("cleared 4 artifacts"));
+  CHECK(json_of("stats --json", env)["entries"] == 0);
+  CHECK(jitk_test::blob_files(cache.path()).empty());
+}
+
+TEST_CASE("jitk verify finds a damaged blob and --fix repairs it", "[tool]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient + " saxpy softmax", env).exit_code == 0);
+  CHECK(run(kTool + " verify", env).exit_code == 0);
+  auto blobs = jitk_test::blob_files(cache.path());
+  REQUIRE(blobs.size() == 2);
+  auto bytes = jitk_test::read_file(blobs[0]);
+  bytes[bytes.size() - 1] ^= 1;
+  jitk_test::write_file(blobs[0], bytes);
+  std::filesystem::create_directories(cache.path() / "blobs" / "aa");
+  jitk_test::write_file(cache.path() / "blobs" / "aa" / std::string(32, 'a'), "orphan");  // a blob with no row
+  auto found = run(kTool + " verify", env);
+  CHECK(found.exit_code == 1);
+  CHECK_THAT(found.output, Contains("checksum") && Contains("blob without index row") && Contains("2 problem(s)"));
+  CHECK(run(kTool + " verify --fix", env).exit_code == 0);
+  CHECK(run(kTool + " verify", env).exit_code == 0);
+  CHECK(json_of("stats --json", env)["entries"] == 1);
+}
+
+TEST_CASE("jitk warm compiles every listed specialization once and a second warm compiles nothing", "[tool][warm]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  auto first = run(kTool + " warm -j 2 '" + kWarmToml + "'", env);
+  INFO(first.output);
+  CHECK(first.exit_code == 0);
+  CHECK_THAT(first.output, Contains("8 kernels: 8 compiled, 0 already cached, 0 failed"));
+  auto second = run(kTool + " warm '" + kWarmToml + "'", env);
+  CHECK_THAT(second.output, Contains("8 kernels: 0 compiled, 8 already cached, 0 failed"));
+  CHECK(json_of("stats --json", env)["compiles"] == 8);
+  // the quickstart's kernels are now on disk: a program compiles nothing
+  auto client = run(kClient + " saxpy", env);
+  CHECK_THAT(client.output, Contains("saxpy disk ok"));
+}
+
+TEST_CASE("a bad manifest is an error naming the entry and the problem, and nothing is compiled", "[tool][warm]") {
+  TempDir cache, dir;
+  auto env = jitk_test::cache_env(cache);
+  struct Case {
+    const char* toml;
+    const char* expect;
+  } cases[] = {
+      {"[[kernel]]\nname = \"softmax\"\nparams = { dtype = \"f32\", hidden = 0 }\n", "kernel #1 (softmax)"},
+      {"[[kernel]]\nname = \"saxpy\"\nparams = { dtype = \"f32\" }\n[[kernel]]\nname = \"nope\"\n",
+       "kernel #2 (nope): unknown kernel"},
+      {"[[kernel]]\nname = \"saxpy\"\n", "kernel #1 (saxpy): saxpy: missing parameter 'dtype'"},
+      {"[[kernel]]\nname = \"saxpy\"\nparams = { dtype = [\"f32\", \"f17\"] }\n", "'f17' is not supported"},
+      {"[[kernel]\nname = \"saxpy\"\n", "syntax error at line 1"},
+      {"[[kernel]]\nname = \"saxpy\"\ntarget = \"gpu\"\n", "unknown target 'gpu'"},
+      {"[[kernel]]\nnmae = \"saxpy\"\n", "unknown key 'nmae'"},
+      {"[[kernel]]\nname = \"softmax\"\nparams = { dtype = \"f32\", hidden = 1.5 }\n", "must be an integer"},
+  };
+  for (const auto& c : cases) {
+    jitk_test::write_file(dir.path() / "bad.toml", c.toml);
+    auto r = run(kTool + " warm '" + (dir.path() / "bad.toml").string() + "'", env);
+    INFO(c.toml << "\n--- output:\n" << r.output);
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.output, Contains(c.expect));
+  }
+  CHECK(json_of("stats --json", env)["compiles"] == 0);
+}
