@@ -10,7 +10,7 @@ namespace {
 // today's models is 16384 (and 2x that for gated MLPs).
 constexpr std::int64_t kMaxHidden = 1 << 20;
 
-ParamSpec dtype_param() { return {"dtype", {"f32", "f64"}, 0, 0, "element type"}; }
+ParamSpec dtype_param() { return {"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "element type"}; }
 ParamSpec hidden_param() { return {"hidden", {}, 1, kMaxHidden, "row length the kernel is specialized for"}; }
 
 std::string join(const std::vector<std::string>& items) {
@@ -28,12 +28,12 @@ std::string ParamSpec::allowed() const {
 
 const std::vector<KernelDef>& kernel_catalog() {
   static const std::vector<KernelDef> catalog = {
-      {"saxpy", "y = a * x + y", "saxpy.cpp", {dtype_param()}, 1},
-      {"silu_and_mul", "out = silu(x[:, :hidden]) * x[:, hidden:]", "silu_and_mul.cpp",
-       {dtype_param(), hidden_param()}, 1},
-      {"rms_norm", "y = x / sqrt(mean(x^2) + eps) * weight, per row", "rms_norm.cpp",
-       {dtype_param(), hidden_param()}, 1},
-      {"softmax", "numerically stable softmax of each row", "softmax.cpp",
+      {"saxpy", "y = a * x + y", "saxpy.cpp", "saxpy.cu", GpuShape::Elementwise, {dtype_param()}, 1},
+      {"silu_and_mul", "out = silu(x[:, :hidden]) * x[:, hidden:]", "silu_and_mul.cpp", "silu_and_mul.cu",
+       GpuShape::Elementwise, {dtype_param(), hidden_param()}, 1},
+      {"rms_norm", "y = x / sqrt(mean(x^2) + eps) * weight, per row", "rms_norm.cpp", "rms_norm.cu",
+       GpuShape::PerRow, {dtype_param(), hidden_param()}, 1},
+      {"softmax", "numerically stable softmax of each row", "softmax.cpp", "softmax.cu", GpuShape::PerRow,
        {dtype_param(), hidden_param()}, 1},
   };
   return catalog;
@@ -47,6 +47,29 @@ const KernelDef& find_kernel(std::string_view name) {
   for (const auto& d : all) names.push_back(d.name);
   throw Error(ErrorCode::UnknownKernel,
               "unknown kernel '" + std::string(name) + "'; jitk has: " + join(names));
+}
+
+const std::vector<std::string>& dtypes_for(Backend backend) {
+  static const std::vector<std::string> cpu = {"f32", "f64"}, gpu = {"f32", "f16", "bf16"};
+  return backend == Backend::Cpu ? cpu : gpu;
+}
+
+ParamSet validate_params(const KernelDef& def, const ParamSet& given, Backend backend) {
+  ParamSet out = validate_params(def, given);
+  auto fail = [&](const std::string& what) {
+    throw Error(ErrorCode::InvalidParams, def.name + " on " + std::string(backend_name(backend)) + ": " + what);
+  };
+  if (const auto* d = out.find("dtype")) {
+    const auto& allowed = dtypes_for(backend);
+    const auto& dtype = std::get<std::string>(*d);
+    if (std::find(allowed.begin(), allowed.end(), dtype) == allowed.end())
+      fail("parameter 'dtype' = '" + dtype + "' is not supported; allowed: one of " + join(allowed));
+  }
+  if (const auto* h = out.find("hidden"); h && backend != Backend::Cpu && def.gpu_shape == GpuShape::PerRow &&
+                                          std::get<std::int64_t>(*h) > kGpuMaxHidden)
+    fail("parameter 'hidden' = " + std::to_string(std::get<std::int64_t>(*h)) +
+         " is out of range; allowed: an integer in [1, " + std::to_string(kGpuMaxHidden) + "]");
+  return out;
 }
 
 ParamSet validate_params(const KernelDef& def, const ParamSet& given) {

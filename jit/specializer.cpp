@@ -1,6 +1,7 @@
 // Renders the specialization prelude (#defines and a type alias) in front of the kernel text.
 #include "jit/specializer.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -13,6 +14,13 @@ namespace {
 
 // Headers of kernel_sources/ that kernel text may include, per backend.
 const char* const kCpuHeaders[] = {"jitk_cpu.h"};
+const char* const kGpuHeaders[] = {"jitk_gpu.h"};
+
+// GPU launch geometry. Elementwise kernels: one 16-byte pack per thread, this many threads a block.
+constexpr int kElementwiseBlock = 256;
+// Row kernels: aim for this many packs per thread (enough loads in flight, rows in registers).
+constexpr std::int64_t kPacksPerThread = 4;
+constexpr int kWarp = 32, kMaxBlock = 1024;
 
 std::string upper(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -22,7 +30,31 @@ std::string upper(std::string s) {
 const char* c_type(const std::string& dtype) {
   if (dtype == "f64") return "double";
   if (dtype == "f32") return "float";
-  return nullptr;  // f16/bf16 come with the GPU backends
+  if (dtype == "f16") return "__half";
+  if (dtype == "bf16") return "__nv_bfloat16";
+  return nullptr;
+}
+
+std::int64_t dtype_bytes(const std::string& dtype) { return dtype == "f64" ? 8 : dtype == "f32" ? 4 : 2; }
+
+LaunchShape gpu_shape(const KernelDef& def, const ParamSet& params) {
+  const auto* d = params.find("dtype");
+  const std::int64_t vector = 16 / (d ? dtype_bytes(std::get<std::string>(*d)) : 4);
+  const auto* h = params.find("hidden");
+  const std::int64_t hidden = h ? std::get<std::int64_t>(*h) : 1;
+  LaunchShape shape;
+  if (def.gpu_shape == GpuShape::PerRow) {
+    std::int64_t packs = hidden % vector == 0 ? hidden / vector : hidden;
+    std::int64_t threads = (packs + kPacksPerThread - 1) / kPacksPerThread;
+    threads = (threads + kWarp - 1) / kWarp * kWarp;
+    shape.block = static_cast<int>(std::clamp<std::int64_t>(threads, kWarp, kMaxBlock));
+    shape.items_per_block = 1;
+  } else {
+    shape.block = kElementwiseBlock;
+    shape.items_per_block = kElementwiseBlock * vector;
+    shape.elements_per_item = def.name == "saxpy" ? 1 : hidden;
+  }
+  return shape;
 }
 
 }  // namespace
@@ -47,9 +79,9 @@ SourceFile kernel_file(const std::string& name, std::string* origin) {
 }
 
 SourceUnit specialize(const KernelDef& def, const ParamSet& params, Backend backend) {
-  if (backend != Backend::Cpu)
-    throw Error(ErrorCode::BackendUnavailable,
-                def.name + ": no " + std::string(backend_name(backend)) + " implementation in this build");
+  const bool gpu = backend != Backend::Cpu;
+  if (gpu && def.gpu_source.empty())
+    throw Error(ErrorCode::BackendUnavailable, def.name + " has no GPU implementation");
   SourceUnit unit;
   unit.kernel = def.name;
   unit.params_text = params.to_string();
@@ -57,6 +89,11 @@ SourceUnit specialize(const KernelDef& def, const ParamSet& params, Backend back
   std::ostringstream prelude;
   prelude << "// jitk specialization of " << def.name << " (" << unit.params_text << ")\n";
   prelude << "#define JITK_ENTRY jitk_entry\n";
+  if (gpu) {
+    unit.shape = gpu_shape(def, params);
+    prelude << "#define JITK_BLOCK " << unit.shape.block << "\n";
+    prelude << "#include \"" << kGpuHeaders[0] << "\"  // defines the 16-bit types T may name\n";
+  }
   for (const auto& [name, value] : params.values()) {
     if (const auto* n = std::get_if<std::int64_t>(&value)) {
       prelude << "#define JITK_" << upper(name) << " " << *n << "LL\n";
@@ -66,9 +103,13 @@ SourceUnit specialize(const KernelDef& def, const ParamSet& params, Backend back
       if (name == "dtype") prelude << "typedef " << c_type(text) << " T;\n";
     }
   }
-  SourceFile text = kernel_file(def.cpu_source, &unit.text_origin);
+  SourceFile text = kernel_file(gpu ? def.gpu_source : def.cpu_source, &unit.text_origin);
   unit.main = {text.name, prelude.str() + text.text};
-  for (const char* h : kCpuHeaders) unit.headers.push_back(kernel_file(h));
+  if (gpu) {
+    for (const char* h : kGpuHeaders) unit.headers.push_back(kernel_file(h));
+  } else {
+    for (const char* h : kCpuHeaders) unit.headers.push_back(kernel_file(h));
+  }
   return unit;
 }
 

@@ -14,12 +14,20 @@ struct SourceFile {
   std::string text;
 };
 
+// How a GPU launch covers the work (CPU launches split work items over threads instead).
+struct LaunchShape {
+  int block = 1;                     // threads per block
+  std::int64_t items_per_block = 1;  // work items one block covers
+  std::int64_t elements_per_item = 1;  // e.g. a row of silu_and_mul covers hidden elements
+};
+
 struct SourceUnit {
   std::string kernel;
   std::string params_text;           // canonical "dtype=f32,hidden=4096"
   SourceFile main;                   // prelude + kernel text
   std::vector<SourceFile> headers;   // jitk's own headers the text may include
   std::string text_origin;           // "embedded" or the JITK_KERNEL_DIR path used
+  LaunchShape shape;                 // GPU backends
 };
 
 // The text of a file of kernel_sources/: from $JITK_KERNEL_DIR when it has the file, else the

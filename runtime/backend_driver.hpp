@@ -17,7 +17,8 @@ class BackendDriver {
   virtual std::string unavailable_reason() const = 0;
   virtual const Compiler& compiler(const Target& target) const = 0;
   // Throws Error{LoadFailed}.
-  virtual std::shared_ptr<const LoadedKernel> load(const std::vector<char>& artifact, const std::string& key) const = 0;
+  virtual std::shared_ptr<const LoadedKernel> load(const std::vector<char>& artifact, const SourceUnit& unit,
+                                                   const Target& target, const std::string& key) const = 0;
 };
 
 // The driver for a target's backend. Throws Error{BackendUnavailable} saying why.
@@ -33,5 +34,6 @@ std::vector<BackendState> backend_states();
 #ifdef JITK_WITH_CPU
 std::unique_ptr<BackendDriver> make_cpu_driver();
 #endif
+std::unique_ptr<BackendDriver> make_cuda_driver();
 
 }  // namespace jit::detail

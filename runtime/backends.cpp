@@ -15,7 +15,8 @@ struct Registry {
 #else
     states.push_back({Backend::Cpu, "this build has no CPU backend (configured without LLVM/Clang 16)", nullptr});
 #endif
-    states.push_back({Backend::Cuda, "not in this version of jitk yet", nullptr});
+    static std::unique_ptr<BackendDriver> cuda = make_cuda_driver();
+    states.push_back({Backend::Cuda, cuda->unavailable_reason(), cuda.get()});
     states.push_back({Backend::Hip, "not in this version of jitk yet", nullptr});
   }
 };

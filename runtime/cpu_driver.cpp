@@ -56,7 +56,8 @@ class CpuDriver final : public BackendDriver {
     return compiler_;
   }
 
-  std::shared_ptr<const LoadedKernel> load(const std::vector<char>& artifact, const std::string& key) const override {
+  std::shared_ptr<const LoadedKernel> load(const std::vector<char>& artifact, const SourceUnit&, const Target&,
+                                           const std::string& key) const override {
     std::lock_guard lock(mutex_);
     auto& jit = lljit();
     auto dylib = jit.createJITDylib("jitk_" + key + "_" + std::to_string(next_dylib_++));

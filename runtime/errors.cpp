@@ -57,6 +57,12 @@ std::string ParamSet::to_string() const {
 namespace detail {
 namespace {
 
+float bits_to_float(std::uint32_t x) {
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
 std::uint16_t to_f16_bits(float f) {
   std::uint32_t x;
   std::memcpy(&x, &f, 4);
@@ -89,6 +95,25 @@ std::uint16_t to_bf16_bits(float f) {
 }
 
 }  // namespace
+
+}  // namespace detail
+
+half to_half(float f) { return {detail::to_f16_bits(f)}; }
+bfloat16 to_bfloat16(float f) { return {detail::to_bf16_bits(f)}; }
+float to_float(bfloat16 b) { return detail::bits_to_float(static_cast<std::uint32_t>(b.bits) << 16); }
+float to_float(half h) {
+  std::uint32_t sign = static_cast<std::uint32_t>(h.bits & 0x8000u) << 16;
+  std::uint32_t exp = (h.bits >> 10) & 0x1fu, mant = h.bits & 0x3ffu;
+  if (exp == 0x1f) return detail::bits_to_float(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    if (mant == 0) return detail::bits_to_float(sign);
+    float v = static_cast<float>(mant) * (1.0f / 16777216.0f);  // mant * 2^-24
+    return sign ? -v : v;
+  }
+  return detail::bits_to_float(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+namespace detail {
 
 void ArgPack::add_bytes(const void* p, std::size_t n) {
   if (count_ >= kMaxArgs || n > sizeof storage_[0])

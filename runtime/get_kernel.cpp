@@ -74,7 +74,7 @@ LoadedPtr load_from_disk(ArtifactCache& cache, const Specialization& s, bool cou
   if (!bytes) return nullptr;
   try {
     double read_ms = ms_since(t0);
-    LoadedPtr k = s.driver->load(*bytes, s.key);
+    LoadedPtr k = s.driver->load(*bytes, s.unit, s.target, s.key);
     log().info("loaded {} ({}) for {} from the disk cache{} in {:.3f} ms (read and verify {:.3f} ms)", s.unit.kernel,
                s.unit.params_text, s.target.to_string(), how, ms_since(t0), read_ms);
     return k;
@@ -104,7 +104,7 @@ Built build(const Specialization& s) {
   auto lock = cache.lock(s.key);  // one compile per key across processes; the rest wait here
   if (LoadedPtr k = load_from_disk(cache, s, /*count_miss=*/true, " after waiting for another process"))
     return {k, Origin::DiskCache};
-  return {s.driver->load(compile_and_store(cache, s).bytes, s.key), Origin::Compiled};
+  return {s.driver->load(compile_and_store(cache, s).bytes, s.unit, s.target, s.key), Origin::Compiled};
 }
 
 }  // namespace
@@ -113,7 +113,7 @@ Specialization resolve(std::string_view kernel, const ParamSet& params, const Ta
   const KernelDef& def = find_kernel(kernel);
   Specialization s;
   s.target = target;
-  ParamSet canonical = validate_params(def, params);
+  ParamSet canonical = validate_params(def, params, target.backend);
   s.driver = &driver_for(target);
   s.compiler = &s.driver->compiler(target);
   s.unit = specialize(def, canonical, target.backend);

@@ -93,7 +93,7 @@ std::vector<WarmItem> parse_manifest(const std::filesystem::path& file) {
     for (auto& p : combos) {
       try {
         const auto& def = detail::find_kernel(*name);
-        p = detail::validate_params(def, p);
+        p = detail::validate_params(def, p, target.backend);
       } catch (const Error& e) {
         manifest_error(where, e.what());
       }

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -33,9 +34,24 @@ constexpr std::string_view dtype_name(DType t) {
 constexpr std::size_t dtype_size(DType t) {
   return t == DType::f64 ? 8 : t == DType::f32 ? 4 : 2;
 }
+// Host-side storage of the 16-bit float types (IEEE half, bfloat16): bits only, converted with
+// the functions below; device code uses the toolkit's own types.
+struct half {
+  std::uint16_t bits = 0;
+};
+struct bfloat16 {
+  std::uint16_t bits = 0;
+};
+half to_half(float f);          // round to nearest even
+bfloat16 to_bfloat16(float f);  // round to nearest even
+float to_float(half h);
+float to_float(bfloat16 b);
+
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<half>() { return DType::f16; }
+template <> constexpr DType dtype_of<bfloat16>() { return DType::bf16; }
 
 // ---- where a kernel runs ---------------------------------------------------------------------
 enum class Backend : std::uint8_t { Cpu, Cuda, Hip };
@@ -54,6 +70,11 @@ struct Target {
 
 // The GPU 0 when one is usable, else the CPU.
 const Target& default_target();
+
+// A stream to launch on: a CUstream (or hipStream_t) of the caller's, or the default stream.
+struct Stream {
+  void* handle = nullptr;
+};
 
 // How this process first got a kernel: compiled it, or loaded it from the disk cache.
 enum class Origin : std::uint8_t { Compiled, DiskCache };
@@ -109,6 +130,7 @@ class ArgPack {
 
   std::int64_t work_items = 0;  // rows or elements the kernel's range covers
   std::int64_t min_grain = 1;   // smallest range worth a task of its own (CPU)
+  Stream stream;                // GPU launches
 
  private:
   void add_bytes(const void* p, std::size_t n);
@@ -187,12 +209,18 @@ template <class K> class Kernel {
 
   Kernel(const detail::KernelHandle* handle, const Params& params) : handle_(handle), params_(params) {}
 
-  // k(args...) or k({.x = ..., ...}): packs K's typed arguments, checks them, runs to completion
-  // (CPU) or enqueues (GPU).
-  template <class... A> void operator()(A&&... args) const { launch(Args{std::forward<A>(args)...}); }
-  void launch(const Args& args) const {
+  // k(args...), or k(stream, args...) for a GPU launch on the caller's stream: packs K's typed
+  // arguments, checks them, runs to completion (CPU) or enqueues (GPU). k.launch({...}) takes Args.
+  template <class First, class... A> void operator()(First&& first, A&&... rest) const {
+    if constexpr (std::is_convertible_v<First, Stream>)
+      launch(Args{std::forward<A>(rest)...}, Stream(first));
+    else
+      launch(Args{std::forward<First>(first), std::forward<A>(rest)...});
+  }
+  void launch(const Args& args, Stream stream = {}) const {
     detail::ArgPack pack;
     K::pack(params_, args, pack);
+    pack.stream = stream;
     handle_->kernel->launch(pack);
   }
 

@@ -1,0 +1,266 @@
+// GPU benchmarks on one device, each with its baseline from the same run: launch cost vs raw
+// cuLaunchKernel, cold compile vs raw NVRTC, first use in a fresh process, and GB/s vs a D2D copy.
+// Prints one JSON object per line with --json: bench, value, unit, baseline, baseline_name, ratio.
+#include <cuda.h>
+#include <nvrtc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "jit/cache.hpp"
+#include "jit/cuda.hpp"
+#include "jit/kernels.hpp"
+#include "jit/kernel_catalog.hpp"
+#include "jit/specializer.hpp"
+
+using clock_type = std::chrono::steady_clock;
+namespace kernels = jit::kernels;
+
+namespace {
+
+bool g_json = false;
+
+void emit(const char* bench, double value, const char* unit, double baseline, const char* baseline_name) {
+  double ratio = baseline != 0 ? value / baseline : 0;
+  if (g_json)
+    std::printf("{\"bench\": \"%s\", \"value\": %.4f, \"unit\": \"%s\", \"baseline\": %.4f, \"baseline_name\": \"%s\", \"ratio\": %.3f}\n",
+                bench, value, unit, baseline, baseline_name, ratio);
+  else
+    std::printf("%-34s %12.4f %-6s baseline %-28s %12.4f  ratio %.3f\n", bench, value, unit, baseline_name, baseline, ratio);
+  std::fflush(stdout);
+}
+
+#define CU(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char* s_; cuGetErrorString(r_, &s_); std::fprintf(stderr, "%s: %s\n", #x, s_); std::exit(1); } } while (0)
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double ms_since(clock_type::time_point t) { return std::chrono::duration<double, std::milli>(clock_type::now() - t).count(); }
+
+// Times fn on the device with events: median over reps of (total of `inner` launches) / inner.
+template <class F> double device_ms(F&& fn, int reps = 20, int inner = 10) {
+  CUevent a, b;
+  CU(cuEventCreate(&a, 0));
+  CU(cuEventCreate(&b, 0));
+  for (int i = 0; i < 3; ++i) fn();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    CU(cuEventRecord(a, nullptr));
+    for (int i = 0; i < inner; ++i) fn();
+    CU(cuEventRecord(b, nullptr));
+    CU(cuEventSynchronize(b));
+    float ms;
+    CU(cuEventElapsedTime(&ms, a, b));
+    t.push_back(ms / inner);
+  }
+  cuEventDestroy(a);
+  cuEventDestroy(b);
+  return median(t);
+}
+
+// The same specialized text jitk compiles, compiled with plain NVRTC calls.
+std::vector<char> raw_nvrtc(const jit::detail::SourceUnit& unit, const std::string& arch, double* ms) {
+  auto t0 = clock_type::now();
+  std::vector<const char*> texts, names;
+  for (const auto& h : unit.headers) {
+    texts.push_back(h.text.c_str());
+    names.push_back(h.name.c_str());
+  }
+  nvrtcProgram p;
+  nvrtcCreateProgram(&p, unit.main.text.c_str(), unit.main.name.c_str(), (int)texts.size(), texts.data(), names.data());
+  std::string a = "--gpu-architecture=" + arch;
+  std::string inc = "--include-path=" + std::string(std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : "/usr/local/cuda") + "/include";
+  const char* opts[] = {a.c_str(), "-std=c++17", "--device-as-default-execution-space", inc.c_str()};
+  if (nvrtcCompileProgram(p, 4, opts) != NVRTC_SUCCESS) {
+    std::size_t n;
+    nvrtcGetProgramLogSize(p, &n);
+    std::string log(n, '\0');
+    nvrtcGetProgramLog(p, log.data());
+    std::fprintf(stderr, "raw nvrtc failed:\n%s\n", log.c_str());
+    std::exit(1);
+  }
+  std::size_t n;
+  nvrtcGetCUBINSize(p, &n);
+  std::vector<char> cubin(n);
+  nvrtcGetCUBIN(p, cubin.data());
+  nvrtcDestroyProgram(&p);
+  *ms = ms_since(t0);
+  return cubin;
+}
+
+int child_first_use() {
+  jit::cuda::available();  // cuInit + primary context: once per process, not the cache's cost
+  auto t0 = clock_type::now();
+  auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, 4096});
+  double get_ms = ms_since(t0);
+  std::printf("%.4f %d\n", get_ms, k.origin() == jit::Origin::DiskCache ? 1 : 0);
+  return 0;
+}
+
+// Runs this program as a child that does one first get; returns its get time in ms.
+double run_child(const std::string& self, const std::string& cache, bool* from_disk) {
+  std::string cmd = "JITK_CACHE_DIR='" + cache + "' '" + self + "' --child-first-use";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  double ms = -1;
+  int disk = 0;
+  if (f) {
+    if (std::fscanf(f, "%lf %d", &ms, &disk) != 2) ms = -1;
+    ::pclose(f);
+  }
+  *from_disk = disk == 1;
+  return ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json")) g_json = true;
+    if (!std::strcmp(argv[i], "--child-first-use")) return child_first_use();
+  }
+  if (!jit::cuda::available()) {
+    std::printf("SKIPPED: no usable CUDA GPU: %s\n", jit::cuda::unavailable_reason().c_str());
+    return 0;
+  }
+  const auto dev = jit::cuda::devices()[0];
+  std::fprintf(stderr, "device: %s (%s, %d SMs)\n", dev.name.c_str(), dev.arch.c_str(), dev.sm_count);
+  jit::cuda::synchronize();  // after the library made the primary context current on this thread
+
+  // ---- cold compile: jitk vs raw NVRTC on the same text (fresh param value each rep: no cache)
+  {
+    std::vector<double> jitk_ms, raw_ms;
+    // Distinct texts each time (NVRTC must not see a text twice) and alternating order.
+    for (int rep = 0; rep < 6; ++rep) {
+      auto time_jitk = [&] {
+        std::int64_t hidden = 1000 + 2 * rep;
+        auto t0 = clock_type::now();
+        auto k = jit::get<kernels::Softmax>({jit::DType::f16, hidden});
+        jitk_ms.push_back(ms_since(t0));
+      };
+      auto time_raw = [&] {
+        std::int64_t hidden = 1001 + 2 * rep;
+        const auto& def = jit::detail::find_kernel("softmax");
+        auto unit = jit::detail::specialize(def, {{"dtype", std::string("f16")}, {"hidden", hidden}}, jit::Backend::Cuda);
+        double r;
+        raw_nvrtc(unit, dev.arch, &r);
+        raw_ms.push_back(r);
+      };
+      if (rep % 2) { time_jitk(); time_raw(); } else { time_raw(); time_jitk(); }
+    }
+    emit("cold_compile_softmax_f16_ms", median(jitk_ms), "ms", median(raw_ms), "raw NVRTC same text");
+  }
+
+  // ---- first use in a fresh process: warm disk cache vs cold
+  {
+    char tmpl[] = "/tmp/jitk-gpu-bench-XXXXXX";
+    std::string cache = ::mkdtemp(tmpl);
+    std::string self = "/proc/self/exe";
+    char path[4096];
+    ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+    if (n > 0) self.assign(path, static_cast<std::size_t>(n));
+    std::vector<double> cold, warm;
+    for (int rep = 0; rep < 3; ++rep) {
+      std::system(("rm -rf '" + cache + "'").c_str());
+      bool disk;
+      cold.push_back(run_child(self, cache, &disk));
+      for (int w = 0; w < 3; ++w) {
+        double ms = run_child(self, cache, &disk);
+        if (disk) warm.push_back(ms);
+      }
+    }
+    if (!warm.empty()) emit("first_use_warm_disk_ms", median(warm), "ms", median(cold), "cold compile, fresh process");
+    std::system(("rm -rf '" + cache + "'").c_str());
+  }
+
+  // ---- launch cost: jit::Kernel vs raw cuLaunchKernel of the same function
+  {
+    const std::int64_t n = 1024;
+    jit::cuda::DeviceArray<float> x(n), y(n);
+    x.fill_bytes(0);
+    y.fill_bytes(0);
+    auto k = jit::get<kernels::Saxpy>({jit::DType::f32});
+    // The raw baseline: the same cached cubin loaded with cuModuleLoadData.
+    const auto& def = jit::detail::find_kernel("saxpy");
+    auto unit = jit::detail::specialize(def, {{"dtype", std::string("f32")}}, jit::Backend::Cuda);
+    double unused;
+    auto cubin = raw_nvrtc(unit, dev.arch, &unused);
+    CUmodule mod;
+    CUfunction fn;
+    CU(cuModuleLoadData(&mod, cubin.data()));
+    CU(cuModuleGetFunction(&fn, mod, "jitk_entry"));
+    float a = 2.0f;
+    CUdeviceptr px = reinterpret_cast<CUdeviceptr>(x.data()), py = reinterpret_cast<CUdeviceptr>(y.data());
+    long long items = n;
+    void* params[] = {&a, &px, &py, &items};
+    constexpr int kLaunches = 20000;
+    auto host_us = [&](auto&& launch) {
+      std::vector<double> t;
+      for (int r = 0; r < 7; ++r) {
+        CU(cuCtxSynchronize());
+        auto t0 = clock_type::now();
+        for (int i = 0; i < kLaunches; ++i) launch();
+        t.push_back(ms_since(t0) * 1000.0 / kLaunches);
+        CU(cuCtxSynchronize());
+      }
+      return median(t);
+    };
+    double raw = host_us([&] { cuLaunchKernel(fn, 1, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr); });
+    double ours = host_us([&] { k(n, 2.0, x.data(), y.data()); });
+    emit("launch_us_saxpy", ours, "us", raw, "raw cuLaunchKernel");
+    cuModuleUnload(mod);
+  }
+
+  // ---- bandwidth at large sizes vs a device-to-device copy of the same bytes
+  {
+    const std::int64_t rows = 16384, hidden = 8192;
+    const std::size_t elems = static_cast<std::size_t>(rows * hidden);
+    jit::cuda::DeviceArray<jit::bfloat16> xb(elems * 2), yb(elems * 2), wb(hidden);
+    jit::cuda::DeviceArray<float> xf(elems), yf(elems), wf(hidden);
+    for (auto* p : {(void*)xb.data(), (void*)yb.data()}) CU(cuMemsetD16(reinterpret_cast<CUdeviceptr>(p), 0x3f80, elems * 2));
+    CU(cuMemsetD16(reinterpret_cast<CUdeviceptr>(wb.data()), 0x3f80, hidden));
+    CU(cuMemsetD32(reinterpret_cast<CUdeviceptr>(xf.data()), 0x3f800000, elems));
+    CU(cuMemsetD32(reinterpret_cast<CUdeviceptr>(yf.data()), 0x3f800000, elems));
+    CU(cuMemsetD32(reinterpret_cast<CUdeviceptr>(wf.data()), 0x3f800000, hidden));
+    auto copy_gbs = [&](std::size_t bytes) {
+      double ms = device_ms([&] { cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(yb.data()), reinterpret_cast<CUdeviceptr>(xb.data()), bytes, nullptr); });
+      return 2.0 * bytes / ms / 1e6;  // read + write
+    };
+    auto report = [&](const char* name, double bytes_moved, double ms, double copy) {
+      emit(name, bytes_moved / ms / 1e6, "GB/s", copy, "D2D copy, same bytes");
+    };
+    {
+      auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, hidden});
+      double ms = device_ms([&] { k(rows, xb.data(), wb.data(), yb.data(), 1e-6); });
+      report("rms_norm_bf16_8192_GBps", 2.0 * elems * 2, ms, copy_gbs(elems * 2));
+    }
+    {
+      auto k = jit::get<kernels::Softmax>({jit::DType::bf16, hidden});
+      double ms = device_ms([&] { k(rows, xb.data(), yb.data()); });
+      report("softmax_bf16_8192_GBps", 2.0 * elems * 2, ms, copy_gbs(elems * 2));
+    }
+    {
+      auto k = jit::get<kernels::SiluAndMul>({jit::DType::bf16, hidden});
+      double ms = device_ms([&] { k(rows / 2, xb.data(), yb.data()); });
+      report("silu_and_mul_bf16_8192_GBps", 1.5 * elems * 2, ms, copy_gbs(elems * 2));
+    }
+    {
+      auto k = jit::get<kernels::Saxpy>({jit::DType::f32});
+      double ms = device_ms([&] { k(static_cast<std::int64_t>(elems), 1.0001, xf.data(), yf.data()); });
+      report("saxpy_f32_GBps", 3.0 * elems * 4, ms, copy_gbs(elems * 4));
+    }
+    {
+      auto k = jit::get<kernels::RmsNorm>({jit::DType::f32, hidden});
+      double ms = device_ms([&] { k(rows, xf.data(), wf.data(), yf.data(), 1e-6); });
+      report("rms_norm_f32_8192_GBps", 2.0 * elems * 4, ms, copy_gbs(elems * 4));
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole GPU check, run on the device machine in one call from the repo root:
+#   carry [".gpu-deps"], command: bash bench/gpu/run.sh
+# Builds (no LLVM there: the CPU backend is off), runs the gpu-labelled tests and the GPU benches,
+# writes logs to $OUT (or ./gpu-out).
+set -uo pipefail
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+source .gpu-deps/unpack.sh
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+cmake --build build-gpu > "$out/build.log" 2>&1 || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
+export JITK_CACHE_DIR=$(mktemp -d /tmp/jitk-gpu-XXXXXX)
+./build-gpu/jitk info | tee "$out/info.txt"
+(cd build-gpu && ctest -L gpu --output-on-failure -j 4) > "$out/tests.log" 2>&1
+echo "gpu tests exit: $?"; tail -15 "$out/tests.log"
+./build-gpu/quickstart > "$out/quickstart.log" 2>&1; echo "quickstart exit: $?"
+./build-gpu/bench/gpu/jitk_gpu_bench --json > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
+echo "bench exit: $?"; cat "$out/gpu_bench.err" | tail -5
+./build-gpu/bench/gpu/jitk_gpu_bench --json > /dev/null 2>&1  # not kept: second run only as warm-cache sanity
+cat "$out/gpu_bench.jsonl"

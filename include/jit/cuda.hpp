@@ -1,0 +1,81 @@
+// CUDA helpers for users of GPU kernels: device discovery, device arrays, streams (no CUDA headers needed).
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "jit/jit.hpp"
+
+namespace jit::cuda {
+
+// Whether jit::get can run kernels on an NVIDIA GPU here, and if not, why.
+bool available();
+std::string unavailable_reason();
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  std::string arch;  // "sm_90"
+  int sm_count = 0;
+  int shared_mem_per_block = 0, shared_mem_per_block_optin = 0;
+  std::size_t total_mem = 0;
+};
+std::vector<DeviceInfo> devices();
+
+// Waits for all work on the device.
+void synchronize(int device = 0);
+
+namespace detail {
+void* allocate(std::size_t bytes, int device);
+void release(void* p, int device) noexcept;
+void copy_to_device(void* dst, const void* src, std::size_t bytes, int device);
+void copy_to_host(void* dst, const void* src, std::size_t bytes, int device);
+void fill_bytes(void* dst, unsigned char value, std::size_t bytes, int device);
+}  // namespace detail
+
+// n elements of T in device memory, freed at the end of the scope. data() is a device address,
+// usable as a kernel argument, never dereferenced on the host.
+template <class T> class DeviceArray {
+ public:
+  explicit DeviceArray(std::size_t n, int device = 0)
+      : data_(static_cast<T*>(detail::allocate(n * sizeof(T), device))), size_(n), device_(device) {}
+  explicit DeviceArray(const std::vector<T>& host, int device = 0) : DeviceArray(host.size(), device) { upload(host); }
+  ~DeviceArray() { detail::release(data_, device_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  T* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  void upload(const std::vector<T>& host) {
+    if (host.size() != size_) throw Error(ErrorCode::InvalidArgument, "DeviceArray::upload: size differs");
+    detail::copy_to_device(data_, host.data(), size_ * sizeof(T), device_);
+  }
+  std::vector<T> download() const {  // synchronous: waits for work queued before it
+    std::vector<T> host(size_);
+    detail::copy_to_host(host.data(), data_, size_ * sizeof(T), device_);
+    return host;
+  }
+  void fill_bytes(unsigned char value) { detail::fill_bytes(data_, value, size_ * sizeof(T), device_); }
+
+ private:
+  T* data_;
+  std::size_t size_;
+  int device_;
+};
+
+// A stream of the library's own, destroyed at the end of the scope; converts to jit::Stream.
+class OwnedStream {
+ public:
+  explicit OwnedStream(int device = 0);
+  ~OwnedStream();
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+  operator Stream() const { return {handle_}; }
+  void synchronize() const;
+
+ private:
+  void* handle_ = nullptr;
+  int device_;
+};
+
+}  // namespace jit::cuda

@@ -1,0 +1,33 @@
+// The CUDA compiler: NVRTC (opened with dlopen) from a source unit to a CUBIN for one architecture.
+#pragma once
+#include <string>
+
+#include "jit/compiler.hpp"
+
+namespace jit::detail {
+
+struct NvrtcLibrary;
+
+class NvrtcCompiler final : public Compiler {
+ public:
+  // arch like "sm_90"; throws Error{BackendUnavailable} when NVRTC cannot be opened.
+  explicit NvrtcCompiler(std::string arch);
+  std::string id() const override { return id_; }
+  std::string arch() const override { return arch_; }
+  std::string target_fingerprint() const override { return "nvptx64 " + code_target_; }
+  std::vector<std::string> options() const override { return options_; }
+  CompiledArtifact compile(const SourceUnit& unit) const override;
+  // Whether the artifact is a CUBIN (exact arch) or PTX (NVRTC too old for the arch).
+  bool emits_cubin() const { return cubin_; }
+
+  // "" when NVRTC can be opened, else why not.
+  static std::string unavailable_reason();
+
+ private:
+  const NvrtcLibrary* lib_;
+  std::string arch_, code_target_, id_;
+  bool cubin_ = true;
+  std::vector<std::string> options_;
+};
+
+}  // namespace jit::detail

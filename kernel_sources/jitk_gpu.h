@@ -1,0 +1,70 @@
+// jitk_gpu.h: what GPU kernel text may use, written once for NVRTC (and hipRTC): element types,
+// 16-byte vector packs, warp and block reductions, the entry point.
+// The specialization prelude defines JITK_ENTRY, T, JITK_BLOCK (threads per block) and JITK_<PARAM>.
+#pragma once
+#if defined(__HIPCC_RTC__) || defined(__HIPCC__)
+#include <hip/hip_fp16.h>
+#include <hip/hip_bfloat16.h>
+#define JITK_WARP_SIZE warpSize
+#define JITK_SHFL_XOR(v, m) __shfl_xor(v, m)
+#else
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#define JITK_WARP_SIZE 32
+#define JITK_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, v, m)
+#endif
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+// extern "C" so the symbol is found by name; the arguments are the descriptor's, then the number
+// of work items (rows or elements) last.
+#define JITK_GPU_KERNEL extern "C" __global__ void __launch_bounds__(JITK_BLOCK) JITK_ENTRY
+
+namespace jitk {
+
+__device__ inline float to_float(float x) { return x; }
+__device__ inline float to_float(__half x) { return __half2float(x); }
+__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <class V> __device__ inline V from_float(float x);
+template <> __device__ inline float from_float<float>(float x) { return x; }
+template <> __device__ inline __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// W consecutive elements moved as one load/store (16 bytes when W * sizeof(V) == 16).
+template <class V, int W> struct alignas(sizeof(V) * W) Pack {
+  V v[W];
+};
+template <int W, class V> __device__ inline Pack<V, W> load(const V* p) { return *reinterpret_cast<const Pack<V, W>*>(p); }
+template <int W, class V> __device__ inline void store(V* p, const Pack<V, W>& x) { *reinterpret_cast<Pack<V, W>*>(p) = x; }
+
+// Elements per 16-byte pack.
+template <class V> constexpr int kVector = 16 / sizeof(V);
+
+__device__ inline float neg_inf() { return __int_as_float(0xff800000); }
+
+__device__ inline bool aligned16(const void* p) { return (reinterpret_cast<u64>(p) & 15) == 0; }
+
+__device__ inline float warp_sum(float v) {
+  for (int m = JITK_WARP_SIZE / 2; m > 0; m /= 2) v += JITK_SHFL_XOR(v, m);
+  return v;
+}
+__device__ inline float warp_max(float v) {
+  for (int m = JITK_WARP_SIZE / 2; m > 0; m /= 2) v = fmaxf(v, JITK_SHFL_XOR(v, m));
+  return v;
+}
+
+// Reduces over the block; every thread gets the result. `scratch` holds one float per warp.
+template <bool IsMax> __device__ inline float block_reduce(float v, float* scratch) {
+  constexpr int warps = (JITK_BLOCK + JITK_WARP_SIZE - 1) / JITK_WARP_SIZE;
+  v = IsMax ? warp_max(v) : warp_sum(v);
+  if (warps == 1) return v;
+  const int lane = threadIdx.x % JITK_WARP_SIZE, warp = threadIdx.x / JITK_WARP_SIZE;
+  __syncthreads();  // scratch may still be read from a previous reduction
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : (IsMax ? neg_inf() : 0.0f);
+  return IsMax ? warp_max(v) : warp_sum(v);
+}
+
+}  // namespace jitk

@@ -1,0 +1,48 @@
+// rms_norm: one block per row; the row stays in registers between the reduction and the scaling,
+// so memory sees one read of x and one write of y.
+#include "jitk_gpu.h"
+
+constexpr i64 H = JITK_HIDDEN;
+
+template <int W> __device__ void rms_row(const T* __restrict__ xr, const T* __restrict__ w, T* __restrict__ yr, float eps) {
+  __shared__ float scratch[32];
+  constexpr int packs = H / W;
+  constexpr int per_thread = (packs + JITK_BLOCK - 1) / JITK_BLOCK;
+  jitk::Pack<T, W> v[per_thread];
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int j = 0; j < per_thread; ++j) {
+    const int p = j * JITK_BLOCK + threadIdx.x;
+    if (p < packs) {
+      v[j] = jitk::load<W>(xr + p * W);
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        float f = jitk::to_float(v[j].v[k]);
+        sum_sq += f * f;
+      }
+    }
+  }
+  const float inv_rms = rsqrtf(jitk::block_reduce<false>(sum_sq, scratch) / static_cast<float>(H) + eps);
+#pragma unroll
+  for (int j = 0; j < per_thread; ++j) {
+    const int p = j * JITK_BLOCK + threadIdx.x;
+    if (p < packs) {
+      auto wv = jitk::load<W>(w + p * W);
+      jitk::Pack<T, W> o;
+#pragma unroll
+      for (int k = 0; k < W; ++k) o.v[k] = jitk::from_float<T>(jitk::to_float(v[j].v[k]) * inv_rms * jitk::to_float(wv.v[k]));
+      jitk::store<W>(yr + p * W, o);
+    }
+  }
+}
+
+JITK_GPU_KERNEL(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, float eps, i64 rows) {
+  constexpr int W = jitk::kVector<T>;
+  const i64 r = blockIdx.x;
+  if (r >= rows) return;
+  // The packed path exists only when rows split into whole packs (else it is not even instantiated).
+  if constexpr (H % W == 0) {
+    if (jitk::aligned16(x) && jitk::aligned16(w) && jitk::aligned16(y)) return rms_row<W>(x + r * H, w, y + r * H, eps);
+  }
+  rms_row<1>(x + r * H, w, y + r * H, eps);
+}

@@ -1,0 +1,76 @@
+// The CUDA driver API, opened with dlopen at first use so jitk links against nothing of CUDA's.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace jit::detail::cuda {
+
+// The few driver types and constants jitk uses, as cuda.h defines them (ABI-stable).
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+inline constexpr CUresult CUDA_SUCCESS = 0;
+inline constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8;
+inline constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+inline constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+
+struct DriverApi {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDriverGetVersion)(int*);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*cuDeviceTotalMem)(std::size_t*, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void**, void**);
+  CUresult (*cuGetErrorString)(CUresult, const char**);
+  CUresult (*cuMemAlloc)(CUdeviceptr*, std::size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, std::size_t);
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, std::size_t);
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, std::size_t, CUstream);
+  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, std::size_t);
+  CUresult (*cuStreamCreate)(CUstream*, unsigned);
+  CUresult (*cuStreamDestroy)(CUstream);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuEventCreate)(CUevent*, unsigned);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+};
+
+struct Device {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  int shared_mem_per_block = 0, shared_mem_per_block_optin = 0;
+  std::size_t total_mem = 0;
+  std::string arch() const { return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor); }
+};
+
+// The loaded API, or nullptr with `reason` set (no libcuda, cuInit failed, no device).
+const DriverApi* driver_api(std::string* reason = nullptr);
+// Devices found (empty when the driver is unavailable).
+const std::vector<Device>& devices();
+// Throws Error{code} naming `what` and the driver's message when r is not CUDA_SUCCESS.
+void check(CUresult r, const char* what);
+// Makes device d's primary context current on this thread (cheap when it already is).
+void make_current(int device);
+
+}  // namespace jit::detail::cuda

@@ -1,0 +1,174 @@
+// Every shipped GPU kernel in f32, f16 and bf16 against a float64 CPU reference, on random inputs of odd
+// sizes with poisoned outputs. Without a usable CUDA GPU each test prints "SKIPPED: <reason>".
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+#include "../examples/reference_kernels.hpp"
+#include "jit/cuda.hpp"
+#include "jit/kernels.hpp"
+#include "test_support.hpp"
+
+namespace kernels = jit::kernels;
+namespace ref = jitk_reference;
+
+namespace {
+
+const jitk_test::TempDir& cache_dir() {
+  static jitk_test::TempDir dir;
+  return dir;
+}
+const bool cache_dir_set = [] { return ::setenv("JITK_CACHE_DIR", cache_dir().str().c_str(), 1) == 0; }();
+
+// True when there is a GPU; otherwise prints the line ctest turns into "skipped".
+bool have_gpu() {
+  if (jit::cuda::available()) return true;
+  std::printf("SKIPPED: no usable CUDA GPU: %s\n", jit::cuda::unavailable_reason().c_str());
+  return false;
+}
+
+jit::Target gpu() { return jit::Target{jit::Backend::Cuda, "", 0}; }
+
+double as_double(float v) { return v; }
+double as_double(jit::half v) { return jit::to_float(v); }
+double as_double(jit::bfloat16 v) { return jit::to_float(v); }
+template <class T> T from_double(double v);
+template <> float from_double<float>(double v) { return static_cast<float>(v); }
+template <> jit::half from_double<jit::half>(double v) { return jit::to_half(static_cast<float>(v)); }
+template <> jit::bfloat16 from_double<jit::bfloat16>(double v) { return jit::to_bfloat16(static_cast<float>(v)); }
+
+// Tolerance on ||out - ref|| / ||ref|| (device METHOD.md): inputs are already rounded to T, so the
+// error is the output rounding and float32 arithmetic.
+template <class T> double tolerance() {
+  if constexpr (std::is_same_v<T, float>) return 1e-5;
+  else if constexpr (std::is_same_v<T, jit::half>) return 2e-3;
+  else return 1e-2;
+}
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 r(std::random_device{}());
+  return r;
+}
+
+template <class T> std::vector<T> random_vector(std::size_t n, double lo = -3, double hi = 3) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = from_double<T>(d(rng()));
+  return v;
+}
+template <class T> std::vector<double> widen(const std::vector<T>& v) {
+  std::vector<double> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = as_double(v[i]);
+  return out;
+}
+template <class T> double error_of(const jit::cuda::DeviceArray<T>& out, const std::vector<double>& expected) {
+  jit::cuda::synchronize();
+  return ref::relative_l2_error(widen(out.download()), expected);
+}
+
+constexpr unsigned char kPoison = 0xff;  // all-ones is NaN in f32, f16 and bf16
+const std::int64_t kHidden[] = {1, 7, 1000, 4096, 4097};
+const std::int64_t kRows[] = {1, 7, 33};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("GPU saxpy matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  auto k = jit::get<kernels::Saxpy>({jit::dtype_of<TestType>()}, gpu());
+  for (std::int64_t n : {1LL, 7LL, 1000LL, 4097LL, 1'000'003LL}) {
+    auto x = random_vector<TestType>(n), y = random_vector<TestType>(n);
+    const double a = 1.25;
+    auto expected = ref::saxpy(a, widen(x), widen(y));
+    jit::cuda::DeviceArray<TestType> dx(x), dy(y);
+    k(n, a, dx.data(), dy.data());
+    INFO("n = " << n);
+    CHECK(error_of(dy, expected) <= tolerance<TestType>());
+  }
+}
+
+TEMPLATE_TEST_CASE("GPU saxpy on unaligned pointers takes the scalar path and is right", "[gpu]", float, jit::half) {
+  if (!have_gpu()) return;
+  auto k = jit::get<kernels::Saxpy>({jit::dtype_of<TestType>()}, gpu());
+  const std::int64_t n = 4099;
+  auto x = random_vector<TestType>(n + 1), y = random_vector<TestType>(n + 1);
+  std::vector<TestType> xs(x.begin() + 1, x.end()), ys(y.begin() + 1, y.end());
+  auto expected = ref::saxpy(0.5, widen(xs), widen(ys));
+  expected.insert(expected.begin(), as_double(y[0]));  // element 0 untouched
+  jit::cuda::DeviceArray<TestType> dx(x), dy(y);
+  k(n, 0.5, dx.data() + 1, dy.data() + 1);
+  CHECK(error_of(dy, expected) <= tolerance<TestType>());
+}
+
+TEMPLATE_TEST_CASE("GPU rms_norm matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  for (std::int64_t hidden : kHidden) {
+    auto k = jit::get<kernels::RmsNorm>({jit::dtype_of<TestType>(), hidden}, gpu());
+    for (std::int64_t rows : kRows) {
+      auto x = random_vector<TestType>(rows * hidden), w = random_vector<TestType>(hidden, 0.5, 1.5);
+      jit::cuda::DeviceArray<TestType> dx(x), dw(w), dy(rows * hidden);
+      dy.fill_bytes(kPoison);
+      k(rows, dx.data(), dw.data(), dy.data(), 1e-5);
+      INFO("hidden = " << hidden << ", rows = " << rows);
+      CHECK(error_of(dy, ref::rms_norm(rows, hidden, widen(x), widen(w), 1e-5)) <= tolerance<TestType>());
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("GPU softmax matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  for (std::int64_t hidden : kHidden) {
+    auto k = jit::get<kernels::Softmax>({jit::dtype_of<TestType>(), hidden}, gpu());
+    for (std::int64_t rows : kRows) {
+      auto x = random_vector<TestType>(rows * hidden, -8, 8);
+      jit::cuda::DeviceArray<TestType> dx(x), dy(rows * hidden);
+      dy.fill_bytes(kPoison);
+      k(rows, dx.data(), dy.data());
+      INFO("hidden = " << hidden << ", rows = " << rows);
+      CHECK(error_of(dy, ref::softmax(rows, hidden, widen(x))) <= tolerance<TestType>());
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("GPU silu_and_mul matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  for (std::int64_t hidden : kHidden) {
+    auto k = jit::get<kernels::SiluAndMul>({jit::dtype_of<TestType>(), hidden}, gpu());
+    for (std::int64_t rows : kRows) {
+      auto x = random_vector<TestType>(rows * 2 * hidden, -6, 6);
+      jit::cuda::DeviceArray<TestType> dx(x), dout(rows * hidden);
+      dout.fill_bytes(kPoison);
+      k(rows, dx.data(), dout.data());
+      INFO("hidden = " << hidden << ", rows = " << rows);
+      CHECK(error_of(dout, ref::silu_and_mul(rows, hidden, widen(x))) <= tolerance<TestType>());
+    }
+  }
+}
+
+TEST_CASE("a GPU launch on the caller's stream runs there", "[gpu]") {
+  if (!have_gpu()) return;
+  auto k = jit::get<kernels::Softmax>({jit::DType::f32, 4096}, gpu());
+  jit::cuda::OwnedStream stream;
+  const std::int64_t rows = 64;
+  auto x = random_vector<float>(rows * 4096);
+  jit::cuda::DeviceArray<float> dx(x), dy(rows * 4096);
+  dy.fill_bytes(kPoison);
+  k(stream, rows, dx.data(), dy.data());
+  stream.synchronize();
+  CHECK(ref::relative_l2_error(dy.download(), ref::softmax(rows, 4096, x)) <= 1e-5);
+}
+
+TEST_CASE("the GPU is the default target when present, and jitk ls shows its arch", "[gpu]") {
+  if (!have_gpu()) return;
+  CHECK(jit::default_target().backend == jit::Backend::Cuda);
+  auto k = jit::get<kernels::Saxpy>({jit::DType::f32});
+  CHECK(k.backend() == jit::Backend::Cuda);
+  auto r = jitk_test::run(std::string(JITK_TOOL) + " ls", "JITK_CACHE_DIR='" + cache_dir().str() + "'");
+  CHECK_THAT(r.output, Catch::Matchers::Contains(jit::cuda::devices()[0].arch));
+}
+
+TEST_CASE("a GPU row longer than the kernels keep in registers is refused before compiling", "[gpu]") {
+  if (!have_gpu()) return;
+  CHECK_THROWS_WITH(jit::get<kernels::RmsNorm>({jit::DType::f32, 40000}, gpu()),
+                    Catch::Matchers::Contains("hidden") && Catch::Matchers::Contains("40000"));
+}
