@@ -150,7 +150,8 @@ std::vector<std::string> BlobStore::keys() const {
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     if (!it->is_regular_file(ec)) continue;
     auto name = it->path().filename().string();
-    if (is_key(name)) out.push_back(name);
+    // A key file outside its own 2-hex folder is never loaded (path_for would not find it).
+    if (is_key(name) && it->path().parent_path().filename() == name.substr(0, 2)) out.push_back(name);
   }
   return out;
 }

@@ -136,6 +136,12 @@ void SqliteIndex::open_and_prepare(const std::filesystem::path& file) {
                                         ", this one reads " + std::to_string(kCacheFormatVersion) +
                                         "); use another JITK_CACHE_DIR for this version");
   if (version == kCacheFormatVersion) return;  // already set up: opening stays read-only
+  {
+    // A version-0 file holding tables of its own is some other program's database: not ours to change.
+    Statement s(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT IN ('artifacts', 'counters')");
+    s.step();
+    if (s.i64(0) > 0) throw IndexFailure(SQLITE_NOTADB, file.string() + " is another program's SQLite database, not a jitk index");
+  }
   exec("PRAGMA journal_mode=WAL");
   exec("BEGIN IMMEDIATE");
   try {

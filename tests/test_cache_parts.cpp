@@ -210,3 +210,30 @@ TEST_CASE("a file lock excludes another process and is released when its holder 
   CHECK(waited >= std::chrono::milliseconds(250));
   CHECK(waited < std::chrono::seconds(10));
 }
+
+TEST_CASE("another program's SQLite database in place of index.db is moved aside, not taken over", "[cache]") {
+  TempDir dir;
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((dir.path() / "index.db").c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "CREATE TABLE photos(id INTEGER)", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  std::string note;
+  SqliteIndex index(dir.path() / "index.db", &note);
+  CHECK_THAT(note, Catch::Matchers::Contains("another program") && Catch::Matchers::Contains("moved aside"));
+  index.insert(row_for(std::string(32, '2'), "sum"));
+  CHECK(index.rows().size() == 1);
+}
+
+TEST_CASE("a cache root others can write to is not used unless trusted on purpose", "[cache]") {
+  TempDir dir;
+  auto root = dir.path() / "shared";
+  REQUIRE(prepare_cache_root(root).empty());
+  REQUIRE(::chmod(root.c_str(), 0777) == 0);
+  ::unsetenv("JITK_CACHE_TRUST_SHARED");
+  CHECK_THAT(prepare_cache_root(root), Catch::Matchers::Contains("writable by group or others"));
+  ::setenv("JITK_CACHE_TRUST_SHARED", "1", 1);
+  CHECK(prepare_cache_root(root).empty());
+  ::unsetenv("JITK_CACHE_TRUST_SHARED");
+}
