@@ -1,0 +1,39 @@
+// The raw-compile baseline of jitk_bench: clang in-process -> object -> LLVM ORC, with nothing of jitk in between.
+#pragma once
+#include <memory>
+#include <string>
+
+namespace jitk_bench {
+
+// The CPU entry ABI every kernel text defines (kernel_sources/jitk_cpu.h).
+using CpuEntry = void (*)(void* const* args, long long begin, long long end);
+
+// Where a raw compile_and_load spent its time.
+struct RawTiming {
+  double compile_ms = 0;  // clang: source to object
+  double load_ms = 0;     // ORC: dylib, add object, lookup
+};
+
+// Written against clang and LLVM directly (not jit/), with the cc1 flags jit/orc_compiler.cpp
+// passes, so that timing it against jit::get measures what jitk adds: keying, the disk cache,
+// locking and bookkeeping.
+class RawClangOrc {
+ public:
+  RawClangOrc();  // initializes LLVM's native target and starts one LLJIT, as the library does
+  ~RawClangOrc();
+  RawClangOrc(const RawClangOrc&) = delete;
+  RawClangOrc& operator=(const RawClangOrc&) = delete;
+
+  // Compiles `source` (as file_name, with header_name includable) to an object in memory, adds it
+  // to a fresh JITDylib and returns its entry symbol. Throws std::runtime_error with the log.
+  CpuEntry compile_and_load(const std::string& file_name, const std::string& source, const std::string& header_name,
+                            const std::string& header_text, RawTiming* timing = nullptr);
+
+  const std::string& target_cpu() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace jitk_bench
