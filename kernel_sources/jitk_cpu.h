@@ -40,8 +40,8 @@ template <class V, class F> inline V reduce_sum(i64 n, F f) {
 // max of f(i) for i in [0, n), n >= 1
 template <class V, class F> inline V reduce_max(i64 n, F f) {
   constexpr int L = lanes<V>;
-  V first = f(0);
   V acc[L];
+  const V first = f(0);  // seeds every lane; max is idempotent, so counting it twice is harmless
   for (int l = 0; l < L; ++l) acc[l] = first;
   i64 i = 0;
   for (; i + L <= n; i += L)
