@@ -13,40 +13,52 @@ namespace {
 std::int64_t now_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
+
+IndexRow row_of(const std::string& key, const ArtifactMeta& meta, std::int64_t size, const std::string& checksum) {
+  IndexRow row;
+  row.key = key;
+  row.kernel = meta.kernel;
+  row.params = meta.params;
+  row.backend = meta.backend;
+  row.arch = meta.arch;
+  row.compiler = meta.compiler;
+  row.size_bytes = size;
+  row.checksum = checksum;
+  row.compile_ms = meta.compile_ms;
+  row.created = row.last_used = now_seconds();
+  return row;
+}
 }  // namespace
 
 ArtifactCache::ArtifactCache(std::filesystem::path root) : root_(std::move(root)), blobs_(root_) {
   std::string problem = prepare_cache_root(root_);
-  if (problem.empty()) {
-    try {
-      std::string repaired;
-      index_ = std::make_unique<SqliteIndex>(root_ / "index.db", &repaired);
-      if (!repaired.empty()) log().warn("{}", repaired);
-    } catch (const Error& e) {
-      problem = e.what();
-    }
-  }
   if (!problem.empty()) {
-    unavailable_ = problem;
-    warn_once("cache-root", "kernel cache disabled, kernels are kept in memory only: " + problem +
-                                ". Fix the folder's permissions or point JITK_CACHE_DIR at a writable folder.");
+    disable(problem);
+    return;
   }
+  root_ok_ = true;
+  log();  // the logger must exist before this object, so that it is destroyed after it
+  index_opened_ = std::async(std::launch::async, [this] {
+                    try {
+                      std::string repaired;
+                      index_ = std::make_unique<SqliteIndex>(root_ / "index.db", &repaired);
+                      if (!repaired.empty()) log().warn("{}", repaired);
+                    } catch (const Error& e) {
+                      disable(e.what());
+                    }
+                  }).share();
 }
 
-ArtifactCache::~ArtifactCache() { flush_hits(); }
+void ArtifactCache::disable(const std::string& problem) {
+  root_ok_ = false;
+  unavailable_ = problem;
+  warn_once("cache-root", "kernel cache disabled, kernels are kept in memory only: " + problem +
+                              ". Point JITK_CACHE_DIR at a folder of your own that you can write.");
+}
 
-void ArtifactCache::flush_hits() {
-  std::vector<std::string> keys;
-  {
-    std::lock_guard lock(hits_mutex_);
-    keys.swap(pending_hits_);
-  }
-  if (!index_ || keys.empty()) return;
-  try {
-    index_->record_hits(keys);
-  } catch (const Error& e) {
-    warn_once("cache-hits", std::string("kernel cache: could not record hit counts: ") + e.what());
-  }
+ArtifactCache::~ArtifactCache() {
+  flush_pending();
+  if (index_opened_.valid()) index_opened_.wait();  // the opening thread uses this object
 }
 
 ArtifactCache& ArtifactCache::process_cache() {
@@ -54,86 +66,121 @@ ArtifactCache& ArtifactCache::process_cache() {
   return cache;
 }
 
-SqliteIndex& ArtifactCache::index() {
-  if (!index_) throw Error(ErrorCode::CacheIo, "the kernel cache at " + root_.string() + " is not usable: " + unavailable_);
-  return *index_;
+SqliteIndex* ArtifactCache::index_or_null() {
+  if (index_opened_.valid()) index_opened_.wait();
+  return index_.get();
 }
 
-std::optional<std::vector<char>> ArtifactCache::load(const std::string& key, bool count_miss) {
-  if (!index_) return std::nullopt;
+SqliteIndex& ArtifactCache::index() {
+  SqliteIndex* idx = index_or_null();
+  if (!idx) throw Error(ErrorCode::CacheIo, "the kernel cache at " + root_.string() + " is not usable: " + unavailable_);
+  return *idx;
+}
+
+bool ArtifactCache::on_disk() { return index_or_null() != nullptr; }
+
+std::string ArtifactCache::unavailable_reason() {
+  index_or_null();
+  return unavailable_;
+}
+
+void ArtifactCache::flush_pending() {
+  std::vector<IndexRow> hits;
+  std::int64_t misses;
+  {
+    std::lock_guard lock(pending_mutex_);
+    hits.swap(pending_hits_);
+    misses = pending_misses_;
+    pending_misses_ = 0;
+  }
+  if (hits.empty() && misses == 0) return;
+  SqliteIndex* idx = index_or_null();
+  if (!idx) return;
   try {
-    auto row = index_->find(key);
-    if (!row) {
-      if (count_miss) index_->record_miss();
-      return std::nullopt;
-    }
-    BlobRead blob = blobs_.read(key);
-    std::string problem;
-    if (blob.status == BlobRead::Status::Missing) problem = "its blob is missing";
-    else if (blob.status == BlobRead::Status::Damaged) problem = "its blob is damaged: " + blob.problem;
-    else if (blob.checksum != row->checksum) problem = "its blob does not match the index checksum";
-    if (!problem.empty()) {
-      log().warn("cache: artifact {} ({} {}) not loaded, {}; dropping it and rebuilding", key, row->kernel,
-                 row->params, problem);
-      blobs_.remove(key);
-      index_->remove(key);
-      if (count_miss) index_->record_miss();
-      return std::nullopt;
-    }
-    {
-      std::lock_guard lock(hits_mutex_);
-      pending_hits_.push_back(key);
-    }
-    return std::move(blob.payload);
+    idx->record_hits(hits, misses);
   } catch (const Error& e) {
-    warn_once("cache-load", std::string("kernel cache read failed, compiling instead: ") + e.what());
-    return std::nullopt;
+    warn_once("cache-hits", std::string("kernel cache: could not record hit counts: ") + e.what());
   }
 }
 
-void ArtifactCache::store(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload) {
-  if (!index_) return;
+std::optional<std::vector<char>> ArtifactCache::load(const std::string& key, const ArtifactMeta& meta, bool count_miss) {
+  if (!root_ok_) return std::nullopt;
+  BlobRead blob = blobs_.read(key);
+  if (blob.status == BlobRead::Status::Ok) {
+    std::lock_guard lock(pending_mutex_);
+    pending_hits_.push_back(row_of(key, meta, static_cast<std::int64_t>(blob.payload.size()), blob.checksum));
+    return std::move(blob.payload);
+  }
+  std::string problem;
+  if (blob.status == BlobRead::Status::Damaged) {
+    problem = "its blob is damaged: " + blob.problem;
+    forget_pending_hits(key);
+    blobs_.remove(key);
+  } else if (count_miss) {
+    // A miss is the rare path: worth one look at the index for a row whose blob went missing.
+    if (SqliteIndex* idx = index_or_null()) {
+      try {
+        if (idx->find(key)) problem = "its blob is missing";
+      } catch (const Error&) {
+      }
+    }
+  }
+  if (!problem.empty()) {
+    log().warn("cache: artifact {} ({} {}) not loaded, {}; dropping it and rebuilding", key, meta.kernel, meta.params,
+               problem);
+    if (SqliteIndex* idx = index_or_null()) {
+      try {
+        idx->remove(key);
+      } catch (const Error&) {
+      }
+    }
+  }
+  if (count_miss) {
+    std::lock_guard lock(pending_mutex_);
+    ++pending_misses_;
+  }
+  return std::nullopt;
+}
+
+bool ArtifactCache::store(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload) {
+  SqliteIndex* idx = root_ok_ ? index_or_null() : nullptr;
+  if (!idx) return false;
   try {
-    IndexRow row;
-    row.key = key;
-    row.kernel = meta.kernel;
-    row.params = meta.params;
-    row.backend = meta.backend;
-    row.arch = meta.arch;
-    row.compiler = meta.compiler;
-    row.size_bytes = static_cast<std::int64_t>(payload.size());
-    row.compile_ms = meta.compile_ms;
-    row.created = row.last_used = now_seconds();
-    row.checksum = blobs_.write(key, payload);
-    index_->insert(row);
-    flush_hits();
+    std::string checksum = blobs_.write(key, payload);
+    idx->insert(row_of(key, meta, static_cast<std::int64_t>(payload.size()), checksum));
+    flush_pending();
+    return true;
   } catch (const Error& e) {
     warn_once("cache-store", std::string("kernel cache write failed, keeping kernels in memory only: ") + e.what() +
                                  ". Free disk space or point JITK_CACHE_DIR at a writable folder.");
-  }
-}
-
-bool ArtifactCache::contains(const std::string& key) {
-  if (!index_) return false;
-  try {
-    return index_->find(key).has_value() && std::filesystem::exists(blobs_.path_for(key));
-  } catch (const Error&) {
     return false;
   }
 }
 
+bool ArtifactCache::has_valid_blob(const std::string& key) {
+  return root_ok_ && blobs_.read(key).status == BlobRead::Status::Ok;
+}
+
+void ArtifactCache::forget_pending_hits(const std::string& key) {
+  std::lock_guard lock(pending_mutex_);
+  std::erase_if(pending_hits_, [&](const IndexRow& r) { return r.key == key; });
+}
+
 void ArtifactCache::drop(const std::string& key) {
-  if (!index_) return;
+  if (!root_ok_) return;
+  forget_pending_hits(key);
   blobs_.remove(key);
-  try {
-    index_->remove(key);
-  } catch (const Error& e) {
-    warn_once("cache-drop", std::string("kernel cache: could not drop a bad artifact: ") + e.what());
+  if (SqliteIndex* idx = index_or_null()) {
+    try {
+      idx->remove(key);
+    } catch (const Error& e) {
+      warn_once("cache-drop", std::string("kernel cache: could not drop a bad artifact: ") + e.what());
+    }
   }
 }
 
 std::unique_ptr<FileLock> ArtifactCache::lock(const std::string& key) {
-  if (!index_) return nullptr;
+  if (!root_ok_) return nullptr;
   try {
     return std::make_unique<FileLock>(root_ / "locks" / (key + ".lock"));
   } catch (const Error& e) {
@@ -143,11 +190,12 @@ std::unique_ptr<FileLock> ArtifactCache::lock(const std::string& key) {
 }
 
 std::vector<IndexRow> ArtifactCache::rows() {
-  flush_hits();
+  flush_pending();
   return index().rows();
 }
+
 IndexCounters ArtifactCache::counters() {
-  flush_hits();
+  flush_pending();
   return index().counters();
 }
 
@@ -160,6 +208,7 @@ std::int64_t ArtifactCache::bytes() {
 ArtifactCache::Cleared ArtifactCache::clear() {
   Cleared c;
   auto& idx = index();
+  flush_pending();
   for (const auto& k : blobs_.keys()) {
     c.bytes += blobs_.size_on_disk(k);
     if (blobs_.remove(k)) ++c.entries;
@@ -172,6 +221,7 @@ ArtifactCache::Cleared ArtifactCache::clear() {
 
 std::vector<CacheProblem> ArtifactCache::verify(bool fix) {
   auto& idx = index();
+  flush_pending();
   std::vector<CacheProblem> problems;
   std::set<std::string> indexed;
   for (const auto& row : idx.rows()) {

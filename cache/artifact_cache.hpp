@@ -1,6 +1,7 @@
 // The disk tier: blobs + index + per-key locks under one root, degrading to memory-only when the disk says no.
 #pragma once
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,29 +24,33 @@ struct CacheProblem {
   std::string what;
 };
 
+// Blobs verify themselves (their header holds the key and an XXH3-128 of the payload), so a disk
+// hit reads the blob alone; the index is bookkeeping (listing, counters, eviction) opened on another
+// thread and written lazily. A verified blob whose row is missing gets its row back.
 class ArtifactCache {
  public:
   // Never throws: a root that cannot be used makes a memory-only cache, with one WARN saying why.
   explicit ArtifactCache(std::filesystem::path root);
-  ~ArtifactCache();  // writes the hit counts still pending
+  ~ArtifactCache();  // writes the hits and misses still pending
+  ArtifactCache(const ArtifactCache&) = delete;
+  ArtifactCache& operator=(const ArtifactCache&) = delete;
   // The cache of this process, rooted where the environment says, made at first use.
   static ArtifactCache& process_cache();
 
   const std::filesystem::path& root() const { return root_; }
-  bool on_disk() const { return index_ != nullptr; }
-  const std::string& unavailable_reason() const { return unavailable_; }
+  bool on_disk();                   // waits for the index to open
+  std::string unavailable_reason();  // "" when on disk
 
-  // The verified payload, or nullopt when absent. A damaged blob or a row without its blob is
-  // logged, dropped, and reported absent so the caller rebuilds it.
-  // count_miss: whether an absent artifact counts as a miss in the index's counters.
-  std::optional<std::vector<char>> load(const std::string& key, bool count_miss = true);
-  // Whether an indexed blob exists (not verified; no counters touched).
-  bool contains(const std::string& key);
+  // The verified payload, or nullopt when absent. A damaged blob is logged, dropped, and reported
+  // absent so the caller rebuilds it. count_miss: whether absence counts as a miss.
+  std::optional<std::vector<char>> load(const std::string& key, const ArtifactMeta& meta, bool count_miss = true);
+  // Whether a blob for key is present and verifies (no counters touched).
+  bool has_valid_blob(const std::string& key);
   // Removes an artifact that failed to load after passing its checksum.
   void drop(const std::string& key);
   // Stores atomically and indexes. A failure (disk full, read-only) is logged once; the caller
-  // keeps its artifact in memory.
-  void store(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload);
+  // keeps its artifact in memory. Returns whether it is on disk now.
+  bool store(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload);
   // Held while compiling `key` so that one process compiles and the others wait, then load.
   std::unique_ptr<FileLock> lock(const std::string& key);
 
@@ -60,16 +65,24 @@ class ArtifactCache {
   std::vector<CacheProblem> verify(bool fix);
 
  private:
-  SqliteIndex& index();
-  // Disk hits are counted in memory and written with the next write or at exit: a write
-  // transaction would double the cost of a disk hit.
-  void flush_hits();
-  std::mutex hits_mutex_;
-  std::vector<std::string> pending_hits_;
+  SqliteIndex* index_or_null();  // waits for the background open
+  SqliteIndex& index();          // throws when not on disk
+  void flush_pending();
+  // A dropped artifact's pending hits would otherwise put its row back at the next flush.
+  void forget_pending_hits(const std::string& key);
+  void disable(const std::string& problem);
+
   std::filesystem::path root_;
   BlobStore blobs_;
+  bool root_ok_ = false;
+  std::shared_future<void> index_opened_;
   std::unique_ptr<SqliteIndex> index_;
   std::string unavailable_;
+  // Hits and misses are counted in memory and written with the next write or at exit: a write
+  // transaction would double the cost of a disk hit.
+  std::mutex pending_mutex_;
+  std::vector<IndexRow> pending_hits_;
+  std::int64_t pending_misses_ = 0;
 };
 
 }  // namespace jit::detail

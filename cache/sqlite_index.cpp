@@ -190,28 +190,33 @@ void SqliteIndex::insert(const IndexRow& r) {
   }
 }
 
-void SqliteIndex::record_hits(const std::vector<std::string>& keys) {
+void SqliteIndex::record_hits(const std::vector<IndexRow>& hits, std::int64_t misses) {
   std::lock_guard lock(mutex_);
   exec("BEGIN IMMEDIATE");
   try {
-    for (const auto& key : keys) {
+    for (const auto& hit : hits) {
       Statement s(db_, "UPDATE artifacts SET hits = hits + 1, last_used = ? WHERE key = ?");
-      s.bind(1, now_seconds()).bind(2, key);
+      s.bind(1, hit.last_used).bind(2, hit.key);
       s.step();
+      if (sqlite3_changes(db_) > 0) continue;
+      Statement add(db_, (std::string("INSERT OR IGNORE INTO artifacts(") + kRowColumns +
+                          ") VALUES (?,?,?,?,?,?,?,?,?,?,?,1)").c_str());
+      add.bind(1, hit.key).bind(2, hit.kernel).bind(3, hit.params).bind(4, hit.backend).bind(5, hit.arch);
+      add.bind(6, hit.compiler).bind(7, hit.size_bytes).bind(8, hit.checksum).bind(9, hit.compile_ms);
+      add.bind(10, hit.created).bind(11, hit.last_used);
+      add.step();
     }
     Statement c(db_, "UPDATE counters SET value = value + ? WHERE name = 'hits'");
-    c.bind(1, static_cast<std::int64_t>(keys.size()));
+    c.bind(1, static_cast<std::int64_t>(hits.size()));
     c.step();
+    Statement m(db_, "UPDATE counters SET value = value + ? WHERE name = 'misses'");
+    m.bind(1, misses);
+    m.step();
     exec("COMMIT");
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
-}
-
-void SqliteIndex::record_miss() {
-  std::lock_guard lock(mutex_);
-  exec("UPDATE counters SET value = value + 1 WHERE name = 'misses'");
 }
 
 bool SqliteIndex::remove(const std::string& key) {

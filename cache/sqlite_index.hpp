@@ -35,9 +35,9 @@ class SqliteIndex {
 
   std::optional<IndexRow> find(const std::string& key);
   void insert(const IndexRow& row);  // also counts one compile
-  // One transaction for many hits (a key may repeat).
-  void record_hits(const std::vector<std::string>& keys);
-  void record_miss();
+  // One transaction for many hits (a key may repeat) and misses. A hit on a key with no row
+  // (its blob verified, its row lost) puts the row back.
+  void record_hits(const std::vector<IndexRow>& hits, std::int64_t misses);
   bool remove(const std::string& key);
   std::int64_t remove_all();
   std::vector<IndexRow> rows();

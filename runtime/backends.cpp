@@ -1,4 +1,5 @@
 // The backends this build has and whether each can run on this machine.
+#include <future>
 #include <mutex>
 
 #include "runtime/backend_driver.hpp"
@@ -9,14 +10,22 @@ namespace {
 struct Registry {
   std::vector<BackendState> states;
   Registry() {
+    // Probing CUDA (dlopen, cuInit) and starting the CPU compiler are independent: do them at once.
+    static std::unique_ptr<BackendDriver> cuda;
+    auto cuda_probe = std::async(std::launch::async, [] {
+      auto driver = make_cuda_driver();
+      std::string reason = driver->unavailable_reason();
+      cuda = std::move(driver);
+      return reason;
+    });
 #ifdef JITK_WITH_CPU
     static std::unique_ptr<BackendDriver> cpu = make_cpu_driver();
     states.push_back({Backend::Cpu, cpu->unavailable_reason(), cpu.get()});
 #else
     states.push_back({Backend::Cpu, "this build has no CPU backend (configured without LLVM/Clang 16)", nullptr});
 #endif
-    static std::unique_ptr<BackendDriver> cuda = make_cuda_driver();
-    states.push_back({Backend::Cuda, cuda->unavailable_reason(), cuda.get()});
+    std::string cuda_reason = cuda_probe.get();
+    states.push_back({Backend::Cuda, cuda_reason, cuda.get()});
     states.push_back({Backend::Hip, "not in this version of jitk yet", nullptr});
   }
 };

@@ -68,9 +68,14 @@ LoadedKernels& loaded_kernels() {
   return k;
 }
 
+ArtifactMeta meta_of(const Specialization& s) {
+  return {s.unit.kernel, s.unit.params_text, std::string(backend_name(s.target.backend)), s.compiler->arch(),
+          s.compiler->id(), 0};
+}
+
 LoadedPtr load_from_disk(ArtifactCache& cache, const Specialization& s, bool count_miss, const char* how) {
   auto t0 = std::chrono::steady_clock::now();
-  auto bytes = cache.load(s.key, count_miss);
+  auto bytes = cache.load(s.key, meta_of(s), count_miss);
   if (!bytes) return nullptr;
   try {
     double read_ms = ms_since(t0);
@@ -87,14 +92,15 @@ LoadedPtr load_from_disk(ArtifactCache& cache, const Specialization& s, bool cou
 }
 
 // Compiles s and stores the artifact; the caller holds the key's lock.
-CompiledArtifact compile_and_store(ArtifactCache& cache, const Specialization& s) {
+CompiledArtifact compile_and_store(ArtifactCache& cache, const Specialization& s, bool* stored = nullptr) {
   CompiledArtifact artifact = s.compiler->compile(s.unit);
   log().info("compiled {} ({}) for {} in {:.1f} ms", s.unit.kernel, s.unit.params_text, s.target.to_string(),
              artifact.compile_ms);
   if (!artifact.log.empty()) log().debug("compiler log for {}:\n{}", s.unit.kernel, artifact.log);
-  cache.store(s.key, {s.unit.kernel, s.unit.params_text, std::string(backend_name(s.target.backend)),
-                      s.compiler->arch(), s.compiler->id(), artifact.compile_ms},
-              artifact.bytes);
+  ArtifactMeta meta = meta_of(s);
+  meta.compile_ms = artifact.compile_ms;
+  bool ok = cache.store(s.key, meta, artifact.bytes);
+  if (stored) *stored = ok;
   return artifact;
 }
 
@@ -134,18 +140,24 @@ Specialization resolve(std::string_view kernel, const ParamSet& params, const Ta
   return s;
 }
 
-bool ensure_on_disk(const Specialization& s) {
+WarmOutcome ensure_on_disk(const Specialization& s) {
   ArtifactCache& cache = ArtifactCache::process_cache();
-  if (cache.contains(s.key)) return false;
+  if (cache.has_valid_blob(s.key)) return WarmOutcome::AlreadyCached;
   auto lock = cache.lock(s.key);
-  if (cache.contains(s.key)) return false;
-  cache.load(s.key, /*count_miss=*/true);  // counts the miss; drops a damaged leftover
-  compile_and_store(cache, s);
-  return true;
+  if (cache.has_valid_blob(s.key)) return WarmOutcome::AlreadyCached;
+  cache.load(s.key, meta_of(s), /*count_miss=*/true);  // counts the miss; drops a damaged leftover
+  bool stored = false;
+  compile_and_store(cache, s, &stored);
+  return stored ? WarmOutcome::CompiledAndStored : WarmOutcome::CompiledNotStored;
 }
 
 KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const Target& target) {
+  // The first get of a process opens the disk cache on another thread while this one starts the
+  // backend and specializes: the two take about the same time (~0.5 ms each on the CPU).
+  static std::shared_future<void> cache_opened =
+      std::async(std::launch::async, [] { ArtifactCache::process_cache(); }).share();
   Specialization s = resolve(kernel, params, target);
+  cache_opened.wait();
   Built b = loaded_kernels().get_or_build(s.key, [&] { return build(s); });
   return {std::move(b.kernel), s.key, b.origin};
 }

@@ -20,8 +20,9 @@ struct Specialization {
 
 // Validates and specializes; throws jit::Error naming what is wrong. Compiles nothing.
 Specialization resolve(std::string_view kernel, const ParamSet& params, const Target& target);
-// Compiles and stores s unless the disk cache has it (without loading it into this process, so a
-// target with no device present can be warmed). Returns whether it compiled.
-bool ensure_on_disk(const Specialization& s);
+// Compiles and stores s unless the disk cache has a verified copy (without loading it into this
+// process, so a target with no device present can be warmed).
+enum class WarmOutcome { AlreadyCached, CompiledAndStored, CompiledNotStored };
+WarmOutcome ensure_on_disk(const Specialization& s);
 
 }  // namespace jit::detail

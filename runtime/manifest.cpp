@@ -115,7 +115,14 @@ std::vector<WarmResult> warm(const std::vector<WarmItem>& items, int jobs,
       auto t0 = std::chrono::steady_clock::now();
       try {
         auto s = detail::resolve(items[i].kernel, items[i].params, items[i].target);
-        r.outcome = detail::ensure_on_disk(s) ? WarmResult::Outcome::Compiled : WarmResult::Outcome::AlreadyCached;
+        switch (detail::ensure_on_disk(s)) {
+          case detail::WarmOutcome::AlreadyCached: r.outcome = WarmResult::Outcome::AlreadyCached; break;
+          case detail::WarmOutcome::CompiledAndStored: r.outcome = WarmResult::Outcome::Compiled; break;
+          case detail::WarmOutcome::CompiledNotStored:
+            r.outcome = WarmResult::Outcome::Failed;
+            r.error = "compiled, but the disk cache did not keep it (see the warning above)";
+            break;
+        }
       } catch (const std::exception& e) {
         r.outcome = WarmResult::Outcome::Failed;
         r.error = e.what();

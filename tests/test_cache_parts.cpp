@@ -102,8 +102,7 @@ TEST_CASE("the index keeps rows and counters across connections", "[cache]") {
   {
     SqliteIndex index(dir.path() / "index.db");
     index.insert(row_for(key, "sum"));
-    index.record_hits({key, key});
-    index.record_miss();
+    index.record_hits({row_for(key, "sum"), row_for(key, "sum")}, 1);
   }
   SqliteIndex index(dir.path() / "index.db");
   auto row = index.find(key);
@@ -156,8 +155,8 @@ TEST_CASE("a root that cannot be created leaves a memory-only cache that says wh
   ArtifactCache cache(dir.path() / "a-file" / "jitk");
   CHECK_FALSE(cache.on_disk());
   CHECK_THAT(cache.unavailable_reason(), Catch::Matchers::Contains("cannot create"));
-  CHECK_FALSE(cache.load(std::string(32, 'a')));
-  cache.store(std::string(32, 'a'), {}, bytes_of("abc"));  // no throw, nothing written
+  CHECK_FALSE(cache.load(std::string(32, 'a'), {}));
+  CHECK_FALSE(cache.store(std::string(32, 'a'), {}, bytes_of("abc")));  // no throw, nothing written
 }
 
 TEST_CASE("the root is created with mode 0700", "[cache]") {
@@ -174,8 +173,9 @@ TEST_CASE("a stored artifact loads back verified, and a damaged one is dropped",
   ArtifactCache cache(dir.path());
   REQUIRE(cache.on_disk());
   std::string key(32, '1');
-  cache.store(key, {"saxpy", "dtype=f32", "cpu", "x", "c", 1.0}, bytes_of("payload"));
-  auto loaded = cache.load(key);
+  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
+  REQUIRE(cache.store(key, meta, bytes_of("payload")));
+  auto loaded = cache.load(key, meta);
   REQUIRE(loaded);
   CHECK(std::string(loaded->begin(), loaded->end()) == "payload");
 
@@ -183,9 +183,27 @@ TEST_CASE("a stored artifact loads back verified, and a damaged one is dropped",
   auto text = jitk_test::read_file(path);
   text.back() ^= 0x40;
   jitk_test::write_file(path, text);
-  CHECK_FALSE(cache.load(key));
+  CHECK_FALSE(cache.load(key, meta));
   CHECK_FALSE(std::filesystem::exists(path));
   CHECK(cache.rows().empty());
+}
+
+TEST_CASE("a verified blob whose index row was lost loads and gets its row back", "[cache]") {
+  TempDir dir;
+  std::string key(32, '3');
+  ArtifactMeta meta{"softmax", "dtype=f32,hidden=8", "cpu", "x", "c", 2.0};
+  {
+    ArtifactCache cache(dir.path());
+    REQUIRE(cache.store(key, meta, bytes_of("object")));
+  }
+  { SqliteIndex(dir.path() / "index.db").remove(key); }
+  ArtifactCache cache(dir.path());
+  REQUIRE(cache.load(key, meta));
+  auto rows = cache.rows();
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].kernel == "softmax");
+  CHECK(rows[0].hits == 1);
+  CHECK(cache.verify(false).empty());
 }
 
 TEST_CASE("a file lock excludes another process and is released when its holder dies", "[cache]") {

@@ -167,14 +167,20 @@ template <class Tuple> std::size_t hash_fields(const Tuple& t) {
   return h;
 }
 
-// Memory tier in front of get_kernel for one descriptor: typed params -> loaded kernel, read
-// under a shared lock so concurrent callers do not serialize.
+// Memory tier in front of get_kernel for one descriptor: typed params -> loaded kernel. Each thread
+// keeps its own map of what it has seen, so the hot path takes no lock; a thread's first request
+// for a kernel reads the shared map under a shared lock.
 template <class K> class TypedMemo {
  public:
   const KernelHandle* find(const typename K::Params& p, const Target& t) const {
+    Key key{p, t};
+    auto& local = thread_local_map();
+    if (auto it = local.find(key); it != local.end()) return it->second;
     std::shared_lock lock(mutex_);
-    auto it = map_.find(Key{p, t});
-    return it == map_.end() ? nullptr : &it->second;
+    auto it = map_.find(key);
+    if (it == map_.end()) return nullptr;
+    local.emplace(std::move(key), &it->second);
+    return &it->second;
   }
   const KernelHandle* insert(const typename K::Params& p, const Target& t, KernelHandle h) {
     std::unique_lock lock(mutex_);
@@ -195,8 +201,13 @@ template <class K> class TypedMemo {
              (std::size_t(k.target.device) << 8) ^ std::hash<std::string>{}(k.target.arch);
     }
   };
+  // One memo per descriptor (a static in jit::get), so one thread-local map per descriptor too.
+  static std::unordered_map<Key, const KernelHandle*, KeyHash>& thread_local_map() {
+    static thread_local std::unordered_map<Key, const KernelHandle*, KeyHash> local;
+    return local;
+  }
   mutable std::shared_mutex mutex_;
-  std::unordered_map<Key, KernelHandle, KeyHash> map_;  // node-based: handles stay put
+  std::unordered_map<Key, KernelHandle, KeyHash> map_;  // node-based, never erased: handles stay put
 };
 
 }  // namespace detail
