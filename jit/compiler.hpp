@@ -23,6 +23,9 @@ class Compiler {
   // Everything about the target that changes the generated code beyond arch (CPU features).
   virtual std::string target_fingerprint() const = 0;
   virtual std::vector<std::string> options() const = 0;
+  // A hash of the content of every header outside the unit that its text can include (toolkit
+  // headers): part of the key, so a toolkit upgrade never loads a stale binary. "" when none.
+  virtual std::string external_headers_fingerprint(const SourceUnit& unit) const { return ""; }
   // Throws Error{CompileFailed} carrying the log and the source with line numbers.
   virtual CompiledArtifact compile(const SourceUnit& unit) const = 0;
 };

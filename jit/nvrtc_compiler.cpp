@@ -8,6 +8,10 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "cache/cache_key.hpp"
+#include "cache/cache_root.hpp"
+#include "jit/include_scan.hpp"
+
 namespace jit::detail {
 
 using nvrtcResult = int;
@@ -136,7 +140,31 @@ NvrtcCompiler::NvrtcCompiler(std::string arch) : arch_(std::move(arch)) {
     cubin_ = false;
   }
   options_ = {"--gpu-architecture=" + code_target_, "-std=c++17", "--device-as-default-execution-space"};
-  if (std::string inc = toolkit_include_dir(); !inc.empty()) options_.push_back("--include-path=" + inc);
+  include_dir_ = toolkit_include_dir();
+  if (!include_dir_.empty()) options_.push_back("--include-path=" + include_dir_);
+}
+
+std::string NvrtcCompiler::external_headers_fingerprint(const SourceUnit& unit) const {
+  if (include_dir_.empty()) return "";
+  std::string unit_headers;
+  for (const auto& h : unit.headers) unit_headers += h.name + '\n' + h.text;
+  std::lock_guard lock(fingerprint_mutex_);
+  auto& fp = fingerprints_[unit_headers];
+  if (fp.empty()) {
+    std::vector<std::string> roots;
+    for (const auto& h : unit.headers) roots.push_back(h.text);
+    roots.push_back(unit.main.text);
+    // The memo lives beside the artifacts; its name covers everything the scan starts from.
+    KeyBuilder memo_name;
+    memo_name.add("include dir", include_dir_).add("unit headers", unit_headers);
+    std::filesystem::path root = cache_root_path(), dir = root / "toolkit-headers";
+    std::error_code ec;
+    // Only in a root the cache itself would use (ours, not writable by others).
+    bool usable = prepare_cache_root(root).empty() && (std::filesystem::create_directories(dir, ec), !ec);
+    fp = !usable ? fingerprint_includes(roots, include_dir_, unit.headers)
+            : fingerprint_includes_memoized(roots, include_dir_, unit.headers, (dir / memo_name.finish().hex()).string());
+  }
+  return fp;
 }
 
 CompiledArtifact NvrtcCompiler::compile(const SourceUnit& unit) const {

@@ -1,5 +1,7 @@
 // The CUDA compiler: NVRTC (opened with dlopen) from a source unit to a CUBIN for one architecture.
 #pragma once
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "jit/compiler.hpp"
@@ -17,6 +19,7 @@ class NvrtcCompiler final : public Compiler {
   std::string target_fingerprint() const override { return "nvptx64 " + code_target_; }
   std::vector<std::string> options() const override { return options_; }
   CompiledArtifact compile(const SourceUnit& unit) const override;
+  std::string external_headers_fingerprint(const SourceUnit& unit) const override;
   // Whether the artifact is a CUBIN (exact arch) or PTX (NVRTC too old for the arch).
   bool emits_cubin() const { return cubin_; }
 
@@ -28,6 +31,9 @@ class NvrtcCompiler final : public Compiler {
   std::string arch_, code_target_, id_;
   bool cubin_ = true;
   std::vector<std::string> options_;
+  std::string include_dir_;  // toolkit headers NVRTC reads ("" when it has its own)
+  mutable std::mutex fingerprint_mutex_;
+  mutable std::map<std::string, std::string> fingerprints_;  // by the unit's own header texts
 };
 
 }  // namespace jit::detail

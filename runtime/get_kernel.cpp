@@ -136,6 +136,7 @@ Specialization resolve(std::string_view kernel, const ParamSet& params, const Ta
   for (const auto& o : s.compiler->options()) key.add("option", o);
   key.add("source " + s.unit.main.name, s.unit.main.text);
   for (const auto& h : s.unit.headers) key.add("header " + h.name, h.text);
+  key.add("external headers", s.compiler->external_headers_fingerprint(s.unit));
   s.key = key.finish().hex();
   return s;
 }

@@ -15,6 +15,7 @@
 #include "cache/cache_root.hpp"
 #include "cache/file_lock.hpp"
 #include "cache/sqlite_index.hpp"
+#include "jit/include_scan.hpp"
 #include "test_support.hpp"
 
 using namespace jit::detail;
@@ -254,4 +255,36 @@ TEST_CASE("a cache root others can write to is not used unless trusted on purpos
   ::setenv("JITK_CACHE_TRUST_SHARED", "1", 1);
   CHECK(prepare_cache_root(root).empty());
   ::unsetenv("JITK_CACHE_TRUST_SHARED");
+}
+
+TEST_CASE("toolkit headers reachable from a kernel text are hashed by content", "[cache]") {
+  TempDir inc;
+  std::filesystem::create_directories(inc.path() / "sub");
+  jitk_test::write_file(inc.path() / "top.h", "#pragma once\n  #  include \"sub/mid.h\"\n");
+  jitk_test::write_file(inc.path() / "sub" / "mid.h", "#if 0\n#include <leaf.h>\n#endif\n");
+  jitk_test::write_file(inc.path() / "sub" / "leaf.h", "int leaf = 1;\n");
+  std::vector<jit::detail::SourceFile> own = {{"jitk_gpu.h", "#include <top.h>\n"}};
+  std::vector<std::string> roots = {"#include \"jitk_gpu.h\"\n#include <top.h>\n// include <not_a_directive.h>\n"};
+  auto before = jit::detail::fingerprint_includes(roots, inc.str(), own);
+  CHECK_THAT(before, Catch::Matchers::Contains("(3 toolkit headers)"));
+  CHECK(jit::detail::fingerprint_includes(roots, inc.str(), own) == before);
+  jitk_test::write_file(inc.path() / "sub" / "leaf.h", "int leaf = 2;\n");  // a toolkit upgrade, 2 levels down
+  CHECK(jit::detail::fingerprint_includes(roots, inc.str(), own) != before);
+  CHECK(jit::detail::included_names("#include <a.h>\nx #include <b.h>\n#define include\n") == std::vector<std::string>{"a.h"});
+}
+
+TEST_CASE("the header fingerprint memo is reused while headers are unchanged and redone when one changes", "[cache]") {
+  TempDir inc, memo_dir;
+  jitk_test::write_file(inc.path() / "a.h", "#include <b.h>\n");
+  jitk_test::write_file(inc.path() / "b.h", "int b = 1;\n");
+  std::vector<std::string> roots = {"#include <a.h>\n"};
+  auto memo = (memo_dir.path() / "memo").string();
+  auto first = jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memo);
+  CHECK(first == jit::detail::fingerprint_includes(roots, inc.str(), {}));
+  CHECK(std::filesystem::exists(memo));
+  CHECK(jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memo) == first);
+  jitk_test::write_file(inc.path() / "b.h", "int b = 22;\n");  // new size and mtime
+  auto changed = jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memo);
+  CHECK(changed != first);
+  CHECK(changed == jit::detail::fingerprint_includes(roots, inc.str(), {}));
 }

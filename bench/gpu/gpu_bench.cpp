@@ -96,6 +96,41 @@ std::vector<char> raw_nvrtc(const jit::detail::SourceUnit& unit, const std::stri
   return cubin;
 }
 
+// Raw NVRTC time for one text with extra options (ms).
+double nvrtc_ms(const std::string& text, const std::string& arch, std::vector<std::string> extra) {
+  auto t0 = clock_type::now();
+  nvrtcProgram p;
+  nvrtcCreateProgram(&p, text.c_str(), "cub_kernel.cu", 0, nullptr, nullptr);
+  std::string a = "--gpu-architecture=" + arch;
+  std::string inc = "--include-path=" + std::string(std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : "/usr/local/cuda") + "/include";
+  std::string cccl = inc + "/cccl";
+  std::vector<const char*> opts = {a.c_str(), "-std=c++17", inc.c_str(), cccl.c_str()};
+  for (auto& e : extra) opts.push_back(e.c_str());
+  nvrtcResult r = nvrtcCompileProgram(p, static_cast<int>(opts.size()), opts.data());
+  if (r != NVRTC_SUCCESS) {
+    std::size_t n;
+    nvrtcGetProgramLogSize(p, &n);
+    std::string log(n, '\0');
+    nvrtcGetProgramLog(p, log.data());
+    std::fprintf(stderr, "CUB compile failed (%s):\n%s\n", nvrtcGetErrorString(r), log.substr(0, 2000).c_str());
+    nvrtcDestroyProgram(&p);
+    return -1;
+  }
+  nvrtcDestroyProgram(&p);
+  return ms_since(t0);
+}
+
+// A block reduce through CUB, the way a kernel author would write it; `variant` makes each text new.
+std::string cub_text(const char* include, int variant) {
+  return std::string("#include <") + include + ">\n"
+         "extern \"C\" __global__ void k(const float* x, float* out) {\n"
+         "  using R = cub::BlockReduce<float, 256>;\n"
+         "  __shared__ typename R::TempStorage tmp;\n"
+         "  float v = x[blockIdx.x * 256 + threadIdx.x] * " + std::to_string(variant) + ".0f;\n"
+         "  float s = R(tmp).Sum(v);\n"
+         "  if (threadIdx.x == 0) out[blockIdx.x] = s;\n}\n";
+}
+
 int child_first_use() {
   jit::cuda::available();  // cuInit + primary context: once per process, not the cache's cost
   auto t0 = clock_type::now();
@@ -156,6 +191,19 @@ int main(int argc, char** argv) {
       if (rep % 2) { time_jitk(); time_raw(); } else { time_raw(); time_jitk(); }
     }
     emit("cold_compile_softmax_f16_ms", median(jitk_ms), "ms", median(raw_ms), "raw NVRTC same text");
+  }
+
+  // ---- a kernel including CUB's block reduce: plain NVRTC vs NVRTC's automatic PCH (-pch), whose
+  // first compile in a process builds the PCH and later ones with the same includes reuse it
+  {
+    // (cub/cub.cuh itself does not compile under NVRTC 13: it pulls in host-only headers.)
+    std::vector<double> lean;
+    for (int v = 1; v <= 3; ++v) lean.push_back(nvrtc_ms(cub_text("cub/block/block_reduce.cuh", 10 + v), dev.arch, {}));
+    double create = nvrtc_ms(cub_text("cub/block/block_reduce.cuh", 20), dev.arch, {"-pch"});
+    std::vector<double> reuse;
+    for (int v = 21; v <= 23; ++v) reuse.push_back(nvrtc_ms(cub_text("cub/block/block_reduce.cuh", v), dev.arch, {"-pch"}));
+    emit("cub_block_reduce_compile_pch_ms", median(reuse), "ms", median(lean), "same, no PCH");
+    std::fprintf(stderr, "PCH creation compile: %.1f ms\n", create);
   }
 
   // ---- first use in a fresh process: warm disk cache vs cold

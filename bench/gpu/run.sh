@@ -18,5 +18,11 @@ echo "gpu tests exit: $?"; tail -15 "$out/tests.log"
 ./build-gpu/quickstart > "$out/quickstart.log" 2>&1; echo "quickstart exit: $?"
 ./build-gpu/bench/gpu/jitk_gpu_bench --json > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
 echo "bench exit: $?"; cat "$out/gpu_bench.err" | tail -5
-./build-gpu/bench/gpu/jitk_gpu_bench --json > /dev/null 2>&1  # not kept: second run only as warm-cache sanity
+# where a warm first use spends its time (INFO lines time the disk read and the module load)
+first_use_cache=$(mktemp -d /tmp/jitk-first-use-XXXXXX)
+JITK_CACHE_DIR=$first_use_cache ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use > /dev/null 2>&1
+for i in 1 2 3; do
+  JITK_CACHE_DIR=$first_use_cache JITK_LOG_LEVEL=info ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use
+done > "$out/first_use.log" 2>&1
+cat "$out/first_use.log"
 cat "$out/gpu_bench.jsonl"

@@ -134,8 +134,9 @@ class ArgPack {
 
  private:
   void add_bytes(const void* p, std::size_t n);
-  alignas(16) unsigned char storage_[kMaxArgs][16] = {};
-  void* ptrs_[kMaxArgs] = {};
+  // Left uninitialized: only the first count_ slots are ever read (this is on every launch).
+  alignas(16) unsigned char storage_[kMaxArgs][16];
+  void* ptrs_[kMaxArgs];
   int count_ = 0;
 };
 
