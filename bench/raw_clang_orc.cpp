@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
+
+#include "jit/orc_compiler.hpp"
 #include <vector>
 
 namespace jitk_bench {
@@ -29,22 +31,6 @@ namespace {
 constexpr const char* kSourceDir = "/jitk/src";
 constexpr const char* kIncludeDir = "/jitk/include";
 constexpr const char* kEntrySymbol = "jitk_entry";
-
-// LLVM 16 names some new CPUs "generic"; like jitk, fall back to the x86-64 level the features
-// reach so both pipelines generate code for the same CPU model.
-std::string x86_64_level(const llvm::StringMap<bool>& f) {
-  auto has = [&](std::initializer_list<const char*> names) {
-    for (const char* n : names) {
-      auto it = f.find(n);
-      if (it == f.end() || !it->second) return false;
-    }
-    return true;
-  };
-  if (has({"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx2", "fma", "bmi2"})) return "x86-64-v4";
-  if (has({"avx2", "fma", "bmi", "bmi2", "f16c", "movbe"})) return "x86-64-v3";
-  if (has({"sse4.2", "popcnt", "ssse3"})) return "x86-64-v2";
-  return "x86-64";
-}
 
 std::string to_text(llvm::Error e) { return llvm::toString(std::move(e)); }
 
@@ -66,22 +52,12 @@ RawClangOrc::RawClangOrc() : impl_(std::make_unique<Impl>()) {
   llvm::InitializeNativeTargetAsmPrinter();
   llvm::InitializeNativeTargetAsmParser();
 
-  impl_->triple = llvm::sys::getProcessTriple();
-  impl_->cpu = llvm::sys::getHostCPUName().str();
-  llvm::StringMap<bool> host_features;
-  llvm::sys::getHostCPUFeatures(host_features);
-  if (impl_->cpu == "generic" && llvm::StringRef(impl_->triple).startswith("x86_64"))
-    impl_->cpu = x86_64_level(host_features);
-  std::vector<std::string> features;
-  for (const auto& f : host_features) features.push_back((f.getValue() ? "+" : "-") + f.getKey().str());
-  std::sort(features.begin(), features.end());
-
-  auto& args = impl_->cc1_args;
-  args = {"-triple", impl_->triple, "-target-cpu", impl_->cpu};
-  for (const auto& f : features) args.insert(args.end(), {"-target-feature", f});
-  args.insert(args.end(), {"-std=c++20", "-O3", "-ffp-contract=fast", "-vectorize-loops", "-vectorize-slp",
-                           "-mrelocation-model", "pic", "-pic-level", "2", "-resource-dir", JITK_CLANG_RESOURCE_DIR,
-                           "-I", kIncludeDir, "-emit-obj", "-x", "c++"});
+  // The flags come from the library's compiler object (the thing under comparison is what jitk
+  // does around clang, not which flags it passes); clang itself is called below, directly.
+  jit::detail::OrcCompiler flags;
+  impl_->cpu = flags.arch();
+  impl_->cc1_args = flags.cc1_args();
+  impl_->cc1_args.insert(impl_->cc1_args.end(), {"-I", kIncludeDir, "-emit-obj", "-x", "c++"});
 
   // The object linking layer jitk's CPU driver uses (RuntimeDyld), so loading costs the same.
   auto built = llvm::orc::LLJITBuilder()

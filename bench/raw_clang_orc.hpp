@@ -14,9 +14,9 @@ struct RawTiming {
   double load_ms = 0;     // ORC: dylib, add object, lookup
 };
 
-// Written against clang and LLVM directly (not jit/), with the cc1 flags jit/orc_compiler.cpp
-// passes, so that timing it against jit::get measures what jitk adds: keying, the disk cache,
-// locking and bookkeeping.
+// Calls clang and ORC directly (not through jit::get), with the cc1 flags taken from
+// jit::detail::OrcCompiler, so that timing it against jit::get measures what jitk adds: keying,
+// the disk cache, locking and bookkeeping.
 class RawClangOrc {
  public:
   RawClangOrc();  // initializes LLVM's native target and starts one LLJIT, as the library does

@@ -73,10 +73,7 @@ OrcCompiler::OrcCompiler() {
     options_.push_back("-mprefer-vector-width=512");
 }
 
-CompiledArtifact OrcCompiler::compile(const SourceUnit& unit) const {
-  auto started = std::chrono::steady_clock::now();
-  const std::string main_path = std::string(kSourceDir) + "/" + unit.main.name;
-
+std::vector<std::string> OrcCompiler::cc1_args() const {
   std::vector<std::string> args = {"-triple", triple_, "-target-cpu", cpu_};
   for (const auto& f : features_) {
     args.push_back("-target-feature");
@@ -86,6 +83,13 @@ CompiledArtifact OrcCompiler::compile(const SourceUnit& unit) const {
 #ifdef JITK_CLANG_RESOURCE_DIR
   args.insert(args.end(), {"-resource-dir", JITK_CLANG_RESOURCE_DIR});
 #endif
+  return args;
+}
+
+CompiledArtifact OrcCompiler::compile(const SourceUnit& unit) const {
+  auto started = std::chrono::steady_clock::now();
+  const std::string main_path = std::string(kSourceDir) + "/" + unit.main.name;
+  std::vector<std::string> args = cc1_args();
   args.insert(args.end(), {"-I", kIncludeDir, "-emit-obj", "-x", "c++", main_path});
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());

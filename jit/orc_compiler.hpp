@@ -12,6 +12,9 @@ class OrcCompiler final : public Compiler {
   std::string target_fingerprint() const override { return fingerprint_; }
   std::vector<std::string> options() const override { return options_; }
   CompiledArtifact compile(const SourceUnit& unit) const override;
+  // The cc1 arguments for this host's CPU and jitk's language/optimization flags, without the
+  // include folder, output kind and input file. Benchmarks reuse them to call clang directly.
+  std::vector<std::string> cc1_args() const;
 
  private:
   std::string id_, triple_, cpu_, fingerprint_;

@@ -29,8 +29,10 @@ void exec_sql(const std::filesystem::path& db_path, const char* sql) {
   sqlite3_close(db);
 }
 
-// Runs the client on a populated cache after `damage` and checks every kernel was rebuilt and right.
-template <class Damage> void check_rebuilt_after(Damage&& damage, const std::string& expect_in_log) {
+// Populates a cache, damages it, and runs the client again: every kernel must come back right,
+// rebuilt ("compiled") or loaded from a verified blob ("disk"), and the cache must verify after.
+template <class Damage>
+void check_recovers_after(Damage&& damage, const std::string& expected_origin, const std::string& expect_in_log) {
   TempDir cache;
   auto env = jitk_test::cache_env(cache);
   REQUIRE(run(kClient + " saxpy rms_norm", env).exit_code == 0);
@@ -38,10 +40,11 @@ template <class Damage> void check_rebuilt_after(Damage&& damage, const std::str
   auto r = run(kClient + " saxpy rms_norm", env);
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  CHECK(jitk_test::count_lines_with(r.output, " compiled ok") == 2);
+  CHECK(jitk_test::count_lines_with(r.output, " " + expected_origin + " ok") == 2);
   if (!expect_in_log.empty()) CHECK_THAT(r.output, Contains(expect_in_log));
   auto again = run(kClient + " saxpy rms_norm", env);
   CHECK(jitk_test::count_lines_with(again.output, " disk ok") == 2);
+  CHECK(stats(cache)["entries"].get<int>() == 2);
   CHECK(run(kTool + " verify", env).exit_code == 0);
 }
 
@@ -68,56 +71,43 @@ TEST_CASE("a second process finds every kernel on disk and compiles nothing", "[
 }
 
 TEST_CASE("a blob with one flipped byte is rebuilt, not loaded", "[cache][process][damage]") {
-  check_rebuilt_after([](const std::filesystem::path& root) {
+  check_recovers_after([](const std::filesystem::path& root) {
     for (const auto& blob : jitk_test::blob_files(root)) {
       auto bytes = jitk_test::read_file(blob);
       bytes[bytes.size() / 2] ^= 0x10;
       jitk_test::write_file(blob, bytes);
     }
-  }, "checksum mismatch");
+  }, "compiled", "checksum mismatch");
 }
 
 TEST_CASE("a truncated blob is rebuilt", "[cache][process][damage]") {
-  check_rebuilt_after([](const std::filesystem::path& root) {
+  check_recovers_after([](const std::filesystem::path& root) {
     for (const auto& blob : jitk_test::blob_files(root)) {
       auto bytes = jitk_test::read_file(blob);
       jitk_test::write_file(blob, bytes.substr(0, bytes.size() / 3));
     }
-  }, "damaged");
+  }, "compiled", "damaged");
 }
 
 TEST_CASE("a missing blob whose row is present is rebuilt", "[cache][process][damage]") {
-  check_rebuilt_after([](const std::filesystem::path& root) {
+  check_recovers_after([](const std::filesystem::path& root) {
     for (const auto& blob : jitk_test::blob_files(root)) std::filesystem::remove(blob);
-  }, "blob is missing");
+  }, "compiled", "blob is missing");
 }
 
 // Blobs verify themselves (key + XXH3-128 in their header), so losing the index loses no kernel:
 // the blobs load and their rows come back.
-template <class Damage> void check_rows_restored_after(Damage&& damage, const std::string& expect_in_log) {
-  TempDir cache;
-  auto env = jitk_test::cache_env(cache);
-  REQUIRE(run(kClient + " saxpy rms_norm", env).exit_code == 0);
-  damage(cache.path());
-  auto r = run(kClient + " saxpy rms_norm", env);
-  INFO(r.output);
-  CHECK(r.exit_code == 0);
-  CHECK(jitk_test::count_lines_with(r.output, " disk ok") == 2);
-  if (!expect_in_log.empty()) CHECK_THAT(r.output, Contains(expect_in_log));
-  CHECK(stats(cache)["entries"].get<int>() == 2);
-  CHECK(run(kTool + " verify", env).exit_code == 0);
-}
-
 TEST_CASE("a verified blob with no index row is loaded and its row restored", "[cache][process][damage]") {
-  check_rows_restored_after([](const std::filesystem::path& root) { exec_sql(root / "index.db", "DELETE FROM artifacts"); }, "");
+  check_recovers_after([](const std::filesystem::path& root) { exec_sql(root / "index.db", "DELETE FROM artifacts"); },
+                       "disk", "");
 }
 
 TEST_CASE("an index.db of garbage bytes is moved aside and rebuilt from the blobs in use", "[cache][process][damage]") {
-  check_rows_restored_after([](const std::filesystem::path& root) {
+  check_recovers_after([](const std::filesystem::path& root) {
     std::filesystem::remove(root / "index.db-wal");
     std::filesystem::remove(root / "index.db-shm");
     jitk_test::write_file(root / "index.db", std::string(4096, '\x5a'));
-  }, "moved aside");
+  }, "disk", "moved aside");
 }
 
 TEST_CASE("a stale -wal file of garbage does not stop the cache", "[cache][process][damage]") {

@@ -16,12 +16,7 @@ namespace ref = jitk_reference;
 
 namespace {
 
-// This test program's own cache, set before the library first reads the environment.
-const jitk_test::TempDir& cache_dir() {
-  static jitk_test::TempDir dir;
-  return dir;
-}
-const bool cache_dir_set = [] { return ::setenv("JITK_CACHE_DIR", cache_dir().str().c_str(), 1) == 0; }();
+const jitk_test::TempDir& cache_dir = jitk_test::own_cache_dir();
 
 std::mt19937_64& rng() {
   static std::mt19937_64 r(std::random_device{}());

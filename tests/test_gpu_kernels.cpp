@@ -15,11 +15,7 @@ namespace ref = jitk_reference;
 
 namespace {
 
-const jitk_test::TempDir& cache_dir() {
-  static jitk_test::TempDir dir;
-  return dir;
-}
-const bool cache_dir_set = [] { return ::setenv("JITK_CACHE_DIR", cache_dir().str().c_str(), 1) == 0; }();
+const jitk_test::TempDir& cache_dir = jitk_test::own_cache_dir();
 
 // True when there is a GPU; otherwise prints the line ctest turns into "skipped".
 bool have_gpu() {
@@ -163,7 +159,7 @@ TEST_CASE("the GPU is the default target when present, and jitk ls shows its arc
   CHECK(jit::default_target().backend == jit::Backend::Cuda);
   auto k = jit::get<kernels::Saxpy>({jit::DType::f32});
   CHECK(k.backend() == jit::Backend::Cuda);
-  auto r = jitk_test::run(std::string(JITK_TOOL) + " ls", "JITK_CACHE_DIR='" + cache_dir().str() + "'");
+  auto r = jitk_test::run(std::string(JITK_TOOL) + " ls", "JITK_CACHE_DIR='" + cache_dir.str() + "'");
   CHECK_THAT(r.output, Catch::Matchers::Contains(jit::cuda::devices()[0].arch));
 }
 

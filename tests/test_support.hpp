@@ -84,4 +84,13 @@ inline std::size_t count_lines_with(const std::string& text, const std::string& 
   return n;
 }
 
+// A cache folder of this test program's own, set in the environment before the library first reads
+// it (call from a namespace-scope initializer).
+inline const TempDir& own_cache_dir() {
+  static TempDir dir;
+  static const bool set = ::setenv("JITK_CACHE_DIR", dir.str().c_str(), 1) == 0;
+  (void)set;
+  return dir;
+}
+
 }  // namespace jitk_test
