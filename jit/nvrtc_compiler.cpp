@@ -121,14 +121,14 @@ std::string toolkit_include_dir() {
 
 std::string NvrtcCompiler::unavailable_reason() { return opened().reason; }
 
-NvrtcCompiler::NvrtcCompiler(std::string arch) : arch_(std::move(arch)) {
+NvrtcCompiler::NvrtcCompiler(std::string arch, bool force_ptx) : arch_(std::move(arch)) {
   const Opened& o = opened();
   if (!o.reason.empty()) throw Error(ErrorCode::BackendUnavailable, o.reason);
   lib_ = &o.lib;
   int want = arch_number(arch_);
   if (want < 0) throw Error(ErrorCode::InvalidParams, "CUDA arch '" + arch_ + "' is not of the form sm_XY (e.g. sm_90)");
   id_ = "nvrtc " + std::to_string(lib_->major) + "." + std::to_string(lib_->minor);
-  if (std::find(lib_->archs.begin(), lib_->archs.end(), want) != lib_->archs.end()) {
+  if (!force_ptx && std::find(lib_->archs.begin(), lib_->archs.end(), want) != lib_->archs.end()) {
     code_target_ = arch_;  // exact CUBIN; "sm_90a" passes through for Hopper-only instructions
   } else {
     // NVRTC cannot target this GPU: PTX of the newest architecture below it, JIT-compiled by the driver.

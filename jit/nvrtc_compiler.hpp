@@ -13,7 +13,8 @@ struct NvrtcLibrary;
 class NvrtcCompiler final : public Compiler {
  public:
   // arch like "sm_90"; throws Error{BackendUnavailable} when NVRTC cannot be opened.
-  explicit NvrtcCompiler(std::string arch);
+  // force_ptx emits PTX even for an arch NVRTC can target (tests of the fallback path).
+  explicit NvrtcCompiler(std::string arch, bool force_ptx = false);
   std::string id() const override { return id_; }
   std::string arch() const override { return arch_; }
   std::string target_fingerprint() const override { return "nvptx64 " + code_target_; }

@@ -133,3 +133,28 @@ TEST_CASE("different specializations get different keys", "[kernels]") {
   CHECK(a.cache_key() != b.cache_key());
   CHECK(a.cache_key() != c.cache_key());
 }
+
+TEST_CASE("a compile error names the kernel and params and shows the compiler log and numbered source", "[kernels]") {
+  jitk_test::TempDir override_dir;
+  auto text = jitk_test::read_file(std::string(JITK_SOURCE_DIR) + "/kernel_sources/rms_norm.cpp");
+  text += "\nthis is not C++;\n";
+  jitk_test::write_file(override_dir.path() / "rms_norm.cpp", text);
+  ::setenv("JITK_KERNEL_DIR", override_dir.str().c_str(), 1);
+  auto expect = [&](const jit::Error& e) {
+    CHECK(e.code() == jit::ErrorCode::CompileFailed);
+    std::string what = e.what();
+    CHECK_THAT(what, Catch::Matchers::Contains("rms_norm (dtype=f32,hidden=777)") &&
+                         Catch::Matchers::Contains("compiler log") && Catch::Matchers::Contains("error:") &&
+                         Catch::Matchers::Contains("| this is not C++;") && Catch::Matchers::Contains(override_dir.str()));
+  };
+  try {
+    jit::get<kernels::RmsNorm>({jit::DType::f32, 777}, jit::Target::cpu());
+    FAIL("a broken kernel text compiled");
+  } catch (const jit::Error& e) {
+    expect(e);
+  }
+  ::unsetenv("JITK_KERNEL_DIR");
+  // the shipped text still works for the same params: the failure was not cached
+  auto k = jit::get<kernels::RmsNorm>({jit::DType::f32, 777}, jit::Target::cpu());
+  CHECK(k.origin() == jit::Origin::Compiled);
+}

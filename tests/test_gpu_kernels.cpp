@@ -7,7 +7,10 @@
 
 #include "../examples/reference_kernels.hpp"
 #include "jit/cuda.hpp"
+#include "jit/kernel_catalog.hpp"
 #include "jit/kernels.hpp"
+#include "jit/nvrtc_compiler.hpp"
+#include "runtime/backend_driver.hpp"
 #include "test_support.hpp"
 
 namespace kernels = jit::kernels;
@@ -167,4 +170,25 @@ TEST_CASE("a GPU row longer than the kernels keep in registers is refused before
   if (!have_gpu()) return;
   CHECK_THROWS_WITH(jit::get<kernels::RmsNorm>({jit::DType::f32, 40000}, gpu()),
                     Catch::Matchers::Contains("hidden") && Catch::Matchers::Contains("40000"));
+}
+
+TEST_CASE("the PTX fallback (for a GPU newer than NVRTC) compiles, loads through the driver's JIT and runs", "[gpu]") {
+  if (!have_gpu()) return;
+  const auto arch = jit::cuda::devices()[0].arch;
+  jit::detail::NvrtcCompiler ptx_compiler(arch, /*force_ptx=*/true);
+  REQUIRE_FALSE(ptx_compiler.emits_cubin());
+  const auto& def = jit::detail::find_kernel("saxpy");
+  auto unit = jit::detail::specialize(def, {{"dtype", std::string("f32")}}, jit::Backend::Cuda);
+  auto artifact = ptx_compiler.compile(unit);
+  CHECK(std::string(artifact.bytes.begin(), artifact.bytes.end()).find(".target") != std::string::npos);
+  const jit::Target target{jit::Backend::Cuda, "", 0};
+  auto kernel = jit::detail::driver_for(target).load(artifact.bytes, unit, target, "ptx-test");
+  const std::int64_t n = 4099;
+  auto x = random_vector<float>(n), y = random_vector<float>(n);
+  auto expected = ref::saxpy(0.75, widen(x), widen(y));
+  jit::cuda::DeviceArray<float> dx(x), dy(y);
+  jit::detail::ArgPack pack;
+  jit::kernels::Saxpy::pack({jit::DType::f32}, {n, 0.75, dx.data(), dy.data()}, pack);
+  kernel->launch(pack);
+  CHECK(error_of(dy, expected) <= 1e-5);
 }
