@@ -2,6 +2,7 @@
 #include "cache/artifact_cache.hpp"
 
 #include <chrono>
+#include <cstdlib>
 #include <set>
 
 #include "cache/cache_root.hpp"
@@ -31,6 +32,12 @@ IndexRow row_of(const std::string& key, const ArtifactMeta& meta, std::int64_t s
 }  // namespace
 
 ArtifactCache::ArtifactCache(std::filesystem::path root) : root_(std::move(root)), blobs_(root_) {
+  if (const char* limit = std::getenv("JITK_CACHE_MAX_SIZE"); limit && *limit) {
+    size_limit_ = parse_size(limit);
+    if (!size_limit_)
+      warn_once("cache-max-size", std::string("JITK_CACHE_MAX_SIZE='") + limit +
+                                      "' is not a size (use e.g. 2G, 500M, 64K or bytes); the cache has no size limit");
+  }
   std::string problem = prepare_cache_root(root_);
   if (!problem.empty()) {
     disable(problem);
@@ -149,6 +156,11 @@ bool ArtifactCache::store(const std::string& key, const ArtifactMeta& meta, cons
     std::string checksum = blobs_.write(key, payload);
     idx->insert(row_of(key, meta, static_cast<std::int64_t>(payload.size()), checksum));
     flush_pending();
+    if (size_limit_ && idx->total_bytes() > *size_limit_) {
+      auto freed = prune(size_limit_, std::nullopt);
+      log().info("cache: over JITK_CACHE_MAX_SIZE ({} bytes): evicted {} least recently used artifacts ({} bytes)",
+                 *size_limit_, freed.entries, freed.bytes);
+    }
     return true;
   } catch (const Error& e) {
     warn_once("cache-store", std::string("kernel cache write failed, keeping kernels in memory only: ") + e.what() +
@@ -216,6 +228,45 @@ ArtifactCache::Cleared ArtifactCache::clear() {
   std::int64_t rows = idx.remove_all();
   if (rows > c.entries) c.entries = rows;
   blobs_.remove_stale_temp_files();
+  return c;
+}
+
+std::int64_t ArtifactCache::evict(const IndexRow& row) {
+  forget_pending_hits(row.key);
+  std::int64_t size = blobs_.size_on_disk(row.key);
+  blobs_.remove(row.key);
+  index().remove(row.key);
+  return size;
+}
+
+ArtifactCache::Cleared ArtifactCache::clear_kernel(const std::string& kernel) {
+  Cleared c;
+  flush_pending();
+  for (const auto& row : index().rows())
+    if (row.kernel == kernel) {
+      c.bytes += evict(row);
+      ++c.entries;
+    }
+  return c;
+}
+
+ArtifactCache::Cleared ArtifactCache::prune(std::optional<std::int64_t> max_bytes,
+                                            std::optional<std::int64_t> older_than_seconds) {
+  Cleared c;
+  auto& idx = index();
+  flush_pending();
+  std::int64_t total = idx.total_bytes();
+  const std::int64_t now = now_seconds();
+  for (const auto& row : idx.rows_by_last_use()) {
+    bool too_old = older_than_seconds && now - row.last_used > *older_than_seconds;
+    bool over = max_bytes && total > *max_bytes;
+    // Least recently used first: once a row is neither too old nor needed for space, no later one is.
+    if (!too_old && !over) break;
+    std::int64_t freed = evict(row);
+    total -= row.size_bytes;
+    c.bytes += freed;
+    ++c.entries;
+  }
   return c;
 }
 

@@ -62,6 +62,13 @@ class ArtifactCache {
     std::int64_t entries = 0, bytes = 0;
   };
   Cleared clear();
+  // Removes the artifacts of one kernel.
+  Cleared clear_kernel(const std::string& kernel);
+  // Evicts least recently used artifacts until the cache holds at most max_bytes (when given), and
+  // every artifact not used for older_than_seconds (when given).
+  Cleared prune(std::optional<std::int64_t> max_bytes, std::optional<std::int64_t> older_than_seconds);
+  // The size limit from $JITK_CACHE_MAX_SIZE ("2G", "500M", "64K", bytes), if set and valid.
+  std::optional<std::int64_t> size_limit() const { return size_limit_; }
   std::vector<CacheProblem> verify(bool fix);
 
  private:
@@ -72,8 +79,12 @@ class ArtifactCache {
   void forget_pending_hits(const std::string& key);
   void disable(const std::string& problem);
 
+  // Removes one artifact (blob, row, pending hits); returns the bytes freed.
+  std::int64_t evict(const IndexRow& row);
+
   std::filesystem::path root_;
   BlobStore blobs_;
+  std::optional<std::int64_t> size_limit_;
   bool root_ok_ = false;
   std::shared_future<void> index_opened_;
   std::unique_ptr<SqliteIndex> index_;

@@ -1,6 +1,8 @@
 // Where the cache lives ($JITK_CACHE_DIR, $XDG_CACHE_HOME/jitk, ~/.cache/jitk) and making it, 0700.
 #pragma once
 #include <filesystem>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace jit::detail {
@@ -8,5 +10,8 @@ namespace jit::detail {
 std::filesystem::path cache_root_path();
 // Creates the root (0700) and its subfolders; returns "" when usable, else why not.
 std::string prepare_cache_root(const std::filesystem::path& root);
+
+// "2G", "500M", "64k", "1.5G", "123" (bytes) -> bytes; nullopt when not a size. Powers of 1024.
+std::optional<std::int64_t> parse_size(const std::string& text);
 
 }  // namespace jit::detail

@@ -233,6 +233,21 @@ std::int64_t SqliteIndex::remove_all() {
   return sqlite3_changes(db_);
 }
 
+std::int64_t SqliteIndex::total_bytes() {
+  std::lock_guard lock(mutex_);
+  Statement s(db_, "SELECT coalesce(sum(size_bytes), 0) FROM artifacts");
+  s.step();
+  return s.i64(0);
+}
+
+std::vector<IndexRow> SqliteIndex::rows_by_last_use() {
+  std::lock_guard lock(mutex_);
+  Statement s(db_, (std::string("SELECT ") + kRowColumns + " FROM artifacts ORDER BY last_used, created").c_str());
+  std::vector<IndexRow> out;
+  while (s.step()) out.push_back(read_row(s));
+  return out;
+}
+
 std::vector<IndexRow> SqliteIndex::rows() {
   std::lock_guard lock(mutex_);
   Statement s(db_, (std::string("SELECT ") + kRowColumns + " FROM artifacts ORDER BY kernel, params").c_str());

@@ -40,6 +40,9 @@ class SqliteIndex {
   void record_hits(const std::vector<IndexRow>& hits, std::int64_t misses);
   bool remove(const std::string& key);
   std::int64_t remove_all();
+  std::int64_t total_bytes();
+  // Rows least recently used first: what eviction removes first.
+  std::vector<IndexRow> rows_by_last_use();
   std::vector<IndexRow> rows();
   IndexCounters counters();
 

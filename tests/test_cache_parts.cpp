@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <sqlite3.h>
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "cache/artifact_cache.hpp"
@@ -287,4 +288,72 @@ TEST_CASE("the header fingerprint memo is reused while headers are unchanged and
   auto changed = jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memo);
   CHECK(changed != first);
   CHECK(changed == jit::detail::fingerprint_includes(roots, inc.str(), {}));
+}
+
+TEST_CASE("sizes parse as people write them", "[cache]") {
+  CHECK(parse_size("2G") == 2LL << 30);
+  CHECK(parse_size("500M") == 500LL << 20);
+  CHECK(parse_size("64k") == 64LL << 10);
+  CHECK(parse_size("1.5G") == 3LL << 29);
+  CHECK(parse_size("4096") == 4096);
+  CHECK(parse_size("10MB") == 10LL << 20);
+  CHECK_FALSE(parse_size("lots"));
+  CHECK_FALSE(parse_size("5X"));
+  CHECK_FALSE(parse_size("-1G"));
+}
+
+TEST_CASE("over JITK_CACHE_MAX_SIZE the least recently used artifacts are evicted", "[cache][eviction]") {
+  TempDir dir;
+  ::setenv("JITK_CACHE_MAX_SIZE", "3000", 1);
+  ArtifactCache cache(dir.path());
+  ::unsetenv("JITK_CACHE_MAX_SIZE");
+  REQUIRE(cache.size_limit() == 3000);
+  auto key = [](int i) { return std::string(31, 'a') + static_cast<char>('0' + i); };
+  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
+  std::vector<char> payload(900, 'p');
+  for (int i = 0; i < 3; ++i) REQUIRE(cache.store(key(i), meta, payload));
+  // make artifact 0 the most recently used, then add two more: 1 and 2 must go first
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // last_used has 1 s resolution
+  {
+    SqliteIndex index(dir.path() / "index.db");
+    auto r0 = row_for(key(0), "s");
+    r0.last_used = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    index.record_hits({r0}, 0);
+  }
+  for (int i = 3; i < 5; ++i) REQUIRE(cache.store(key(i), meta, payload));
+  std::set<std::string> left;
+  std::int64_t total = 0;
+  for (const auto& r : cache.rows()) {
+    left.insert(r.key);
+    total += r.size_bytes;
+  }
+  CHECK(total <= 3000);
+  CHECK(left.count(key(0)));  // recently used: kept
+  CHECK(left.count(key(4)));  // just stored: kept
+  CHECK_FALSE(left.count(key(1)));
+  CHECK(BlobStore(dir.path()).keys().size() == left.size());  // no blob outlives its row
+}
+
+TEST_CASE("prune removes what was not used for a while, and clear_kernel one kernel's artifacts", "[cache][eviction]") {
+  TempDir dir;
+  ArtifactCache cache(dir.path());
+  ArtifactMeta saxpy{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0}, softmax{"softmax", "dtype=f32,hidden=8", "cpu", "x", "c", 1.0};
+  REQUIRE(cache.store(std::string(32, '4'), saxpy, bytes_of("a")));
+  REQUIRE(cache.store(std::string(32, '5'), softmax, bytes_of("b")));
+  REQUIRE(cache.store(std::string(32, '6'), softmax, bytes_of("c")));
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((dir.path() / "index.db").c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, ("UPDATE artifacts SET last_used = last_used - 40 * 86400 WHERE key = '" + std::string(32, '5') + "'").c_str(),
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto pruned = cache.prune(std::nullopt, 30 * 86400);
+  CHECK(pruned.entries == 1);
+  CHECK(cache.rows().size() == 2);
+  auto cleared = cache.clear_kernel("softmax");
+  CHECK(cleared.entries == 1);
+  auto rows = cache.rows();
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].kernel == "saxpy");
 }
