@@ -60,7 +60,7 @@ void ArtifactCache::disable(const std::string& problem) {
   root_ok_ = false;
   unavailable_ = problem;
   warn_once("cache-root", "kernel cache disabled, kernels are kept in memory only: " + problem +
-                              ". Point JITK_CACHE_DIR at a folder of your own that you can write.");
+                              ". Free space on its disk, fix its ownership or permissions, or point JITK_CACHE_DIR at another folder of your own.");
 }
 
 ArtifactCache::~ArtifactCache() {

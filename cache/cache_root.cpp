@@ -33,12 +33,15 @@ std::string prepare_cache_root(const std::filesystem::path& root) {
   // Another user's folder, or one others may write into, could hand us native code to run.
   struct stat st{};
   const char* trust = std::getenv("JITK_CACHE_TRUST_SHARED");
-  if (::stat(root.c_str(), &st) == 0 && !(trust && std::string(trust) == "1")) {
-    if (st.st_uid != ::geteuid())
-      return root.string() + " belongs to another user (uid " + std::to_string(st.st_uid) +
-             "); set JITK_CACHE_TRUST_SHARED=1 if it is shared on purpose";
-    if (st.st_mode & (S_IWGRP | S_IWOTH))
-      return root.string() + " is writable by group or others; chmod 700 it, or set JITK_CACHE_TRUST_SHARED=1 if it is shared on purpose";
+  if (!(trust && std::string(trust) == "1")) {
+    for (const auto& p : {root, root / "index.db", root / "blobs"}) {
+      if (::stat(p.c_str(), &st) != 0) continue;  // index.db may not exist yet
+      if (st.st_uid != ::geteuid())
+        return p.string() + " belongs to another user (uid " + std::to_string(st.st_uid) +
+               "); set JITK_CACHE_TRUST_SHARED=1 if it is shared on purpose";
+      if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return p.string() + " is writable by group or others; chmod go-w it, or set JITK_CACHE_TRUST_SHARED=1 if it is shared on purpose";
+    }
   }
   if (::access(root.c_str(), W_OK) != 0) return root.string() + " is not writable: " + std::strerror(errno);
   return "";

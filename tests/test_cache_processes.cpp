@@ -4,6 +4,9 @@
 #include <sqlite3.h>
 
 #include <future>
+#include <random>
+
+#include <unistd.h>
 
 #include "test_support.hpp"
 
@@ -141,10 +144,10 @@ TEST_CASE("JITK_KERNEL_DIR text is used, is part of the key, and unsetting it re
   CHECK(stats(cache)["entries"].get<int>() == 2);
 }
 
-TEST_CASE("processes started together on an empty cache compile each kernel once", "[cache][process][concurrency]") {
+TEST_CASE("16 processes started together on an empty cache compile each kernel once", "[cache][process][concurrency]") {
   TempDir cache;
   auto env = jitk_test::cache_env(cache);
-  constexpr int kProcesses = 6;
+  constexpr int kProcesses = 16;
   std::vector<std::future<jitk_test::CommandResult>> runs;
   for (int i = 0; i < kProcesses; ++i) runs.push_back(std::async(std::launch::async, [&] { return run(kClient, env); }));
   int compiled = 0;
@@ -166,4 +169,57 @@ TEST_CASE("an unusable cache root still gives working kernels, with a warning th
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Contains("memory only") && Contains("JITK_CACHE_DIR"));
   CHECK_THAT(r.output, Contains("saxpy compiled ok"));
+}
+
+TEST_CASE("processes killed at random points while compiling or storing never leave a loadable bad artifact", "[cache][process][crash]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> kill_after_ms(1, 120);
+  constexpr int kKills = 20;
+  for (int i = 0; i < kKills; ++i) {
+    if (i % 4 == 0) run(kTool + " clear", env);  // so later kills land in compiles again
+    char delay[32];
+    std::snprintf(delay, sizeof delay, "%.3f", kill_after_ms(rng) / 1000.0);
+    run(std::string("timeout -s KILL ") + delay + " " + kClient, env);
+  }
+  // whatever the kills left: everything verifies (temp files are not artifacts) and loads right
+  auto verify = run(kTool + " verify", env);
+  INFO(verify.output);
+  CHECK(verify.exit_code == 0);
+  auto r = run(kClient, env);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(jitk_test::count_lines_with(r.output, " ok") == 4);
+  CHECK(jitk_test::count_lines_with(r.output, "WRONG") == 0);
+}
+
+TEST_CASE("a full disk (writes failing) still gives working kernels, with one warning that says why", "[cache][process][disk]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  // File size limit of 8 KiB: index.db and the blobs cannot be written; SIGXFSZ ignored so the
+  // writes fail with EFBIG as they would with ENOSPC.
+  auto r = run("bash -c 'ulimit -f 8; trap \"\" XFSZ; exec " + kClient + "'", env);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(jitk_test::count_lines_with(r.output, " compiled ok") == 4);
+  CHECK(jitk_test::count_lines_with(r.output, "[jitk W]") >= 1);
+  CHECK(jitk_test::count_lines_with(r.output, "[jitk W]") <= 2);
+  CHECK_THAT(r.output, Contains("JITK_CACHE_DIR"));
+}
+
+TEST_CASE("an index.db owned by another user is not used", "[cache][process][security]") {
+  if (::geteuid() != 0) {
+    std::printf("SKIPPED: needs root to give index.db to another user\n");
+    return;
+  }
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient + " saxpy", env).exit_code == 0);
+  REQUIRE(::chown((cache.path() / "index.db").c_str(), 65534, 65534) == 0);  // nobody
+  auto r = run(kClient + " saxpy", env);
+  INFO(r.output);
+  CHECK_THAT(r.output, Contains("belongs to another user") && Contains("saxpy compiled ok"));
+  auto trusted = run(kClient + " saxpy", env + " JITK_CACHE_TRUST_SHARED=1");
+  CHECK_THAT(trusted.output, Contains("saxpy disk ok"));
 }
