@@ -4,10 +4,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include "jit/embedded_sources.hpp"
+#include "runtime/logging.hpp"
 
 namespace jit::detail {
 namespace {
@@ -61,12 +65,21 @@ LaunchShape gpu_shape(const KernelDef& def, const ParamSet& params) {
 
 SourceFile kernel_file(const std::string& name, std::string* origin) {
   if (const char* dir = std::getenv("JITK_KERNEL_DIR"); dir && *dir) {
-    std::ifstream in(std::string(dir) + "/" + name, std::ios::binary);
-    if (in) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      warn_once("kernel-dir", std::string("JITK_KERNEL_DIR='") + dir + "' is not a folder; using the kernel text built into jitk");
+    } else if (std::ifstream in(std::string(dir) + "/" + name, std::ios::binary); in) {
       std::ostringstream text;
       text << in.rdbuf();
       if (origin) *origin = std::string(dir) + "/" + name;
       return {name, text.str()};
+    } else {
+      // A partial override is normal (edit one kernel, keep the rest): INFO, once per file.
+      static std::mutex mutex;
+      static std::set<std::string> said;
+      std::lock_guard lock(mutex);
+      if (said.insert(name).second)
+        log().info("JITK_KERNEL_DIR={} has no {}; using the copy built into jitk", dir, name);
     }
   }
   for (const auto& e : embedded_sources()) {

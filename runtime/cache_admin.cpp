@@ -1,5 +1,6 @@
 // jit::cache: listing, statistics, clearing and verifying the disk cache, and backend status.
 #include "cache/artifact_cache.hpp"
+#include "cache/cache_root.hpp"
 #include "jit/cache.hpp"
 #include "runtime/backend_driver.hpp"
 
@@ -8,6 +9,38 @@ namespace jit::cache {
 using detail::ArtifactCache;
 
 std::filesystem::path root() { return ArtifactCache::process_cache().root(); }
+
+std::string unavailable_reason() { return ArtifactCache::process_cache().unavailable_reason(); }
+
+ClearResult clear_kernel(const std::string& kernel) {
+  auto c = ArtifactCache::process_cache().clear_kernel(kernel);
+  return {c.entries, c.bytes};
+}
+
+ClearResult prune(std::optional<std::int64_t> max_bytes, std::optional<std::int64_t> older_than_seconds) {
+  auto c = ArtifactCache::process_cache().prune(max_bytes, older_than_seconds);
+  return {c.entries, c.bytes};
+}
+
+std::optional<std::int64_t> parse_size(const std::string& text) { return detail::parse_size(text); }
+
+std::optional<std::int64_t> parse_age(const std::string& text) {
+  std::size_t used = 0;
+  long long n;
+  try {
+    n = std::stoll(text, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  if (n < 0 || used + 1 != text.size()) return std::nullopt;
+  switch (text.back()) {
+    case 'd': return n * 86400;
+    case 'h': return n * 3600;
+    case 'm': return n * 60;
+    case 's': return n;
+  }
+  return std::nullopt;
+}
 
 std::vector<ArtifactInfo> list() {
   std::vector<ArtifactInfo> out;

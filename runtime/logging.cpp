@@ -3,6 +3,7 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -15,13 +16,22 @@ spdlog::logger& log() {
     auto l = std::make_shared<spdlog::logger>("jitk", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     l->set_pattern("[jitk %L] %v");
     auto level = spdlog::level::warn;
+    std::string unknown;
     if (const char* env = std::getenv("JITK_LOG_LEVEL"); env && *env) {
-      level = spdlog::level::from_str(env);
+      std::string word(env);
+      for (auto& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (word == "warning") word = "warn";
+      level = spdlog::level::from_str(word);
       // from_str answers "off" for a word it does not know; only honour a real "off".
-      if (level == spdlog::level::off && std::string(env) != "off") level = spdlog::level::warn;
+      if (level == spdlog::level::off && word != "off") {
+        level = spdlog::level::warn;
+        unknown = env;
+      }
     }
     l->set_level(level);
     l->flush_on(spdlog::level::warn);
+    if (!unknown.empty())
+      l->warn("JITK_LOG_LEVEL='{}' is not a level (trace, debug, info, warn, error, critical, off); using warn", unknown);
     return l;
   }();
   return *logger;

@@ -5,11 +5,15 @@
 #include <cstdlib>
 #include <string>
 
+#include "runtime/logging.hpp"
+
 namespace jit::detail {
 namespace {
 thread_local bool t_in_task = false;
 // Chunks per thread: enough to even out uneven cores, few enough to keep hand-out cheap.
 constexpr std::int64_t kChunksPerThread = 4;
+// More threads than this is a typo, not a machine.
+constexpr long kMaxThreads = 4096;
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
@@ -27,8 +31,15 @@ ThreadPool::~ThreadPool() {
 
 ThreadPool& ThreadPool::instance() {
   static ThreadPool pool([] {
-    if (const char* env = std::getenv("JITK_NUM_THREADS"); env && std::atoi(env) > 0) return std::atoi(env);
-    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    if (const char* env = std::getenv("JITK_NUM_THREADS"); env && *env) {
+      char* end = nullptr;
+      long n = std::strtol(env, &end, 10);
+      if (*end == '\0' && n > 0 && n <= kMaxThreads) return static_cast<int>(n);
+      warn_once("num-threads", std::string("JITK_NUM_THREADS='") + env + "' is not a thread count in [1, " +
+                                   std::to_string(kMaxThreads) + "]; using all " + std::to_string(cores) + " cores");
+    }
+    return cores;
   }());
   return pool;
 }

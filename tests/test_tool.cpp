@@ -119,3 +119,49 @@ TEST_CASE("a bad manifest is an error naming the entry and the problem, and noth
   }
   CHECK(json_of("stats --json", env)["compiles"] == 0);
 }
+
+TEST_CASE("jitk clear --kernel removes one kernel's artifacts and prune evicts by size and age", "[tool][eviction]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient, env).exit_code == 0);
+  auto one = run(kTool + " clear --kernel softmax", env);
+  CHECK_THAT(one.output, Contains("cleared 1 artifacts of softmax"));
+  CHECK(json_of("stats --json", env)["entries"] == 3);
+  CHECK(run(kTool + " prune --older-than 30d", env).output.find("pruned 0 artifacts") != std::string::npos);
+  auto pruned = run(kTool + " prune --max-size 1", env);  // 1 byte: everything goes
+  CHECK_THAT(pruned.output, Contains("pruned 3 artifacts"));
+  CHECK(json_of("stats --json", env)["entries"] == 0);
+  CHECK(jitk_test::blob_files(cache.path()).empty());
+  auto bad = run(kTool + " prune --max-size lots", env);
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.output, Contains("not a size"));
+}
+
+TEST_CASE("JITK_CACHE_MAX_SIZE keeps the cache under its limit as kernels are added", "[tool][eviction]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient + " saxpy", env).exit_code == 0);
+  auto one_blob = json_of("stats --json", env)["bytes"].get<std::int64_t>();
+  // room for about two artifacts: the four kernels cannot all stay
+  auto limited = env + " JITK_CACHE_MAX_SIZE=" + std::to_string(one_blob * 5 / 2);
+  REQUIRE(run(kClient, limited).exit_code == 0);
+  auto s = json_of("stats --json", env);
+  CHECK(s["entries"].get<int>() < 4);
+  CHECK(s["bytes"].get<std::int64_t>() <= one_blob * 5 / 2 + 4096);  // index rows count payload bytes, files add a header
+}
+
+TEST_CASE("jitk warm into a cache that cannot be written says nothing was kept and fails", "[tool][warm]") {
+  TempDir dir;
+  jitk_test::write_file(dir.path() / "file", "not a folder");
+  auto r = run(kTool + " warm '" + kWarmToml + "'", "JITK_CACHE_DIR='" + (dir.path() / "file" / "jitk").string() + "'");
+  INFO(r.output);
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Contains("nothing was kept") && Contains("memory only"));
+}
+
+TEST_CASE("jitk warm -j 0 is refused with a short message", "[tool][warm]") {
+  TempDir cache;
+  auto r = run(kTool + " warm -j 0 '" + kWarmToml + "'", jitk_test::cache_env(cache));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Contains("--jobs") && Contains("not in range"));
+}

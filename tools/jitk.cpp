@@ -3,12 +3,14 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 #include <thread>
 #include <unistd.h>
 
 #include "jit/cache.hpp"
+#include "jit/cuda.hpp"
 
 namespace {
 
@@ -36,6 +38,7 @@ std::string iso_time(std::int64_t t) {
 
 int cmd_info() {
   std::cout << "jitk cache root: " << jit::cache::root().string() << "\n";
+  if (auto why = jit::cache::unavailable_reason(); !why.empty()) std::cout << "cache: memory only: " << why << "\n";
   try {
     auto s = jit::cache::stats();
     std::cout << "cache: " << s.entries << " artifacts, " << human_bytes(s.bytes) << "\n";
@@ -45,6 +48,10 @@ int cmd_info() {
   std::cout << "backends:\n";
   for (const auto& b : jit::cache::backends())
     std::cout << "  " << b.name << ": " << (b.available ? "available (" + b.detail + ")" : "unavailable: " + b.detail) << "\n";
+  for (const auto& d : jit::cuda::devices())
+    std::cout << "  cuda device " << d.ordinal << ": " << d.name << ", " << d.arch << ", " << d.sm_count << " SMs, "
+              << human_bytes(static_cast<std::int64_t>(d.total_mem)) << ", shared memory per block "
+              << d.shared_mem_per_block / 1024 << " KiB (" << d.shared_mem_per_block_optin / 1024 << " KiB opt-in)\n";
   std::cout << "default target: " << jit::default_target().to_string() << "\n";
   return 0;
 }
@@ -61,10 +68,10 @@ int cmd_ls(bool json) {
     std::cout << arr.dump(2) << "\n";
     return 0;
   }
-  std::printf("%-14s %-28s %-6s %-16s %10s %6s %-20s %s\n", "KERNEL", "PARAMS", "BACKEND", "ARCH", "SIZE", "HITS",
+  std::printf("%-14s %-28s %-7s %-16s %10s %6s %-20s %s\n", "KERNEL", "PARAMS", "BACKEND", "ARCH", "SIZE", "HITS",
               "LAST USED", "KEY");
   for (const auto& r : rows)
-    std::printf("%-14s %-28s %-6s %-16s %10s %6lld %-20s %s\n", r.kernel.c_str(), r.params.c_str(), r.backend.c_str(),
+    std::printf("%-14s %-28s %-7s %-16s %10s %6lld %-20s %s\n", r.kernel.c_str(), r.params.c_str(), r.backend.c_str(),
                 r.arch.c_str(), human_bytes(r.size_bytes).c_str(), static_cast<long long>(r.hits),
                 iso_time(r.last_used).c_str(), r.key.c_str());
   std::printf("%zu artifacts\n", rows.size());
@@ -88,10 +95,25 @@ int cmd_stats(bool json) {
   return 0;
 }
 
-int cmd_clear() {
-  auto c = jit::cache::clear();
-  std::cout << "cleared " << c.entries << " artifacts, freed " << human_bytes(c.bytes) << " ("
-            << jit::cache::root().string() << ")\n";
+int cmd_clear(const std::string& kernel) {
+  auto c = kernel.empty() ? jit::cache::clear() : jit::cache::clear_kernel(kernel);
+  std::cout << "cleared " << c.entries << " artifacts" << (kernel.empty() ? "" : " of " + kernel) << ", freed "
+            << human_bytes(c.bytes) << " (" << jit::cache::root().string() << ")\n";
+  return 0;
+}
+
+int cmd_prune(const std::string& max_size, const std::string& older_than) {
+  std::optional<std::int64_t> bytes, seconds;
+  if (!max_size.empty() && !(bytes = jit::cache::parse_size(max_size)))
+    throw jit::Error(jit::ErrorCode::InvalidParams, "--max-size '" + max_size + "' is not a size (e.g. 2G, 500M, 64K)");
+  if (!older_than.empty() && !(seconds = jit::cache::parse_age(older_than)))
+    throw jit::Error(jit::ErrorCode::InvalidParams, "--older-than '" + older_than + "' is not an age (e.g. 30d, 12h, 45m)");
+  if (!bytes && !seconds) {
+    if (const char* env = std::getenv("JITK_CACHE_MAX_SIZE"); env && *env) bytes = jit::cache::parse_size(env);
+    if (!bytes) throw jit::Error(jit::ErrorCode::InvalidParams, "give --max-size SIZE and/or --older-than AGE (or set JITK_CACHE_MAX_SIZE)");
+  }
+  auto c = jit::cache::prune(bytes, seconds);
+  std::cout << "pruned " << c.entries << " artifacts, freed " << human_bytes(c.bytes) << "\n";
   return 0;
 }
 
@@ -125,6 +147,8 @@ int cmd_warm(const std::string& manifest, int jobs) {
     else ++failed;
   }
   std::printf("warm: %zu kernels: %d compiled, %d already cached, %d failed\n", items.size(), compiled, cached, failed);
+  if (auto why = jit::cache::unavailable_reason(); !why.empty())
+    std::printf("warm: nothing was kept: the cache runs from memory only (%s)\n", why.c_str());
   return failed ? 1 : 0;
 }
 
@@ -142,19 +166,26 @@ int main(int argc, char** argv) {
   ls->add_flag("--json", json, "print a JSON array");
   auto* stats = app.add_subcommand("stats", "entries, bytes, hits, misses, compiles");
   stats->add_flag("--json", json, "print a JSON object");
-  auto* clear = app.add_subcommand("clear", "remove every artifact and index row");
+  std::string kernel, max_size, older_than;
+  auto* clear = app.add_subcommand("clear", "remove every artifact and index row (or one kernel's)");
+  clear->add_option("--kernel", kernel, "only this kernel's artifacts");
+  auto* prune = app.add_subcommand("prune", "evict least recently used artifacts down to a size, or those unused for a time");
+  prune->add_option("--max-size", max_size, "e.g. 2G, 500M (default: $JITK_CACHE_MAX_SIZE)");
+  prune->add_option("--older-than", older_than, "e.g. 30d, 12h");
   auto* verify = app.add_subcommand("verify", "check every index row against its blob (exit 1 on problems)");
   verify->add_flag("--fix", fix, "drop what is damaged or orphaned");
   auto* warm = app.add_subcommand("warm", "compile every specialization a manifest lists");
   warm->add_option("manifest", manifest, "TOML manifest ([[kernel]] name, target, params)")->required()->check(CLI::ExistingFile);
-  warm->add_option("-j,--jobs", jobs, "parallel compiles (default: all cores)")->check(CLI::PositiveNumber);
+  warm->add_option("-j,--jobs", jobs, "parallel compiles (default: all cores)")
+      ->check(CLI::Range(1, 1 << 16).description("")) ->option_text("N >= 1");
 
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info) return cmd_info();
     if (*ls) return cmd_ls(json);
     if (*stats) return cmd_stats(json);
-    if (*clear) return cmd_clear();
+    if (*clear) return cmd_clear(kernel);
+    if (*prune) return cmd_prune(max_size, older_than);
     if (*verify) return cmd_verify(fix);
     if (*warm) return cmd_warm(manifest, jobs);
   } catch (const jit::Error& e) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,9 +50,18 @@ struct BackendStatus {
 };
 
 std::filesystem::path root();
+// "" when the cache is on disk, else why it runs from memory only.
+std::string unavailable_reason();
 std::vector<ArtifactInfo> list();
 Stats stats();
 ClearResult clear();
+// Removes the artifacts of one kernel.
+ClearResult clear_kernel(const std::string& kernel);
+// Evicts least recently used artifacts down to max_bytes, and those unused for older_than_seconds.
+ClearResult prune(std::optional<std::int64_t> max_bytes, std::optional<std::int64_t> older_than_seconds);
+// "2G", "500M", "64K", bytes -> bytes (powers of 1024); "30d", "12h", "45m", "90s" -> seconds.
+std::optional<std::int64_t> parse_size(const std::string& text);
+std::optional<std::int64_t> parse_age(const std::string& text);
 // Checks every row against its blob and every blob against its row; with fix, drops what is bad.
 std::vector<VerifyProblem> verify(bool fix);
 std::vector<BackendStatus> backends();
