@@ -104,6 +104,13 @@ void ArtifactCache::flush_pending() {
   SqliteIndex* idx = index_or_null();
   if (!idx) return;
   try {
+    auto shared = maintenance_lock(FileLock::Mode::Shared);
+    // A clear in another process may have removed a blob since it was read: count the hit, but
+    // do not restore a row for a blob that is gone.
+    std::erase_if(hits, [&](const IndexRow& h) {
+      std::error_code ec;
+      return !std::filesystem::exists(blobs_.path_for(h.key), ec);
+    });
     idx->record_hits(hits, misses);
   } catch (const Error& e) {
     warn_once("cache-hits", std::string("kernel cache: could not record hit counts: ") + e.what());
@@ -153,8 +160,11 @@ bool ArtifactCache::store(const std::string& key, const ArtifactMeta& meta, cons
   SqliteIndex* idx = root_ok_ ? index_or_null() : nullptr;
   if (!idx) return false;
   try {
-    std::string checksum = blobs_.write(key, payload);
-    idx->insert(row_of(key, meta, static_cast<std::int64_t>(payload.size()), checksum));
+    {
+      auto shared = maintenance_lock(FileLock::Mode::Shared);
+      std::string checksum = blobs_.write(key, payload);
+      idx->insert(row_of(key, meta, static_cast<std::int64_t>(payload.size()), checksum));
+    }
     flush_pending();
     if (size_limit_ && idx->total_bytes() > *size_limit_) {
       auto freed = prune(size_limit_, std::nullopt);
@@ -201,6 +211,16 @@ std::unique_ptr<FileLock> ArtifactCache::lock(const std::string& key) {
   }
 }
 
+std::unique_ptr<FileLock> ArtifactCache::maintenance_lock(FileLock::Mode mode) {
+  if (!root_ok_) return nullptr;
+  try {
+    return std::make_unique<FileLock>(root_ / "locks" / "maintenance.lock", mode);
+  } catch (const Error& e) {
+    warn_once("cache-maintenance-lock", std::string("kernel cache: maintenance lock failed: ") + e.what());
+    return nullptr;
+  }
+}
+
 std::vector<IndexRow> ArtifactCache::rows() {
   flush_pending();
   return index().rows();
@@ -221,6 +241,7 @@ ArtifactCache::Cleared ArtifactCache::clear() {
   Cleared c;
   auto& idx = index();
   flush_pending();
+  auto exclusive = maintenance_lock(FileLock::Mode::Exclusive);
   for (const auto& k : blobs_.keys()) {
     c.bytes += blobs_.size_on_disk(k);
     if (blobs_.remove(k)) ++c.entries;
@@ -242,6 +263,7 @@ std::int64_t ArtifactCache::evict(const IndexRow& row) {
 ArtifactCache::Cleared ArtifactCache::clear_kernel(const std::string& kernel) {
   Cleared c;
   flush_pending();
+  auto exclusive = maintenance_lock(FileLock::Mode::Exclusive);
   for (const auto& row : index().rows())
     if (row.kernel == kernel) {
       c.bytes += evict(row);
@@ -252,9 +274,15 @@ ArtifactCache::Cleared ArtifactCache::clear_kernel(const std::string& kernel) {
 
 ArtifactCache::Cleared ArtifactCache::prune(std::optional<std::int64_t> max_bytes,
                                             std::optional<std::int64_t> older_than_seconds) {
+  flush_pending();
+  auto exclusive = maintenance_lock(FileLock::Mode::Exclusive);
+  return prune_locked(max_bytes, older_than_seconds);
+}
+
+ArtifactCache::Cleared ArtifactCache::prune_locked(std::optional<std::int64_t> max_bytes,
+                                                   std::optional<std::int64_t> older_than_seconds) {
   Cleared c;
   auto& idx = index();
-  flush_pending();
   std::int64_t total = idx.total_bytes();
   const std::int64_t now = now_seconds();
   for (const auto& row : idx.rows_by_last_use()) {
@@ -273,6 +301,7 @@ ArtifactCache::Cleared ArtifactCache::prune(std::optional<std::int64_t> max_byte
 std::vector<CacheProblem> ArtifactCache::verify(bool fix) {
   auto& idx = index();
   flush_pending();
+  auto exclusive = maintenance_lock(FileLock::Mode::Exclusive);
   std::vector<CacheProblem> problems;
   std::set<std::string> indexed;
   for (const auto& row : idx.rows()) {

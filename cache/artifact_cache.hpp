@@ -67,6 +67,7 @@ class ArtifactCache {
   // Evicts least recently used artifacts until the cache holds at most max_bytes (when given), and
   // every artifact not used for older_than_seconds (when given).
   Cleared prune(std::optional<std::int64_t> max_bytes, std::optional<std::int64_t> older_than_seconds);
+  Cleared prune_locked(std::optional<std::int64_t> max_bytes, std::optional<std::int64_t> older_than_seconds);
   // The size limit from $JITK_CACHE_MAX_SIZE ("2G", "500M", "64K", bytes), if set and valid.
   std::optional<std::int64_t> size_limit() const { return size_limit_; }
   std::vector<CacheProblem> verify(bool fix);
@@ -81,6 +82,9 @@ class ArtifactCache {
 
   // Removes one artifact (blob, row, pending hits); returns the bytes freed.
   std::int64_t evict(const IndexRow& row);
+  // Writers of a blob+row pair hold it shared; clear, prune and verify hold it exclusive, so they
+  // never see (or make) a blob without its row halfway through another process's store.
+  std::unique_ptr<FileLock> maintenance_lock(FileLock::Mode mode);
 
   std::filesystem::path root_;
   BlobStore blobs_;

@@ -13,12 +13,12 @@
 
 namespace jit::detail {
 
-FileLock::FileLock(const std::filesystem::path& file) {
+FileLock::FileLock(const std::filesystem::path& file, Mode mode) {
   for (;;) {
     int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) throw Error(ErrorCode::CacheIo, "cannot open lock " + file.string() + ": " + std::strerror(errno));
     int rc;
-    do rc = ::flock(fd, LOCK_EX);
+    do rc = ::flock(fd, mode == Mode::Exclusive ? LOCK_EX : LOCK_SH);
     while (rc != 0 && errno == EINTR);
     if (rc != 0) {
       int err = errno;

@@ -6,8 +6,9 @@ namespace jit::detail {
 
 class FileLock {
  public:
+  enum class Mode { Exclusive, Shared };
   // Blocks (no busy loop) until the lock is held. Throws Error{CacheIo} if the file cannot be opened.
-  explicit FileLock(const std::filesystem::path& file);
+  explicit FileLock(const std::filesystem::path& file, Mode mode = Mode::Exclusive);
   ~FileLock();
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
