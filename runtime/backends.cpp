@@ -1,4 +1,4 @@
-// The backends this build has and whether each can run on this machine.
+// The backends this build has, whether each can run on this machine, and the default target.
 #include <future>
 #include <mutex>
 
@@ -50,3 +50,16 @@ const BackendDriver& driver_for(const Target& target) {
 }
 
 }  // namespace jit::detail
+
+namespace jit {
+
+const Target& default_target() {
+  static const Target target = [] {
+    for (const auto& s : detail::backend_states())
+      if (s.backend != Backend::Cpu && s.reason.empty()) return Target{s.backend, "", 0};
+    return Target::cpu();
+  }();
+  return target;
+}
+
+}  // namespace jit

@@ -1,17 +1,18 @@
-// Warm manifests (TOML) and warming the cache from them in parallel.
+// Warm manifests: TOML text -> validated, expanded warm items (a pure function; fuzzed in fuzz/).
+#include "runtime/manifest.hpp"
+
 #include <toml++/toml.h>
 
-#include <atomic>
-#include <chrono>
-#include <mutex>
-#include <thread>
+#include <algorithm>
+#include <fstream>
+#include <sstream>
 
-#include "jit/cache.hpp"
 #include "jit/kernel_catalog.hpp"
-#include "runtime/get_kernel.hpp"
 
-namespace jit::cache {
+namespace jit::detail {
 namespace {
+
+using cache::WarmItem;
 
 [[noreturn]] void manifest_error(const std::string& where, const std::string& what) {
   throw Error(ErrorCode::Manifest, where + ": " + what);
@@ -34,12 +35,16 @@ std::vector<ParamValue> param_values(const std::string& where, const std::string
   return out;
 }
 
+// One entry may expand to at most this many specializations (arrays multiply).
+constexpr std::size_t kMaxCombinations = 100000;
+
 }  // namespace
 
-std::vector<WarmItem> parse_manifest(const std::filesystem::path& file) {
+std::vector<WarmItem> parse_manifest_text(std::string_view text, const std::string& origin, const Target& fallback_target) {
+  const std::filesystem::path file = origin;
   toml::table doc;
   try {
-    doc = toml::parse_file(file.string());
+    doc = toml::parse(text, origin);
   } catch (const toml::parse_error& e) {
     std::ostringstream msg;
     msg << "syntax error at line " << e.source().begin.line << ", column " << e.source().begin.column << ": "
@@ -65,7 +70,7 @@ std::vector<WarmItem> parse_manifest(const std::filesystem::path& file) {
     auto name = (*entry)["name"].value<std::string>();
     if (!name) manifest_error(where, "missing name = \"<kernel>\"");
     where += " (" + *name + ")";
-    Target target = default_target();
+    Target target = fallback_target;
     if (auto t = (*entry)["target"].value<std::string>()) {
       try {
         target = Target::parse(*t);
@@ -73,14 +78,25 @@ std::vector<WarmItem> parse_manifest(const std::filesystem::path& file) {
         manifest_error(where, e.what());
       }
     }
-    // Expand arrays into every combination.
+    const KernelDef* def = nullptr;
+    try {
+      def = &find_kernel(*name);
+    } catch (const Error& e) {
+      manifest_error(where, e.what());
+    }
+    // Expand arrays into every combination (names checked first, so a typo never multiplies).
     std::vector<ParamSet> combos(1);
     if (const toml::table* params = (*entry)["params"].as_table()) {
       for (const auto& [key, node] : *params) {
         std::string pname(key.str());
+        if (std::none_of(def->params.begin(), def->params.end(), [&](const ParamSpec& s) { return s.name == pname; }))
+          manifest_error(where, "unknown parameter '" + pname + "' for " + def->name);
+        auto values = param_values(where, pname, node);
+        if (combos.size() * values.size() > kMaxCombinations)
+          manifest_error(where, "expands to more than " + std::to_string(kMaxCombinations) + " specializations");
         std::vector<ParamSet> next;
         for (const auto& combo : combos)
-          for (const auto& v : param_values(where, pname, node)) {
+          for (const auto& v : values) {
             ParamSet p = combo;
             p.set(pname, v);
             next.push_back(std::move(p));
@@ -92,8 +108,7 @@ std::vector<WarmItem> parse_manifest(const std::filesystem::path& file) {
     }
     for (auto& p : combos) {
       try {
-        const auto& def = detail::find_kernel(*name);
-        p = detail::validate_params(def, p, target.backend);
+        p = validate_params(*def, p, target.backend);
       } catch (const Error& e) {
         manifest_error(where, e.what());
       }
@@ -103,43 +118,16 @@ std::vector<WarmItem> parse_manifest(const std::filesystem::path& file) {
   return items;
 }
 
-std::vector<WarmResult> warm(const std::vector<WarmItem>& items, int jobs,
-                             const std::function<void(const WarmResult&)>& on_done) {
-  std::vector<WarmResult> results(items.size());
-  std::atomic<std::size_t> next{0};
-  std::mutex report;
-  auto work = [&] {
-    for (std::size_t i; (i = next++) < items.size();) {
-      WarmResult& r = results[i];
-      r.item = &items[i];
-      auto t0 = std::chrono::steady_clock::now();
-      try {
-        auto s = detail::resolve(items[i].kernel, items[i].params, items[i].target);
-        switch (detail::ensure_on_disk(s)) {
-          case detail::WarmOutcome::AlreadyCached: r.outcome = WarmResult::Outcome::AlreadyCached; break;
-          case detail::WarmOutcome::CompiledAndStored: r.outcome = WarmResult::Outcome::Compiled; break;
-          case detail::WarmOutcome::CompiledNotStored:
-            r.outcome = WarmResult::Outcome::Failed;
-            r.error = "compiled, but the disk cache did not keep it (see the warning above)";
-            break;
-        }
-      } catch (const std::exception& e) {
-        r.outcome = WarmResult::Outcome::Failed;
-        r.error = e.what();
-      }
-      r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (on_done) {
-        std::lock_guard lock(report);
-        on_done(r);
-      }
-    }
-  };
-  jobs = std::max(1, std::min<int>(jobs, static_cast<int>(items.size())));
-  std::vector<std::thread> threads;
-  for (int j = 1; j < jobs; ++j) threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
-  return results;
+}  // namespace jit::detail
+
+namespace jit::cache {
+
+std::vector<WarmItem> parse_manifest(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(ErrorCode::Manifest, file.string() + ": cannot be read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return detail::parse_manifest_text(text.str(), file.string(), default_target());
 }
 
 }  // namespace jit::cache

@@ -1,8 +1,7 @@
-// Targets: parsing "cpu" / "cuda:sm_90" / "hip:gfx90a", and the default one for this machine.
+// Targets: parsing and printing "cpu" / "cuda:sm_90" / "hip:gfx90a".
 #include <string>
 
 #include "jit/jit.hpp"
-#include "runtime/backend_driver.hpp"
 
 namespace jit {
 
@@ -33,15 +32,6 @@ std::string Target::to_string() const {
   std::string out(backend_name(backend));
   if (!arch.empty()) out += ":" + arch;
   return out;
-}
-
-const Target& default_target() {
-  static const Target target = [] {
-    for (const auto& s : detail::backend_states())
-      if (s.backend != Backend::Cpu && s.reason.empty()) return Target{s.backend, "", 0};
-    return Target::cpu();
-  }();
-  return target;
 }
 
 }  // namespace jit

@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages jitk builds with, only those missing (run as root).
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config
-          llvm-16-dev libclang-16-dev clang-16
+          llvm-16-dev libclang-16-dev clang-16 libclang-rt-16-dev
           libxxhash-dev libsqlite3-dev libspdlog-dev catch2
           libcli11-dev nlohmann-json3-dev libtomlplusplus-dev)
 missing=()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test job: installs what is missing, builds, runs the whole suite through ctest; with
-# JITK_SANITIZE=1 also builds and runs it under ASan + UBSan.
+# JITK_SANITIZE=1 also builds and runs it under ASan + UBSan; with JITK_FUZZ_SECONDS=N also runs
+# each libFuzzer target (manifest and params parsers) for N seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -11,4 +12,13 @@ if [ "${JITK_SANITIZE:-0}" = 1 ]; then
   BUILD_DIR=build-asan ./scripts/build.sh -DJITK_BUILD_BENCH=OFF -DJITK_SANITIZE=ON
   # LLVM keeps some process-lifetime allocations on purpose; leaks are not what this run looks for.
   (cd build-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$jobs")
+fi
+if [ -n "${JITK_FUZZ_SECONDS:-}" ]; then
+  BUILD_DIR=build-fuzz ./scripts/build.sh -DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16 -DJITK_FUZZ=ON
+  for target in manifest params; do
+    corpus=$(mktemp -d)
+    cp fuzz/corpus/$target/* "$corpus"/
+    ./build-fuzz/fuzz/fuzz_$target -max_total_time="$JITK_FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 "$corpus"
+    rm -rf "$corpus"
+  done
 fi
