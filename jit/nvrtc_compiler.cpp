@@ -142,6 +142,11 @@ NvrtcCompiler::NvrtcCompiler(std::string arch, bool force_ptx) : arch_(std::move
   options_ = {"--gpu-architecture=" + code_target_, "-std=c++17", "--device-as-default-execution-space"};
   include_dir_ = toolkit_include_dir();
   if (!include_dir_.empty()) options_.push_back("--include-path=" + include_dir_);
+  // NVRTC's automatic precompiled headers, on unless JITK_NVRTC_PCH=0: measured on the H100, a
+  // fresh process's cold compiles of softmax bf16 took 15 ms each instead of 276 ms (a CUB block
+  // reduce: 0.15-0.3 s instead of 1.5-2.2 s). The PCH does not change the generated code, so it stays
+  // out of options() and the key.
+  if (const char* pch = std::getenv("JITK_NVRTC_PCH"); pch && std::string(pch) == "0") pch_ = false;
 }
 
 std::string NvrtcCompiler::external_headers_fingerprint(const SourceUnit& unit) const {
@@ -186,6 +191,7 @@ CompiledArtifact NvrtcCompiler::compile(const SourceUnit& unit) const {
 
   std::vector<const char*> opts;
   for (const auto& o : options_) opts.push_back(o.c_str());
+  if (pch_) opts.push_back("-pch");
   r = lib_->nvrtcCompileProgram(prog, static_cast<int>(opts.size()), opts.data());
   std::size_t log_size = 0;
   lib_->nvrtcGetProgramLogSize(prog, &log_size);

@@ -31,6 +31,7 @@ class NvrtcCompiler final : public Compiler {
   const NvrtcLibrary* lib_;
   std::string arch_, code_target_, id_;
   bool cubin_ = true;
+  bool pch_ = true;  // NVRTC's automatic PCH; $JITK_NVRTC_PCH=0 turns it off
   std::vector<std::string> options_;
   std::string include_dir_;  // toolkit headers NVRTC reads ("" when it has its own)
   mutable std::mutex fingerprint_mutex_;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test job: installs what is missing, builds, runs the whole suite through ctest; with
 # JITK_SANITIZE=1 also builds and runs it under ASan + UBSan; with JITK_FUZZ_SECONDS=N also runs
-# each libFuzzer target (manifest and params parsers) for N seconds.
+# each libFuzzer target (manifest and params parsers) for N seconds; with JITK_TSAN=1 also runs the
+# concurrency tests (threads, processes, the soak) under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -12,6 +13,10 @@ if [ "${JITK_SANITIZE:-0}" = 1 ]; then
   BUILD_DIR=build-asan ./scripts/build.sh -DJITK_BUILD_BENCH=OFF -DJITK_SANITIZE=ON
   # LLVM keeps some process-lifetime allocations on purpose; leaks are not what this run looks for.
   (cd build-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$jobs")
+fi
+if [ "${JITK_TSAN:-0}" = 1 ]; then
+  BUILD_DIR=build-tsan ./scripts/build.sh -DJITK_BUILD_BENCH=OFF -DJITK_TSAN=ON
+  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'at once|together|mixing|warm compiles')
 fi
 if [ -n "${JITK_FUZZ_SECONDS:-}" ]; then
   BUILD_DIR=build-fuzz ./scripts/build.sh -DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16 -DJITK_FUZZ=ON

@@ -131,6 +131,19 @@ std::string cub_text(const char* include, int variant) {
          "  if (threadIdx.x == 0) out[blockIdx.x] = s;\n}\n";
 }
 
+// In a fresh process: cold compiles of `count` softmax specializations through jit::get (median ms).
+int child_compile_series(int count) {
+  jit::cuda::available();
+  std::vector<double> ms;
+  for (int i = 0; i < count; ++i) {
+    auto t0 = clock_type::now();
+    jit::get<kernels::Softmax>({jit::DType::bf16, 2048 + 16 * i});
+    ms.push_back(ms_since(t0));
+  }
+  std::printf("%.4f %.4f\n", ms[0], median(std::vector<double>(ms.begin() + 1, ms.end())));
+  return 0;
+}
+
 int child_first_use() {
   jit::cuda::available();  // cuInit + primary context: once per process, not the cache's cost
   auto t0 = clock_type::now();
@@ -160,6 +173,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json")) g_json = true;
     if (!std::strcmp(argv[i], "--child-first-use")) return child_first_use();
+    if (!std::strcmp(argv[i], "--child-compile-series")) return child_compile_series(6);
   }
   if (!jit::cuda::available()) {
     std::printf("SKIPPED: no usable CUDA GPU: %s\n", jit::cuda::unavailable_reason().c_str());
@@ -206,6 +220,27 @@ int main(int argc, char** argv) {
     for (int v = 21; v <= 23; ++v) reuse.push_back(nvrtc_ms(cub_text("cub/block/block_reduce.cuh", v), dev.arch, {"-pch"}));
     emit("cub_block_reduce_compile_pch_ms", median(reuse), "ms", median(lean), "same, no PCH");
     std::fprintf(stderr, "PCH creation compile: %.1f ms\n", create);
+  }
+
+  // ---- jitk's own cold compiles in a fresh process, with and without JITK_NVRTC_PCH=1
+  {
+    char path[4096];
+    ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+    std::string self = n > 0 ? std::string(path, static_cast<std::size_t>(n)) : "";
+    auto series = [&](const char* pch, double* first, double* rest) {
+      char tmpl[] = "/tmp/jitk-pch-XXXXXX";
+      std::string cache = ::mkdtemp(tmpl);
+      std::string cmd = "JITK_NVRTC_PCH=" + std::string(pch) + " JITK_CACHE_DIR='" + cache + "' '" + self + "' --child-compile-series";
+      FILE* f = ::popen(cmd.c_str(), "r");
+      if (!f || std::fscanf(f, "%lf %lf", first, rest) != 2) *first = *rest = -1;
+      if (f) ::pclose(f);
+      std::system(("rm -rf '" + cache + "'").c_str());
+    };
+    double first_off, rest_off, first_on, rest_on;
+    series("0", &first_off, &rest_off);
+    series("1", &first_on, &rest_on);
+    emit("jitk_cold_compile_pch_later_ms", rest_on, "ms", rest_off, "jitk without PCH, same series");
+    emit("jitk_cold_compile_pch_first_ms", first_on, "ms", first_off, "jitk without PCH, first compile");
   }
 
   // ---- first use in a fresh process: warm disk cache vs cold

@@ -15,6 +15,9 @@ export JITK_CACHE_DIR=$(mktemp -d /tmp/jitk-gpu-XXXXXX)
 ./build-gpu/jitk info | tee "$out/info.txt"
 (cd build-gpu && ctest -L gpu --output-on-failure -j 4) > "$out/tests.log" 2>&1
 echo "gpu tests exit: $?"; tail -15 "$out/tests.log"
+# the same tests without NVRTC's PCH (JITK_NVRTC_PCH=0), so both compile paths stay proven
+(cd build-gpu && JITK_NVRTC_PCH=0 ctest -L gpu -j 4) > "$out/tests-no-pch.log" 2>&1
+echo "gpu tests without PCH exit: $?"; grep -E "tests passed" "$out/tests-no-pch.log"
 ./build-gpu/quickstart > "$out/quickstart.log" 2>&1; echo "quickstart exit: $?"
 ./build-gpu/bench/gpu/jitk_gpu_bench --json > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
 echo "bench exit: $?"; cat "$out/gpu_bench.err" | tail -5
