@@ -16,7 +16,8 @@ if [ "${JITK_SANITIZE:-0}" = 1 ]; then
 fi
 if [ "${JITK_TSAN:-0}" = 1 ]; then
   BUILD_DIR=build-tsan ./scripts/build.sh -DJITK_BUILD_BENCH=OFF -DJITK_TSAN=ON
-  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'at once|together|mixing|warm compiles')
+  (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/../tests/tsan.supp" \
+     ctest --output-on-failure -R 'at once|together|mixing|warm compiles')
 fi
 if [ -n "${JITK_FUZZ_SECONDS:-}" ]; then
   BUILD_DIR=build-fuzz ./scripts/build.sh -DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16 -DJITK_FUZZ=ON

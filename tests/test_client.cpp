@@ -18,7 +18,8 @@
 
 namespace {
 
-std::mt19937 rng(std::random_device{}());
+// One generator per thread: the soak calls random_floats from many threads at once.
+thread_local std::mt19937 rng(std::random_device{}());
 
 std::vector<float> random_floats(std::size_t n) {
   std::uniform_real_distribution<float> d(-2.0f, 2.0f);
