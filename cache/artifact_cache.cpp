@@ -38,7 +38,15 @@ ArtifactCache::ArtifactCache(std::filesystem::path root) : root_(std::move(root)
       warn_once("cache-max-size", std::string("JITK_CACHE_MAX_SIZE='") + limit +
                                       "' is not a size (use e.g. 2G, 500M, 64K or bytes); the cache has no size limit");
   }
-  std::string problem = prepare_cache_root(root_);
+  std::string problem = prepare_cache_root(root_, &read_only_);
+  if (read_only_) {
+    root_ok_ = true;
+    unavailable_ = problem;
+    warn_once("cache-root", "kernel cache is read-only (" + problem +
+                                "): kernels found there are used, new ones are kept in memory only. Point "
+                                "JITK_CACHE_DIR at a writable folder of your own to keep them.");
+    return;
+  }
   if (!problem.empty()) {
     disable(problem);
     return;
@@ -111,7 +119,9 @@ void ArtifactCache::flush_pending() {
       std::error_code ec;
       return !std::filesystem::exists(blobs_.path_for(h.key), ec);
     });
-    idx->record_hits(hits, misses);
+    if (std::int64_t restored = idx->record_hits(hits, misses); restored > 0)
+      warn_once("cache-rows-restored", "cache: index.db had no row for " + std::to_string(restored) +
+                                           " verified artifact(s) in use; their rows are restored");
   } catch (const Error& e) {
     warn_once("cache-hits", std::string("kernel cache: could not record hit counts: ") + e.what());
   }
@@ -157,7 +167,7 @@ std::optional<std::vector<char>> ArtifactCache::load(const std::string& key, con
 }
 
 bool ArtifactCache::store(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload) {
-  SqliteIndex* idx = root_ok_ ? index_or_null() : nullptr;
+  SqliteIndex* idx = root_ok_ && !read_only_ ? index_or_null() : nullptr;
   if (!idx) return false;
   try {
     {
@@ -202,7 +212,7 @@ void ArtifactCache::drop(const std::string& key) {
 }
 
 std::unique_ptr<FileLock> ArtifactCache::lock(const std::string& key) {
-  if (!root_ok_) return nullptr;
+  if (!root_ok_ || read_only_) return nullptr;
   try {
     return std::make_unique<FileLock>(root_ / "locks" / (key + ".lock"));
   } catch (const Error& e) {
@@ -212,7 +222,7 @@ std::unique_ptr<FileLock> ArtifactCache::lock(const std::string& key) {
 }
 
 std::unique_ptr<FileLock> ArtifactCache::maintenance_lock(FileLock::Mode mode) {
-  if (!root_ok_) return nullptr;
+  if (!root_ok_ || read_only_) return nullptr;
   try {
     return std::make_unique<FileLock>(root_ / "locks" / "maintenance.lock", mode);
   } catch (const Error& e) {

@@ -89,7 +89,8 @@ class ArtifactCache {
   std::filesystem::path root_;
   BlobStore blobs_;
   std::optional<std::int64_t> size_limit_;
-  bool root_ok_ = false;
+  bool root_ok_ = false;     // blobs can be read
+  bool read_only_ = false;   // ... but nothing written: no index, no stores, no locks
   std::shared_future<void> index_opened_;
   std::unique_ptr<SqliteIndex> index_;
   std::string unavailable_;

@@ -17,7 +17,8 @@ std::filesystem::path cache_root_path() {
   return std::filesystem::temp_directory_path() / ("jitk-" + std::to_string(getuid()));
 }
 
-std::string prepare_cache_root(const std::filesystem::path& root) {
+std::string prepare_cache_root(const std::filesystem::path& root, bool* read_only) {
+  if (read_only) *read_only = false;
   std::error_code ec;
   if (!std::filesystem::exists(root, ec)) {
     std::filesystem::create_directories(root.parent_path(), ec);
@@ -43,7 +44,11 @@ std::string prepare_cache_root(const std::filesystem::path& root) {
         return p.string() + " is writable by group or others; chmod go-w it, or set JITK_CACHE_TRUST_SHARED=1 if it is shared on purpose";
     }
   }
-  if (::access(root.c_str(), W_OK) != 0) return root.string() + " is not writable: " + std::strerror(errno);
+  if (::access(root.c_str(), W_OK) != 0) {
+    int err = errno;
+    if (read_only && (err == EROFS || err == EACCES) && ::access(root.c_str(), R_OK | X_OK) == 0) *read_only = true;
+    return root.string() + " is not writable: " + std::strerror(err);
+  }
   return "";
 }
 

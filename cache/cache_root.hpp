@@ -8,8 +8,10 @@
 namespace jit::detail {
 
 std::filesystem::path cache_root_path();
-// Creates the root (0700) and its subfolders; returns "" when usable, else why not.
-std::string prepare_cache_root(const std::filesystem::path& root);
+// Creates the root (0700) and its subfolders; returns "" when usable, else why not. When the only
+// problem is that an existing, trusted root cannot be written (a read-only mount, a shipped
+// pre-warmed cache), *read_only is set: its artifacts can still be read.
+std::string prepare_cache_root(const std::filesystem::path& root, bool* read_only = nullptr);
 
 // "2G", "500M", "64k", "1.5G", "123" (bytes) -> bytes; nullopt when not a size. Powers of 1024.
 std::optional<std::int64_t> parse_size(const std::string& text);

@@ -190,8 +190,9 @@ void SqliteIndex::insert(const IndexRow& r) {
   }
 }
 
-void SqliteIndex::record_hits(const std::vector<IndexRow>& hits, std::int64_t misses) {
+std::int64_t SqliteIndex::record_hits(const std::vector<IndexRow>& hits, std::int64_t misses) {
   std::lock_guard lock(mutex_);
+  std::int64_t restored = 0;
   exec("BEGIN IMMEDIATE");
   try {
     for (const auto& hit : hits) {
@@ -205,6 +206,7 @@ void SqliteIndex::record_hits(const std::vector<IndexRow>& hits, std::int64_t mi
       add.bind(6, hit.compiler).bind(7, hit.size_bytes).bind(8, hit.checksum).bind(9, hit.compile_ms);
       add.bind(10, hit.created).bind(11, hit.last_used);
       add.step();
+      restored += sqlite3_changes(db_);
     }
     Statement c(db_, "UPDATE counters SET value = value + ? WHERE name = 'hits'");
     c.bind(1, static_cast<std::int64_t>(hits.size()));
@@ -217,6 +219,7 @@ void SqliteIndex::record_hits(const std::vector<IndexRow>& hits, std::int64_t mi
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
+  return restored;
 }
 
 bool SqliteIndex::remove(const std::string& key) {

@@ -37,7 +37,8 @@ class SqliteIndex {
   void insert(const IndexRow& row);  // also counts one compile
   // One transaction for many hits (a key may repeat) and misses. A hit on a key with no row
   // (its blob verified, its row lost) puts the row back.
-  void record_hits(const std::vector<IndexRow>& hits, std::int64_t misses);
+  // Returns how many rows it put back.
+  std::int64_t record_hits(const std::vector<IndexRow>& hits, std::int64_t misses);
   bool remove(const std::string& key);
   std::int64_t remove_all();
   std::int64_t total_bytes();

@@ -102,7 +102,7 @@ TEST_CASE("a missing blob whose row is present is rebuilt", "[cache][process][da
 // the blobs load and their rows come back.
 TEST_CASE("a verified blob with no index row is loaded and its row restored", "[cache][process][damage]") {
   check_recovers_after([](const std::filesystem::path& root) { exec_sql(root / "index.db", "DELETE FROM artifacts"); },
-                       "disk", "");
+                       "disk", "rows are restored");
 }
 
 TEST_CASE("an index.db of garbage bytes is moved aside and rebuilt from the blobs in use", "[cache][process][damage]") {
@@ -222,4 +222,26 @@ TEST_CASE("an index.db owned by another user is not used", "[cache][process][sec
   CHECK_THAT(r.output, Contains("belongs to another user") && Contains("saxpy compiled ok"));
   auto trusted = run(kClient + " saxpy", env + " JITK_CACHE_TRUST_SHARED=1");
   CHECK_THAT(trusted.output, Contains("saxpy disk ok"));
+}
+
+TEST_CASE("a read-only cache root serves what it holds, keeps new kernels in memory, and warns once", "[cache][process][disk]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient + " saxpy", env).exit_code == 0);
+  const std::string root = cache.str();
+  if (std::system(("mount --bind '" + root + "' '" + root + "' 2>/dev/null && mount -o remount,ro,bind '" + root +
+                   "' '" + root + "' 2>/dev/null").c_str()) != 0) {
+    std::system(("umount '" + root + "' 2>/dev/null").c_str());
+    std::printf("SKIPPED: cannot make a read-only bind mount here (needs root)\n");
+    return;
+  }
+  auto r = run(kClient, env);
+  std::system(("umount '" + root + "'").c_str());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("saxpy disk ok"));  // on the read-only disk: used
+  CHECK(jitk_test::count_lines_with(r.output, " compiled ok") == 3);  // new: compiled, kept in memory
+  CHECK(jitk_test::count_lines_with(r.output, "[jitk W]") == 1);
+  CHECK_THAT(r.output, Contains("read-only") && Contains("JITK_CACHE_DIR"));
+  CHECK(jitk_test::blob_files(cache.path()).size() == 1);
 }
