@@ -177,7 +177,7 @@ bool ArtifactCache::store(const std::string& key, const ArtifactMeta& meta, cons
     }
     flush_pending();
     if (size_limit_ && idx->total_bytes() > *size_limit_) {
-      auto freed = prune(size_limit_, std::nullopt);
+      auto freed = prune(size_limit_, std::nullopt, key);
       log().info("cache: over JITK_CACHE_MAX_SIZE ({} bytes): evicted {} least recently used artifacts ({} bytes)",
                  *size_limit_, freed.entries, freed.bytes);
     }
@@ -283,19 +283,15 @@ ArtifactCache::Cleared ArtifactCache::clear_kernel(const std::string& kernel) {
 }
 
 ArtifactCache::Cleared ArtifactCache::prune(std::optional<std::int64_t> max_bytes,
-                                            std::optional<std::int64_t> older_than_seconds) {
+                                            std::optional<std::int64_t> older_than_seconds, const std::string& keep) {
   flush_pending();
   auto exclusive = maintenance_lock(FileLock::Mode::Exclusive);
-  return prune_locked(max_bytes, older_than_seconds);
-}
-
-ArtifactCache::Cleared ArtifactCache::prune_locked(std::optional<std::int64_t> max_bytes,
-                                                   std::optional<std::int64_t> older_than_seconds) {
   Cleared c;
   auto& idx = index();
   std::int64_t total = idx.total_bytes();
   const std::int64_t now = now_seconds();
   for (const auto& row : idx.rows_by_last_use()) {
+    if (row.key == keep) continue;
     bool too_old = older_than_seconds && now - row.last_used > *older_than_seconds;
     bool over = max_bytes && total > *max_bytes;
     // Least recently used first: once a row is neither too old nor needed for space, no later one is.
@@ -328,9 +324,13 @@ std::vector<CacheProblem> ArtifactCache::verify(bool fix) {
       idx.remove(row.key);
     }
   }
+  // A blob without a row whose header verifies is whole (a process died between writing it and
+  // indexing it): its row comes back on first use, so it is no problem. One that does not verify is.
   for (const auto& key : blobs_.keys()) {
     if (indexed.count(key)) continue;
-    problems.push_back({key, "blob without index row"});
+    BlobRead blob = blobs_.read(key);
+    if (blob.status == BlobRead::Status::Ok) continue;
+    problems.push_back({key, "blob without index row, " + (blob.status == BlobRead::Status::Damaged ? "damaged: " + blob.problem : "unreadable")});
     if (fix) blobs_.remove(key);
   }
   return problems;

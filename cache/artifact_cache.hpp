@@ -66,8 +66,9 @@ class ArtifactCache {
   Cleared clear_kernel(const std::string& kernel);
   // Evicts least recently used artifacts until the cache holds at most max_bytes (when given), and
   // every artifact not used for older_than_seconds (when given).
-  Cleared prune(std::optional<std::int64_t> max_bytes, std::optional<std::int64_t> older_than_seconds);
-  Cleared prune_locked(std::optional<std::int64_t> max_bytes, std::optional<std::int64_t> older_than_seconds);
+  // `keep` (a key) is never evicted: the artifact a store just wrote.
+  Cleared prune(std::optional<std::int64_t> max_bytes, std::optional<std::int64_t> older_than_seconds,
+                const std::string& keep = "");
   // The size limit from $JITK_CACHE_MAX_SIZE ("2G", "500M", "64K", bytes), if set and valid.
   std::optional<std::int64_t> size_limit() const { return size_limit_; }
   std::vector<CacheProblem> verify(bool fix);

@@ -5,6 +5,8 @@
 
 #include <chrono>
 
+#include <unistd.h>
+
 #include "cache/cache_key.hpp"
 #include "jit/error.hpp"
 
@@ -103,8 +105,10 @@ SqliteIndex::SqliteIndex(const std::filesystem::path& file, std::string* repair_
     if (!is_damage(e.rc)) throw;
     sqlite3_close(db_);
     db_ = nullptr;
-    auto aside = file;
-    aside += ".broken-" + std::to_string(now_seconds());
+    // time-pid-n: never the name of an earlier moved-aside file, even within one second.
+    const std::string stem = file.string() + ".broken-" + std::to_string(now_seconds()) + "-" + std::to_string(::getpid());
+    std::filesystem::path aside = stem;
+    for (int n = 1; std::filesystem::exists(aside); ++n) aside = stem + "-" + std::to_string(n);
     std::error_code ec;
     std::filesystem::rename(file, aside, ec);
     for (const char* suffix : {"-wal", "-shm"}) {

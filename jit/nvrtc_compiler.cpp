@@ -151,17 +151,24 @@ NvrtcCompiler::NvrtcCompiler(std::string arch, bool force_ptx) : arch_(std::move
 
 std::string NvrtcCompiler::external_headers_fingerprint(const SourceUnit& unit) const {
   if (include_dir_.empty()) return "";
-  std::string unit_headers;
-  for (const auto& h : unit.headers) unit_headers += h.name + '\n' + h.text;
+  std::vector<std::string> roots;
+  for (const auto& h : unit.headers) roots.push_back(h.text);
+  roots.push_back(unit.main.text);
+  // What the scan starts from: the unit's own headers and every #include named by any of its
+  // texts (a kernel text of its own that includes CUB gets a fingerprint of its own).
+  std::string start = include_dir_ + '\n';
+  for (const auto& h : unit.headers) start += h.name + '\n' + h.text;
+  std::vector<std::string> names;
+  for (const auto& r : roots)
+    for (auto& n : included_names(r)) names.push_back(std::move(n));
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) start += "#include " + n + '\n';
   std::lock_guard lock(fingerprint_mutex_);
-  auto& fp = fingerprints_[unit_headers];
+  auto& fp = fingerprints_[start];
   if (fp.empty()) {
-    std::vector<std::string> roots;
-    for (const auto& h : unit.headers) roots.push_back(h.text);
-    roots.push_back(unit.main.text);
-    // The memo lives beside the artifacts; its name covers everything the scan starts from.
+    // The memo lives beside the artifacts, named after everything the scan starts from.
     KeyBuilder memo_name;
-    memo_name.add("include dir", include_dir_).add("unit headers", unit_headers);
+    memo_name.add("scan start", start);
     std::filesystem::path root = cache_root_path(), dir = root / "toolkit-headers";
     std::error_code ec;
     // Only in a root the cache itself would use (ours, not writable by others).

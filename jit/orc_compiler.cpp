@@ -99,6 +99,7 @@ CompiledArtifact OrcCompiler::compile(const SourceUnit& unit) const {
   clang::CompilerInstance ci;
   auto diag_options = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
   ci.createDiagnostics(new clang::TextDiagnosticPrinter(log_stream, diag_options.get()), /*ShouldOwnClient=*/true);
+  ci.setVerboseOutputStream(log_stream);  // "1 error generated." belongs in the log, not on stderr
   bool parsed = clang::CompilerInvocation::CreateFromArgs(ci.getInvocation(), argv, ci.getDiagnostics());
 
   auto memory_fs = llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>();

@@ -123,11 +123,11 @@ const DriverApi* driver_api(std::string* reason) {
 
 const std::vector<Device>& devices() { return loaded().devices; }
 
-void check(CUresult r, const char* what) {
+void check(CUresult r, const char* what, ErrorCode code) {
   if (r == CUDA_SUCCESS) return;
   const char* s = nullptr;
   if (const DriverApi* a = driver_api()) a->cuGetErrorString(r, &s);
-  throw Error(ErrorCode::LoadFailed, std::string(what) + " failed: " + (s ? s : "CUDA error") + " (" + std::to_string(r) + ")");
+  throw Error(code, std::string(what) + " failed: " + (s ? s : "CUDA error") + " (" + std::to_string(r) + ")");
 }
 
 void make_current(int device) {

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "jit/error.hpp"
+
 namespace jit::detail::cuda {
 
 // The few driver types and constants jitk uses, as cuda.h defines them (ABI-stable).
@@ -69,7 +71,7 @@ const DriverApi* driver_api(std::string* reason = nullptr);
 // Devices found (empty when the driver is unavailable).
 const std::vector<Device>& devices();
 // Throws Error{code} naming `what` and the driver's message when r is not CUDA_SUCCESS.
-void check(CUresult r, const char* what);
+void check(CUresult r, const char* what, ErrorCode code = ErrorCode::Device);
 // Makes device d's primary context current on this thread (cheap when it already is).
 void make_current(int device);
 

@@ -73,9 +73,9 @@ class CudaDriver final : public BackendDriver {
     CUmodule module = nullptr;
     std::vector<char> image = artifact;
     image.push_back('\0');  // PTX must be NUL-terminated; a CUBIN ignores the extra byte
-    check(api->cuModuleLoadData(&module, image.data()), ("cuModuleLoadData of artifact " + key).c_str());
+    check(api->cuModuleLoadData(&module, image.data()), ("cuModuleLoadData of artifact " + key).c_str(), ErrorCode::LoadFailed);
     CUfunction fn = nullptr;
-    check(api->cuModuleGetFunction(&fn, module, kEntrySymbol), "cuModuleGetFunction(jitk_entry)");
+    check(api->cuModuleGetFunction(&fn, module, kEntrySymbol), "cuModuleGetFunction(jitk_entry)", ErrorCode::LoadFailed);
     // Modules live as long as the process: the memory tier hands their functions out.
     return std::make_shared<CudaKernel>(fn, unit.shape, target.device);
   }

@@ -14,6 +14,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::CompileFailed: return "compile failed";
     case ErrorCode::BackendUnavailable: return "backend unavailable";
     case ErrorCode::LoadFailed: return "load failed";
+    case ErrorCode::Device: return "device error";
     case ErrorCode::CacheIo: return "cache i/o";
     case ErrorCode::Manifest: return "manifest";
     case ErrorCode::Internal: return "internal";

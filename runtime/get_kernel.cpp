@@ -159,7 +159,9 @@ KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const T
       std::async(std::launch::async, [] { ArtifactCache::process_cache(); }).share();
   Specialization s = resolve(kernel, params, target);
   cache_opened.wait();
-  Built b = loaded_kernels().get_or_build(s.key, [&] { return build(s); });
+  // The same artifact loaded on two devices is two loaded kernels.
+  std::string loaded_key = s.key + "@" + std::string(backend_name(target.backend)) + ":" + std::to_string(target.device);
+  Built b = loaded_kernels().get_or_build(loaded_key, [&] { return build(s); });
   return {std::move(b.kernel), s.key, b.origin};
 }
 

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
-./scripts/build.sh -DJITK_BUILD_BENCH=OFF
+./scripts/build.sh -DJITK_BUILD_TESTS=ON -DJITK_BUILD_BENCH=OFF  # ON: quickstart.sh turns them off in build/
 jobs=$(nproc)
 (cd build && ctest --output-on-failure -j "$jobs")
 if [ "${JITK_SANITIZE:-0}" = 1 ]; then

@@ -357,3 +357,30 @@ TEST_CASE("prune removes what was not used for a while, and clear_kernel one ker
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].kernel == "saxpy");
 }
+
+TEST_CASE("a size limit smaller than one artifact still keeps the artifact just stored", "[cache][eviction]") {
+  TempDir dir;
+  ::setenv("JITK_CACHE_MAX_SIZE", "100", 1);
+  ArtifactCache cache(dir.path());
+  ::unsetenv("JITK_CACHE_MAX_SIZE");
+  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
+  REQUIRE(cache.store(std::string(32, '7'), meta, std::vector<char>(1000, 'a')));
+  REQUIRE(cache.store(std::string(32, '8'), meta, std::vector<char>(1000, 'b')));
+  auto rows = cache.rows();
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].key == std::string(32, '8'));
+}
+
+TEST_CASE("two damaged indexes moved aside in the same second both stay", "[cache]") {
+  TempDir dir;
+  for (int i = 0; i < 2; ++i) {
+    jitk_test::write_file(dir.path() / "index.db", std::string(4096, static_cast<char>('x' + i)));
+    std::string note;
+    SqliteIndex index(dir.path() / "index.db", &note);
+    CHECK_THAT(note, Catch::Matchers::Contains("moved aside"));
+  }
+  int aside = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path()))
+    aside += e.path().filename().string().rfind("index.db.broken-", 0) == 0;
+  CHECK(aside == 2);
+}

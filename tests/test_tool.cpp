@@ -13,6 +13,12 @@ const std::string kClient = JITK_TEST_CLIENT;
 const std::string kTool = JITK_TOOL;
 const std::string kWarmToml = std::string(JITK_SOURCE_DIR) + "/examples/warm.toml";
 
+// JITK_CACHE_DIR for a root that cannot be made: its parent is a regular file.
+std::string unusable_cache_env(const TempDir& dir) {
+  jitk_test::write_file(dir.path() / "file", "not a folder");
+  return "JITK_CACHE_DIR='" + (dir.path() / "file" / "jitk").string() + "'";
+}
+
 nlohmann::json json_of(const std::string& command, const std::string& env) {
   auto r = run(kTool + " " + command, env);
   INFO(r.output);
@@ -152,11 +158,60 @@ TEST_CASE("JITK_CACHE_MAX_SIZE keeps the cache under its limit as kernels are ad
 
 TEST_CASE("jitk warm into a cache that cannot be written says nothing was kept and fails", "[tool][warm]") {
   TempDir dir;
-  jitk_test::write_file(dir.path() / "file", "not a folder");
-  auto r = run(kTool + " warm '" + kWarmToml + "'", "JITK_CACHE_DIR='" + (dir.path() / "file" / "jitk").string() + "'");
+  auto r = run(kTool + " warm '" + kWarmToml + "'", unusable_cache_env(dir));
   INFO(r.output);
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.output, Contains("nothing was kept") && Contains("memory only"));
+}
+
+TEST_CASE("jitk info says in one line when the cache is memory only, and why", "[tool]") {
+  TempDir dir;
+  auto r = run(kTool + " info", unusable_cache_env(dir));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(jitk_test::count_lines_with(r.output, "cache: ") == 1);  // one line, not a second "unusable" one
+  CHECK_THAT(r.output, Contains("cache: memory only: cannot create"));
+}
+
+TEST_CASE("settings that cannot be honoured are named in one warning, never silently replaced", "[tool][env]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  SECTION("an unknown JITK_LOG_LEVEL names the value and the levels there are") {
+    auto r = run(kClient + " saxpy softmax", env + " JITK_LOG_LEVEL=verbose");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(jitk_test::count_lines_with(r.output, "JITK_LOG_LEVEL='verbose' is not a level") == 1);
+    CHECK_THAT(r.output, Contains("trace, debug, info, warn, error, critical, off"));
+  }
+  SECTION("a level in upper case is a level") {
+    auto r = run(kClient + " saxpy", env + " JITK_LOG_LEVEL=INFO");
+    INFO(r.output);
+    CHECK_THAT(r.output, Contains("[jitk I] compiled saxpy"));
+    CHECK(r.output.find("is not a level") == std::string::npos);
+  }
+  SECTION("a JITK_NUM_THREADS that is not a thread count is named once") {
+    auto r = run(kClient + " saxpy softmax", env + " JITK_NUM_THREADS=lots");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(jitk_test::count_lines_with(r.output, "JITK_NUM_THREADS='lots' is not a thread count") == 1);
+  }
+  SECTION("a JITK_KERNEL_DIR that is not a folder is named once") {
+    TempDir dir;
+    jitk_test::write_file(dir.path() / "file", "not a folder");
+    auto r = run(kClient + " saxpy softmax", env + " JITK_KERNEL_DIR='" + (dir.path() / "file").string() + "'");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(jitk_test::count_lines_with(r.output, "is not a folder; using the kernel text built into jitk") == 1);
+  }
+  SECTION("a JITK_KERNEL_DIR without a file says at INFO, once per file, that the built-in copy is used") {
+    TempDir empty;
+    auto r = run(kClient + " rms_norm softmax", env + " JITK_LOG_LEVEL=info JITK_KERNEL_DIR='" + empty.str() + "'");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(jitk_test::count_lines_with(r.output, "has no rms_norm.cpp; using the copy built into jitk") == 1);
+    CHECK(jitk_test::count_lines_with(r.output, "has no jitk_cpu.h; using the copy built into jitk") == 1);  // both kernels read it
+    CHECK(r.output.find("[jitk W]") == std::string::npos);
+  }
 }
 
 TEST_CASE("jitk warm -j 0 is refused with a short message", "[tool][warm]") {

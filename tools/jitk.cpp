@@ -38,12 +38,15 @@ std::string iso_time(std::int64_t t) {
 
 int cmd_info() {
   std::cout << "jitk cache root: " << jit::cache::root().string() << "\n";
-  if (auto why = jit::cache::unavailable_reason(); !why.empty()) std::cout << "cache: memory only: " << why << "\n";
-  try {
-    auto s = jit::cache::stats();
-    std::cout << "cache: " << s.entries << " artifacts, " << human_bytes(s.bytes) << "\n";
-  } catch (const jit::Error& e) {
-    std::cout << "cache: unusable: " << e.what() << "\n";
+  if (auto why = jit::cache::unavailable_reason(); !why.empty()) {
+    std::cout << "cache: memory only: " << why << "\n";
+  } else {
+    try {
+      auto s = jit::cache::stats();
+      std::cout << "cache: " << s.entries << " artifacts, " << human_bytes(s.bytes) << "\n";
+    } catch (const jit::Error& e) {
+      std::cout << "cache: unusable: " << e.what() << "\n";
+    }
   }
   std::cout << "backends:\n";
   for (const auto& b : jit::cache::backends())
@@ -147,7 +150,8 @@ int cmd_warm(const std::string& manifest, int jobs) {
     else ++failed;
   }
   std::printf("warm: %zu kernels: %d compiled, %d already cached, %d failed\n", items.size(), compiled, cached, failed);
-  if (auto why = jit::cache::unavailable_reason(); !why.empty())
+  // Items to compile were compiled for nothing when the cache cannot keep them: say so and why.
+  if (auto why = jit::cache::unavailable_reason(); !why.empty() && cached < static_cast<int>(items.size()))
     std::printf("warm: nothing was kept: the cache runs from memory only (%s)\n", why.c_str());
   return failed ? 1 : 0;
 }

@@ -2,22 +2,22 @@
 # The whole GPU check, run on the device machine in one call from the repo root:
 #   carry [".gpu-deps"], command: bash bench/gpu/run.sh
 # Builds (no LLVM there: the CPU backend is off), runs the gpu-labelled tests and the GPU benches,
-# writes logs to $OUT (or ./gpu-out).
+# writes logs to $OUT (or ./gpu-out): at most 8 files, which is all the device tool brings back.
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 source .gpu-deps/unpack.sh
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-cmake --build build-gpu > "$out/build.log" 2>&1 || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
+log=/tmp/jitk-gpu-build.log
+{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu; } > "$log" 2>&1 ||
+  { cp "$log" "$out/build.log"; grep -E "error|Error" -A3 "$log" | head -60; exit 1; }
 export JITK_CACHE_DIR=$(mktemp -d /tmp/jitk-gpu-XXXXXX)
-./build-gpu/jitk info | tee "$out/info.txt"
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; ./build-gpu/jitk info; } 2>&1 | tee "$out/info.txt"
 (cd build-gpu && ctest -L gpu --output-on-failure -j 4) > "$out/tests.log" 2>&1
 echo "gpu tests exit: $?"; tail -15 "$out/tests.log"
 # the same tests without NVRTC's PCH (JITK_NVRTC_PCH=0), so both compile paths stay proven
-(cd build-gpu && JITK_NVRTC_PCH=0 ctest -L gpu -j 4) > "$out/tests-no-pch.log" 2>&1
-echo "gpu tests without PCH exit: $?"; grep -E "tests passed" "$out/tests-no-pch.log"
+(cd build-gpu && JITK_NVRTC_PCH=0 ctest -L gpu --output-on-failure -j 4) >> "$out/tests.log" 2>&1
+echo "gpu tests without PCH exit: $?"; grep -E "tests passed" "$out/tests.log"
 ./build-gpu/quickstart > "$out/quickstart.log" 2>&1; echo "quickstart exit: $?"
 ./build-gpu/bench/gpu/jitk_gpu_bench --json > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
 echo "bench exit: $?"; cat "$out/gpu_bench.err" | tail -5

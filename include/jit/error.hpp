@@ -12,6 +12,7 @@ enum class ErrorCode {
   CompileFailed,       // the compiler rejected the specialized source
   BackendUnavailable,  // the target's backend is not built in or not present on this machine
   LoadFailed,          // an artifact could not be loaded into the process
+  Device,              // the device or its driver failed a launch, an allocation, a copy, a sync
   CacheIo,             // the cache on disk could not be read or written
   Manifest,            // a warm manifest is malformed
   Internal,
