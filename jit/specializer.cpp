@@ -56,7 +56,7 @@ LaunchShape gpu_shape(const KernelDef& def, const ParamSet& params) {
   } else {
     shape.block = kElementwiseBlock;
     shape.items_per_block = kElementwiseBlock * vector;
-    shape.elements_per_item = def.name == "saxpy" ? 1 : hidden;
+    shape.elements_per_item = hidden;  // 1 for kernels without rows (saxpy)
   }
   return shape;
 }
