@@ -18,6 +18,7 @@
 #include "jit/kernels.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "jit/specializer.hpp"
+#include "runtime/get_kernel.hpp"
 
 using clock_type = std::chrono::steady_clock;
 namespace kernels = jit::kernels;
@@ -150,6 +151,11 @@ int child_compile_series(int count) {
 
 int child_first_use() {
   jit::cuda::available();  // cuInit + primary context: once per process, not the cache's cost
+  if (std::getenv("JITK_BENCH_BREAKDOWN")) {  // where a warm first use goes: key (compiler, headers) vs the rest
+    auto r0 = clock_type::now();
+    jit::detail::resolve("rms_norm", {{"dtype", std::string("bf16")}, {"hidden", std::int64_t{4096}}}, jit::default_target());
+    std::fprintf(stderr, "breakdown: resolve + key, first time %.4f ms\n", ms_since(r0));
+  }
   auto t0 = clock_type::now();
   auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, 4096});
   double get_ms = ms_since(t0);
