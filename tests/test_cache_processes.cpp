@@ -16,8 +16,8 @@ using jitk_test::TempDir;
 
 namespace {
 
-const std::string kClient = JITK_TEST_CLIENT;
-const std::string kTool = JITK_TOOL;
+using jitk_test::kClient;
+using jitk_test::kTool;
 
 nlohmann::json stats(const TempDir& cache) {
   auto r = run(kTool + " stats --json", jitk_test::cache_env(cache));

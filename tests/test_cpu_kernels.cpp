@@ -18,16 +18,8 @@ namespace {
 
 const jitk_test::TempDir& cache_dir = jitk_test::own_cache_dir();
 
-std::mt19937_64& rng() {
-  static std::mt19937_64 r(std::random_device{}());
-  return r;
-}
-
 template <class T> std::vector<T> random_vector(std::size_t n, double lo = -3, double hi = 3) {
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(d(rng()));
-  return v;
+  return jitk_test::random_values<T>(n, lo, hi, [](double v) { return static_cast<T>(v); });
 }
 
 template <class T> std::vector<T> poisoned(std::size_t n) { return std::vector<T>(n, std::numeric_limits<T>::quiet_NaN()); }
@@ -41,7 +33,7 @@ TEMPLATE_TEST_CASE("saxpy matches the reference", "[kernels]", float, double) {
   auto k = jit::get<kernels::Saxpy>({jit::dtype_of<TestType>()}, jit::Target::cpu());
   for (std::int64_t n : {1LL, 7LL, 1000LL, 4097LL, 1'000'003LL}) {
     auto x = random_vector<TestType>(n), y = random_vector<TestType>(n);
-    double a = std::uniform_real_distribution<double>(-2, 2)(rng());
+    double a = std::uniform_real_distribution<double>(-2, 2)(jitk_test::rng());
     auto expected = ref::saxpy(a, x, y);
     k(n, a, x.data(), y.data());
     INFO("n = " << n);

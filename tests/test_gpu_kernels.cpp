@@ -45,16 +45,8 @@ template <class T> double tolerance() {
   else return 1e-2;
 }
 
-std::mt19937_64& rng() {
-  static std::mt19937_64 r(std::random_device{}());
-  return r;
-}
-
 template <class T> std::vector<T> random_vector(std::size_t n, double lo = -3, double hi = 3) {
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<T> v(n);
-  for (auto& x : v) x = from_double<T>(d(rng()));
-  return v;
+  return jitk_test::random_values<T>(n, lo, hi, [](double v) { return from_double<T>(v); });
 }
 template <class T> std::vector<double> widen(const std::vector<T>& v) {
   std::vector<double> out(v.size());

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -14,6 +15,24 @@
 namespace jitk_test {
 
 namespace fs = std::filesystem;
+
+// The programs the process-level tests run (paths from CMake).
+inline const std::string kClient = JITK_TEST_CLIENT;
+inline const std::string kTool = JITK_TOOL;
+
+// Fresh random inputs for every run (METHOD.md); one generator per thread.
+inline std::mt19937_64& rng() {
+  thread_local std::mt19937_64 r(std::random_device{}());
+  return r;
+}
+
+// n values uniform in [lo, hi), each made a T by `convert` (a cast, or rounding to f16/bf16).
+template <class T, class Convert> std::vector<T> random_values(std::size_t n, double lo, double hi, Convert convert) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = convert(d(rng()));
+  return v;
+}
 
 // A fresh folder under /tmp, removed with everything in it at the end of the scope.
 class TempDir {

@@ -9,8 +9,8 @@ using jitk_test::run;
 using jitk_test::TempDir;
 
 namespace {
-const std::string kClient = JITK_TEST_CLIENT;
-const std::string kTool = JITK_TOOL;
+using jitk_test::kClient;
+using jitk_test::kTool;
 const std::string kWarmToml = std::string(JITK_SOURCE_DIR) + "/examples/warm.toml";
 
 // JITK_CACHE_DIR for a root that cannot be made: its parent is a regular file.
