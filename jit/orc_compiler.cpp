@@ -26,15 +26,6 @@ namespace {
 constexpr const char* kSourceDir = "/jitk/src";
 constexpr const char* kIncludeDir = "/jitk/include";
 
-void initialize_llvm_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    llvm::InitializeNativeTargetAsmParser();
-  });
-}
-
 // A CPU this LLVM does not know by name still gets its features; its name then is the x86-64
 // micro-architecture level those features reach, which also picks a sensible tuning model.
 std::string x86_64_level(const llvm::StringMap<bool>& f) {
@@ -53,8 +44,17 @@ std::string x86_64_level(const llvm::StringMap<bool>& f) {
 
 }  // namespace
 
+void initialize_native_target() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+// Only what the cache key needs (CPU name and features): a disk hit never pays for target set-up.
 OrcCompiler::OrcCompiler() {
-  initialize_llvm_once();
   triple_ = llvm::sys::getProcessTriple();
   cpu_ = llvm::sys::getHostCPUName().str();
   llvm::StringMap<bool> host_features;
@@ -88,6 +88,7 @@ std::vector<std::string> OrcCompiler::cc1_args() const {
 
 CompiledArtifact OrcCompiler::compile(const SourceUnit& unit) const {
   auto started = std::chrono::steady_clock::now();
+  initialize_native_target();
   const std::string main_path = std::string(kSourceDir) + "/" + unit.main.name;
   std::vector<std::string> args = cc1_args();
   args.insert(args.end(), {"-I", kIncludeDir, "-emit-obj", "-x", "c++", main_path});

@@ -4,6 +4,9 @@
 
 namespace jit::detail {
 
+// Registers LLVM's native target, once per process: compiling and starting ORC need it.
+void initialize_native_target();
+
 class OrcCompiler final : public Compiler {
  public:
   OrcCompiler();
