@@ -52,16 +52,6 @@ ArtifactCache::ArtifactCache(std::filesystem::path root) : root_(std::move(root)
     return;
   }
   root_ok_ = true;
-  log();  // the logger must exist before this object, so that it is destroyed after it
-  index_opened_ = std::async(std::launch::async, [this] {
-                    try {
-                      std::string repaired;
-                      index_ = std::make_unique<SqliteIndex>(root_ / "index.db", &repaired);
-                      if (!repaired.empty()) log().warn("{}", repaired);
-                    } catch (const Error& e) {
-                      disable(e.what());
-                    }
-                  }).share();
 }
 
 void ArtifactCache::disable(const std::string& problem) {
@@ -73,7 +63,6 @@ void ArtifactCache::disable(const std::string& problem) {
 
 ArtifactCache::~ArtifactCache() {
   flush_pending();
-  if (index_opened_.valid()) index_opened_.wait();  // the opening thread uses this object
 }
 
 ArtifactCache& ArtifactCache::process_cache() {
@@ -82,7 +71,18 @@ ArtifactCache& ArtifactCache::process_cache() {
 }
 
 SqliteIndex* ArtifactCache::index_or_null() {
-  if (index_opened_.valid()) index_opened_.wait();
+  // Opening takes ~0.3 ms (more when it repairs): a process that only hits the cache pays it at
+  // exit, when it writes its hit counts.
+  std::call_once(index_opened_, [this] {
+    if (!root_ok_ || read_only_) return;
+    try {
+      std::string repaired;
+      index_ = std::make_unique<SqliteIndex>(root_ / "index.db", &repaired);
+      if (!repaired.empty()) log().warn("{}", repaired);
+    } catch (const Error& e) {
+      disable(e.what());
+    }
+  });
   return index_.get();
 }
 

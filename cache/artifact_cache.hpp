@@ -1,5 +1,6 @@
 // The disk tier: blobs + index + per-key locks under one root, degrading to memory-only when the disk says no.
 #pragma once
+#include <atomic>
 #include <filesystem>
 #include <future>
 #include <memory>
@@ -26,7 +27,7 @@ struct CacheProblem {
 
 // Blobs verify themselves (their header holds the key and an XXH3-128 of the payload), so a disk
 // hit reads the blob alone; the index is bookkeeping (listing, counters, eviction) opened on another
-// thread and written lazily. A verified blob whose row is missing gets its row back.
+// at its first use (never on a disk hit) and written lazily. A verified blob whose row is missing gets its row back.
 class ArtifactCache {
  public:
   // Never throws: a root that cannot be used makes a memory-only cache, with one WARN saying why.
@@ -38,7 +39,9 @@ class ArtifactCache {
   static ArtifactCache& process_cache();
 
   const std::filesystem::path& root() const { return root_; }
-  bool on_disk();                   // waits for the index to open
+  bool on_disk();                   // opens the index
+  // Whether artifacts can be written under root() (without opening the index).
+  bool writable() const { return root_ok_ && !read_only_; }
   std::string unavailable_reason();  // "" when on disk
 
   // The verified payload, or nullopt when absent. A damaged blob is logged, dropped, and reported
@@ -90,9 +93,9 @@ class ArtifactCache {
   std::filesystem::path root_;
   BlobStore blobs_;
   std::optional<std::int64_t> size_limit_;
-  bool root_ok_ = false;     // blobs can be read
-  bool read_only_ = false;   // ... but nothing written: no index, no stores, no locks
-  std::shared_future<void> index_opened_;
+  std::atomic<bool> root_ok_{false};  // blobs can be read
+  bool read_only_ = false;             // ... but nothing written: no index, no stores, no locks
+  std::once_flag index_opened_;       // the index opens at its first use, not on a disk hit
   std::unique_ptr<SqliteIndex> index_;
   std::string unavailable_;
   // Hits and misses are counted in memory and written with the next write or at exit: a write

@@ -9,7 +9,6 @@
 #include <filesystem>
 
 #include "cache/cache_key.hpp"
-#include "cache/cache_root.hpp"
 #include "jit/include_scan.hpp"
 
 namespace jit::detail {
@@ -121,7 +120,8 @@ std::string toolkit_include_dir() {
 
 std::string NvrtcCompiler::unavailable_reason() { return opened().reason; }
 
-NvrtcCompiler::NvrtcCompiler(std::string arch, bool force_ptx) : arch_(std::move(arch)) {
+NvrtcCompiler::NvrtcCompiler(std::string arch, bool force_ptx, std::string memo_dir)
+    : arch_(std::move(arch)), memo_dir_(std::move(memo_dir)) {
   const Opened& o = opened();
   if (!o.reason.empty()) throw Error(ErrorCode::BackendUnavailable, o.reason);
   lib_ = &o.lib;
@@ -166,15 +166,14 @@ std::string NvrtcCompiler::external_headers_fingerprint(const SourceUnit& unit) 
   std::lock_guard lock(fingerprint_mutex_);
   auto& fp = fingerprints_[start];
   if (fp.empty()) {
-    // The memo lives beside the artifacts, named after everything the scan starts from.
+    // The memo is named after everything the scan starts from.
     KeyBuilder memo_name;
     memo_name.add("scan start", start);
-    std::filesystem::path root = cache_root_path(), dir = root / "toolkit-headers";
     std::error_code ec;
-    // Only in a root the cache itself would use (ours, not writable by others).
-    bool usable = prepare_cache_root(root).empty() && (std::filesystem::create_directories(dir, ec), !ec);
+    bool usable = !memo_dir_.empty() && (std::filesystem::create_directories(memo_dir_, ec), !ec);
     fp = !usable ? fingerprint_includes(roots, include_dir_, unit.headers)
-            : fingerprint_includes_memoized(roots, include_dir_, unit.headers, (dir / memo_name.finish().hex()).string());
+                 : fingerprint_includes_memoized(roots, include_dir_, unit.headers,
+                                                 (std::filesystem::path(memo_dir_) / memo_name.finish().hex()).string());
   }
   return fp;
 }

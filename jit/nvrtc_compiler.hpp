@@ -1,5 +1,6 @@
 // The CUDA compiler: NVRTC (opened with dlopen) from a source unit to a CUBIN for one architecture.
 #pragma once
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <string>
@@ -14,7 +15,9 @@ class NvrtcCompiler final : public Compiler {
  public:
   // arch like "sm_90"; throws Error{BackendUnavailable} when NVRTC cannot be opened.
   // force_ptx emits PTX even for an arch NVRTC can target (tests of the fallback path).
-  explicit NvrtcCompiler(std::string arch, bool force_ptx = false);
+  // memo_dir: where the toolkit-header fingerprints are remembered between processes ("" for
+  // nowhere: every process hashes the headers again, ~6 ms).
+  explicit NvrtcCompiler(std::string arch, bool force_ptx = false, std::string memo_dir = "");
   std::string id() const override { return id_; }
   std::string arch() const override { return arch_; }
   std::string target_fingerprint() const override { return "nvptx64 " + code_target_; }
@@ -34,6 +37,7 @@ class NvrtcCompiler final : public Compiler {
   bool pch_ = true;  // NVRTC's automatic PCH; $JITK_NVRTC_PCH=0 turns it off
   std::vector<std::string> options_;
   std::string include_dir_;  // toolkit headers NVRTC reads ("" when it has its own)
+  std::string memo_dir_;
   mutable std::mutex fingerprint_mutex_;
   mutable std::map<std::string, std::string> fingerprints_;  // by the unit's own header texts
 };

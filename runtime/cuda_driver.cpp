@@ -2,6 +2,7 @@
 #include <map>
 #include <mutex>
 
+#include "cache/artifact_cache.hpp"
 #include "jit/cuda.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
@@ -42,6 +43,13 @@ class CudaKernel final : public LoadedKernel {
   int device_;
 };
 
+// Where NVRTC compilers remember toolkit-header fingerprints: beside the artifacts, when the
+// cache can be written.
+std::string toolkit_memo_dir() {
+  ArtifactCache& cache = ArtifactCache::process_cache();
+  return cache.writable() ? (cache.root() / "toolkit-headers").string() : "";
+}
+
 class CudaDriver final : public BackendDriver {
  public:
   Backend backend() const override { return Backend::Cuda; }
@@ -62,7 +70,7 @@ class CudaDriver final : public BackendDriver {
     }
     std::lock_guard lock(mutex_);
     auto& c = compilers_[arch];
-    if (!c) c = std::make_unique<NvrtcCompiler>(arch);
+    if (!c) c = std::make_unique<NvrtcCompiler>(arch, /*force_ptx=*/false, toolkit_memo_dir());
     return *c;
   }
 

@@ -80,8 +80,9 @@ LoadedPtr load_from_disk(ArtifactCache& cache, const Specialization& s, bool cou
   try {
     double read_ms = ms_since(t0);
     LoadedPtr k = s.driver->load(*bytes, s.unit, s.target, s.key);
-    log().info("loaded {} ({}) for {} from the disk cache{} in {:.3f} ms (read and verify {:.3f} ms)", s.unit.kernel,
-               s.unit.params_text, s.target.to_string(), how, ms_since(t0), read_ms);
+    if (logging_at(spdlog::level::info))
+      log().info("loaded {} ({}) for {} from the disk cache{} in {:.3f} ms (read and verify {:.3f} ms)", s.unit.kernel,
+                 s.unit.params_text, s.target.to_string(), how, ms_since(t0), read_ms);
     return k;
   } catch (const Error& e) {
     log().warn("cache: artifact {} ({} {}) verified but failed to load ({}); dropping it and rebuilding", s.key,
@@ -94,8 +95,9 @@ LoadedPtr load_from_disk(ArtifactCache& cache, const Specialization& s, bool cou
 // Compiles s and stores the artifact; the caller holds the key's lock.
 CompiledArtifact compile_and_store(ArtifactCache& cache, const Specialization& s, bool* stored = nullptr) {
   CompiledArtifact artifact = s.compiler->compile(s.unit);
-  log().info("compiled {} ({}) for {} in {:.1f} ms", s.unit.kernel, s.unit.params_text, s.target.to_string(),
-             artifact.compile_ms);
+  if (logging_at(spdlog::level::info))
+    log().info("compiled {} ({}) for {} in {:.1f} ms", s.unit.kernel, s.unit.params_text, s.target.to_string(),
+               artifact.compile_ms);
   if (!artifact.log.empty()) log().debug("compiler log for {}:\n{}", s.unit.kernel, artifact.log);
   ArtifactMeta meta = meta_of(s);
   meta.compile_ms = artifact.compile_ms;
@@ -153,12 +155,9 @@ WarmOutcome ensure_on_disk(const Specialization& s) {
 }
 
 KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const Target& target) {
-  // The first get of a process opens the disk cache on another thread while this one starts the
-  // backend and specializes: the two take about the same time (~0.5 ms each on the CPU).
-  static std::shared_future<void> cache_opened =
-      std::async(std::launch::async, [] { ArtifactCache::process_cache(); }).share();
+  // No thread is started on this path: opening the cache is a few stats (its index opens at its
+  // first use, which a disk hit does not have), and a thread start costs more than that.
   Specialization s = resolve(kernel, params, target);
-  cache_opened.wait();
   // The same artifact loaded on two devices is two loaded kernels.
   std::string loaded_key = s.key + "@" + std::string(backend_name(target.backend)) + ":" + std::to_string(target.device);
   Built b = loaded_kernels().get_or_build(loaded_key, [&] { return build(s); });

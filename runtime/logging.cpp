@@ -11,27 +11,50 @@
 
 namespace jit::detail {
 
-spdlog::logger& log() {
-  static std::shared_ptr<spdlog::logger> logger = [] {
-    auto l = std::make_shared<spdlog::logger>("jitk", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
-    l->set_pattern("[jitk %L] %v");
-    auto level = spdlog::level::warn;
-    std::string unknown;
+namespace {
+
+struct Level {
+  spdlog::level::level_enum level = spdlog::level::warn;
+  std::string unknown;  // a JITK_LOG_LEVEL that is not a level
+};
+
+const Level& configured_level() {
+  static const Level l = [] {
+    Level l;
     if (const char* env = std::getenv("JITK_LOG_LEVEL"); env && *env) {
       std::string word(env);
       for (auto& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (word == "warning") word = "warn";
-      level = spdlog::level::from_str(word);
+      l.level = spdlog::level::from_str(word);
       // from_str answers "off" for a word it does not know; only honour a real "off".
-      if (level == spdlog::level::off && word != "off") {
-        level = spdlog::level::warn;
-        unknown = env;
+      if (l.level == spdlog::level::off && word != "off") {
+        l.level = spdlog::level::warn;
+        l.unknown = env;
       }
     }
-    l->set_level(level);
+    return l;
+  }();
+  return l;
+}
+
+}  // namespace
+
+bool logging_at(spdlog::level::level_enum level) {
+  const Level& l = configured_level();
+  if (!l.unknown.empty()) log();  // says once that the setting was not understood
+  return level >= l.level && l.level != spdlog::level::off;
+}
+
+spdlog::logger& log() {
+  static spdlog::logger* logger = [] {
+    const Level& level = configured_level();
+    auto* l = new spdlog::logger("jitk", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+    l->set_pattern("[jitk %L] %v");
+    l->set_level(level.level);
     l->flush_on(spdlog::level::warn);
-    if (!unknown.empty())
-      l->warn("JITK_LOG_LEVEL='{}' is not a level (trace, debug, info, warn, error, critical, off); using warn", unknown);
+    if (!level.unknown.empty())
+      l->warn("JITK_LOG_LEVEL='{}' is not a level (trace, debug, info, warn, error, critical, off); using warn",
+              level.unknown);
     return l;
   }();
   return *logger;

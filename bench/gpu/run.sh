@@ -27,5 +27,6 @@ JITK_CACHE_DIR=$first_use_cache ./build-gpu/bench/gpu/jitk_gpu_bench --child-fir
 for i in 1 2 3; do
   JITK_CACHE_DIR=$first_use_cache JITK_LOG_LEVEL=info ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use
 done > "$out/first_use.log" 2>&1
+for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use; done >> "$out/first_use.log" 2>&1
 cat "$out/first_use.log"
 cat "$out/gpu_bench.jsonl"
