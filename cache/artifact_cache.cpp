@@ -26,6 +26,8 @@ IndexRow row_of(const std::string& key, const ArtifactMeta& meta, std::int64_t s
   row.size_bytes = size;
   row.checksum = checksum;
   row.compile_ms = meta.compile_ms;
+  row.implementation = meta.implementation;
+  row.implementation_version = meta.implementation_version;
   row.created = row.last_used = now_seconds();
   return row;
 }
@@ -271,11 +273,15 @@ std::int64_t ArtifactCache::evict(const IndexRow& row) {
 }
 
 ArtifactCache::Cleared ArtifactCache::clear_kernel(const std::string& kernel) {
+  return clear_where([&](const IndexRow& row) { return row.kernel == kernel; });
+}
+
+ArtifactCache::Cleared ArtifactCache::clear_where(const std::function<bool(const IndexRow&)>& doomed) {
   Cleared c;
   flush_pending();
   auto exclusive = maintenance_lock(FileLock::Mode::Exclusive);
   for (const auto& row : index().rows())
-    if (row.kernel == kernel) {
+    if (doomed(row)) {
       c.bytes += evict(row);
       ++c.entries;
     }

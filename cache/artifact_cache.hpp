@@ -2,6 +2,7 @@
 #pragma once
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,8 @@ namespace jit::detail {
 struct ArtifactMeta {
   std::string kernel, params, backend, arch, compiler;
   double compile_ms = 0;
+  std::string implementation;
+  int implementation_version = 0;
 };
 
 struct CacheProblem {
@@ -67,6 +70,8 @@ class ArtifactCache {
   Cleared clear();
   // Removes the artifacts of one kernel.
   Cleared clear_kernel(const std::string& kernel);
+  // Removes every artifact whose row `doomed` picks.
+  Cleared clear_where(const std::function<bool(const IndexRow&)>& doomed);
   // Evicts least recently used artifacts until the cache holds at most max_bytes (when given), and
   // every artifact not used for older_than_seconds (when given).
   // `keep` (a key) is never evicted: the artifact a store just wrote.

@@ -77,7 +77,7 @@ std::string BlobStore::write(const std::string& key, const std::vector<char>& pa
   auto temp = dir / ("." + key + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
   BlobHeader h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
-  h.format = kCacheFormatVersion;
+  h.format = kBlobFormatVersion;
   h.header_size = sizeof(BlobHeader);
   h.payload_size = payload.size();
   std::memcpy(h.key, key.data(), kKeyChars);
@@ -117,8 +117,8 @@ BlobRead BlobStore::read(const std::string& key) const {
   BlobHeader h{};
   in.read(reinterpret_cast<char*>(&h), sizeof h);
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return damaged("not a jitk blob (bad magic)");
-  if (h.format != kCacheFormatVersion)
-    return damaged("format version " + std::to_string(h.format) + ", expected " + std::to_string(kCacheFormatVersion));
+  if (h.format != kBlobFormatVersion)
+    return damaged("format version " + std::to_string(h.format) + ", expected " + std::to_string(kBlobFormatVersion));
   if (h.header_size != sizeof(BlobHeader)) return damaged("unexpected header size");
   if (std::string(h.key, kKeyChars) != key) return damaged("holds key " + std::string(h.key, kKeyChars));
   if (h.payload_size != size - sizeof(BlobHeader))

@@ -6,8 +6,11 @@
 
 namespace jit::detail {
 
-// Bumped whenever the blob layout, the index schema or the key recipe changes.
-inline constexpr int kCacheFormatVersion = 1;
+// Bumped whenever the index schema or the key recipe changes (2: implementations, name and
+// version, in the key and the index; format-1 indexes are migrated in place).
+inline constexpr int kCacheFormatVersion = 2;
+// Bumped whenever the blob layout changes (a blob of another layout reads as damaged).
+inline constexpr int kBlobFormatVersion = 1;
 
 struct CacheKey {
   std::uint64_t high = 0, low = 0;

@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS artifacts(
   key TEXT PRIMARY KEY, kernel TEXT NOT NULL, params TEXT NOT NULL, backend TEXT NOT NULL,
   arch TEXT NOT NULL, compiler TEXT NOT NULL, size_bytes INTEGER NOT NULL, checksum TEXT NOT NULL,
   compile_ms REAL NOT NULL, created INTEGER NOT NULL, last_used INTEGER NOT NULL,
-  hits INTEGER NOT NULL DEFAULT 0);
+  hits INTEGER NOT NULL DEFAULT 0, implementation TEXT NOT NULL DEFAULT '',
+  implementation_version INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO counters(name, value) VALUES ('hits', 0), ('misses', 0), ('compiles', 0);
 )sql";
@@ -75,7 +76,8 @@ class Statement {
 };
 
 constexpr const char* kRowColumns =
-    "key, kernel, params, backend, arch, compiler, size_bytes, checksum, compile_ms, created, last_used, hits";
+    "key, kernel, params, backend, arch, compiler, size_bytes, checksum, compile_ms, created, last_used, hits, "
+    "implementation, implementation_version";
 
 IndexRow read_row(const Statement& s) {
   IndexRow r;
@@ -91,6 +93,8 @@ IndexRow read_row(const Statement& s) {
   r.created = s.i64(9);
   r.last_used = s.i64(10);
   r.hits = s.i64(11);
+  r.implementation = s.text(12);
+  r.implementation_version = s.i64(13);
   return r;
 }
 
@@ -140,6 +144,25 @@ void SqliteIndex::open_and_prepare(const std::filesystem::path& file) {
                                         ", this one reads " + std::to_string(kCacheFormatVersion) +
                                         "); use another JITK_CACHE_DIR for this version");
   if (version == kCacheFormatVersion) return;  // already set up: opening stays read-only
+  if (version == 1) {
+    // Format 1 had no implementation columns. Its artifacts' keys are not made any more (the
+    // implementation is in the key now); `jitk prune --stale` removes them.
+    exec("BEGIN IMMEDIATE");
+    try {
+      Statement check(db_, "PRAGMA user_version");
+      check.step();
+      if (check.i64(0) == 1) {  // not migrated by another process meanwhile
+        exec("ALTER TABLE artifacts ADD COLUMN implementation TEXT NOT NULL DEFAULT ''");
+        exec("ALTER TABLE artifacts ADD COLUMN implementation_version INTEGER NOT NULL DEFAULT 0");
+        exec(("PRAGMA user_version=" + std::to_string(kCacheFormatVersion)).c_str());
+      }
+      exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+    return;
+  }
   {
     // A version-0 file holding tables of its own is some other program's database: not ours to change.
     Statement s(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT IN ('artifacts', 'counters')");
@@ -181,10 +204,10 @@ void SqliteIndex::insert(const IndexRow& r) {
   exec("BEGIN IMMEDIATE");
   try {
     Statement s(db_, (std::string("INSERT OR REPLACE INTO artifacts(") + kRowColumns +
-                      ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?)").c_str());
+                      ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)").c_str());
     s.bind(1, r.key).bind(2, r.kernel).bind(3, r.params).bind(4, r.backend).bind(5, r.arch).bind(6, r.compiler);
     s.bind(7, r.size_bytes).bind(8, r.checksum).bind(9, r.compile_ms).bind(10, r.created).bind(11, r.last_used);
-    s.bind(12, r.hits);
+    s.bind(12, r.hits).bind(13, r.implementation).bind(14, r.implementation_version);
     s.step();
     exec("UPDATE counters SET value = value + 1 WHERE name = 'compiles'");
     exec("COMMIT");
@@ -205,10 +228,10 @@ std::int64_t SqliteIndex::record_hits(const std::vector<IndexRow>& hits, std::in
       s.step();
       if (sqlite3_changes(db_) > 0) continue;
       Statement add(db_, (std::string("INSERT OR IGNORE INTO artifacts(") + kRowColumns +
-                          ") VALUES (?,?,?,?,?,?,?,?,?,?,?,1)").c_str());
+                          ") VALUES (?,?,?,?,?,?,?,?,?,?,?,1,?,?)").c_str());
       add.bind(1, hit.key).bind(2, hit.kernel).bind(3, hit.params).bind(4, hit.backend).bind(5, hit.arch);
       add.bind(6, hit.compiler).bind(7, hit.size_bytes).bind(8, hit.checksum).bind(9, hit.compile_ms);
-      add.bind(10, hit.created).bind(11, hit.last_used);
+      add.bind(10, hit.created).bind(11, hit.last_used).bind(12, hit.implementation).bind(13, hit.implementation_version);
       add.step();
       restored += sqlite3_changes(db_);
     }

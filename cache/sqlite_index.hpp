@@ -17,6 +17,8 @@ struct IndexRow {
   std::string checksum;
   double compile_ms = 0;
   std::int64_t created = 0, last_used = 0, hits = 0;
+  std::string implementation;  // "" in rows of format 1 (before implementations)
+  std::int64_t implementation_version = 0;
 };
 
 struct IndexCounters {

@@ -2,6 +2,10 @@
 #include "jit/kernel_catalog.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <memory>
+#include <mutex>
 
 namespace jit::detail {
 namespace {
@@ -21,22 +25,181 @@ std::string join(const std::vector<std::string>& items) {
 
 }  // namespace
 
+}  // namespace jit::detail
+
+namespace jit {
 std::string ParamSpec::allowed() const {
-  if (is_text()) return "one of " + join(choices);
+  if (is_text()) return "one of " + detail::join(choices);
   return "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
 }
+}  // namespace jit
 
-const std::vector<KernelDef>& kernel_catalog() {
-  static const std::vector<KernelDef> catalog = {
-      {"saxpy", "y = a * x + y", "saxpy.cpp", "saxpy.cu", GpuShape::Elementwise, {dtype_param()}, 1},
-      {"silu_and_mul", "out = silu(x[:, :hidden]) * x[:, hidden:]", "silu_and_mul.cpp", "silu_and_mul.cu",
-       GpuShape::Elementwise, {dtype_param(), hidden_param()}, 1},
-      {"rms_norm", "y = x / sqrt(mean(x^2) + eps) * weight, per row", "rms_norm.cpp", "rms_norm.cu",
-       GpuShape::PerRow, {dtype_param(), hidden_param()}, 1},
-      {"softmax", "numerically stable softmax of each row", "softmax.cpp", "softmax.cu", GpuShape::PerRow,
-       {dtype_param(), hidden_param()}, 1},
+namespace jit::detail {
+namespace {
+
+using Kind = GpuLayout::Kind;
+const std::vector<DType> kCpuTypes = {DType::f32, DType::f64};
+const std::vector<DType> kGpuTypes = {DType::f32, DType::f16, DType::bf16};
+
+Implementation cpu_impl(std::string file) {
+  Implementation i;
+  i.name = "cpu";
+  i.backend = Backend::Cpu;
+  i.generic = true;
+  i.file = std::move(file);
+  i.dtypes = kCpuTypes;
+  i.note = "host CPU, all cores, vectorized for its exact features";
+  return i;
+}
+
+// The CUDA text every NVIDIA GPU from sm_70 on runs.
+Implementation cuda_generic(std::string file, GpuLayout layout, std::string note) {
+  Implementation i;
+  i.name = "cuda";
+  i.backend = Backend::Cuda;
+  i.min_capability = 70;
+  i.generic = true;
+  i.file = std::move(file);
+  i.dtypes = kGpuTypes;
+  i.layout = layout;
+  i.note = std::move(note);
+  return i;
+}
+
+std::vector<KernelDef> shipped_kernels() {
+  const GpuLayout elementwise{Kind::Elementwise, 256, 1};
+  const GpuLayout block_per_row{Kind::BlockPerRow, 0, 4};
+  Implementation rms_sm90;
+  rms_sm90.name = "cuda-sm90";
+  rms_sm90.backend = Backend::Cuda;
+  rms_sm90.min_capability = rms_sm90.max_capability = 90;
+  rms_sm90.priority = 1;
+  rms_sm90.file = "rms_norm_sm90.cu";
+  rms_sm90.dtypes = kGpuTypes;
+  rms_sm90.layout = {Kind::BlockPerRow, 0, 8};
+  rms_sm90.note = "Hopper: twice the row per thread (half the threads to reduce over), streaming loads of x";
+  return {
+      {"saxpy", "y = a * x + y", {dtype_param()},
+       {cpu_impl("saxpy.cpp"), cuda_generic("saxpy.cu", elementwise, "one 16-byte pack per thread")}},
+      {"silu_and_mul", "out = silu(x[:, :hidden]) * x[:, hidden:]", {dtype_param(), hidden_param()},
+       {cpu_impl("silu_and_mul.cpp"), cuda_generic("silu_and_mul.cu", elementwise, "one 16-byte pack per thread")}},
+      {"rms_norm", "y = x / sqrt(mean(x^2) + eps) * weight, per row", {dtype_param(), hidden_param()},
+       {cpu_impl("rms_norm.cpp"), cuda_generic("rms_norm.cu", block_per_row, "one block per row, row in registers"),
+        rms_sm90}},
+      {"softmax", "numerically stable softmax of each row", {dtype_param(), hidden_param()},
+       {cpu_impl("softmax.cpp"), cuda_generic("softmax.cu", block_per_row, "one block per row, row in registers")}},
   };
-  return catalog;
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::islower(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+std::string spec_problem(const KernelDef& def) {
+  if (!is_identifier(def.name)) return "a kernel name is lower case letters, digits and _ (got '" + def.name + "')";
+  std::vector<std::string> seen;
+  for (const auto& p : def.params) {
+    if (!is_identifier(p.name)) return "parameter name '" + p.name + "' is not lower case letters, digits and _";
+    if (std::find(seen.begin(), seen.end(), p.name) != seen.end()) return "parameter '" + p.name + "' is declared twice";
+    seen.push_back(p.name);
+    for (const auto& c : p.choices)
+      if (c.empty() || !std::all_of(c.begin(), c.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; }))
+        return "parameter '" + p.name + "' has choice '" + c + "': choices are letters, digits and _";
+    if (!p.is_text() && p.min > p.max) return "parameter '" + p.name + "' has min > max";
+  }
+  if (def.implementations.empty()) return "it has no implementation";
+  seen.clear();
+  for (const auto& i : def.implementations) {
+    if (auto problem = implementation_problem(i); !problem.empty()) return problem;
+    if (std::find(seen.begin(), seen.end(), i.name) != seen.end()) return "implementation '" + i.name + "' is declared twice";
+    seen.push_back(i.name);
+  }
+  return "";
+}
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::atomic<const Registry*>& current_registry() {
+  static std::atomic<const Registry*> current = [] {
+    auto* r = new Registry;
+    r->kernels = shipped_kernels();
+    r->shipped = r->kernels.size();
+    return r;
+  }();
+  return current;
+}
+
+// Publishes `next` (made from the current view under the registry mutex). Old views stay alive.
+void publish(std::unique_ptr<Registry> next) {
+  static std::vector<std::unique_ptr<const Registry>> retired;
+  const Registry* old = current_registry().load();
+  next->generation = old->generation + 1;
+  retired.emplace_back(old);
+  current_registry().store(next.release(), std::memory_order_release);
+}
+
+}  // namespace
+
+const Registry& registry() { return *current_registry().load(std::memory_order_acquire); }
+const std::vector<KernelDef>& kernel_catalog() { return registry().kernels; }
+
+bool is_shipped_kernel(std::string_view name) {
+  const Registry& r = registry();
+  for (std::size_t i = 0; i < r.shipped; ++i)
+    if (r.kernels[i].name == name) return true;
+  return false;
+}
+
+std::string implementation_problem(const Implementation& i) {
+  const std::string who = "implementation '" + i.name + "'";
+  if (i.name.empty() || !std::all_of(i.name.begin(), i.name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+      }))
+    return "an implementation name is letters, digits, '-', '_' and '.' (got '" + i.name + "')";
+  if (i.file.empty()) return who + " names no file (the text's name, also what $JITK_KERNEL_DIR may override)";
+  if (i.min_capability > i.max_capability) return who + ": capability range [" + std::to_string(i.min_capability) + ", " +
+                                                  std::to_string(i.max_capability) + "] is empty";
+  if (!i.inference && !i.training) return who + " suits no mode (neither inference nor training)";
+  if (i.version < 1) return who + ": version must be >= 1";
+  if (i.backend != Backend::Cpu) {
+    const auto& l = i.layout;
+    if ((l.kind != Kind::BlockPerRow) && (l.block < 32 || l.block > 1024 || l.block % 32 != 0))
+      return who + ": block of " + std::to_string(l.block) + " threads; use a multiple of 32 in [32, 1024]";
+    if (l.kind == Kind::BlockPerRow && (l.packs_per_thread < 1 || l.packs_per_thread > 32))
+      return who + ": packs_per_thread must be in [1, 32]";
+  }
+  return "";
+}
+
+void add_kernel(KernelDef def) {
+  std::lock_guard lock(registry_mutex());
+  if (auto problem = spec_problem(def); !problem.empty())
+    throw Error(ErrorCode::InvalidParams, "cannot register kernel '" + def.name + "': " + problem);
+  const Registry& now = registry();
+  for (const auto& k : now.kernels)
+    if (k.name == def.name) throw Error(ErrorCode::InvalidParams, "cannot register kernel '" + def.name + "': the name is taken");
+  auto next = std::make_unique<Registry>(now);
+  next->kernels.push_back(std::move(def));
+  publish(std::move(next));
+}
+
+void add_implementation(std::string_view kernel, Implementation impl) {
+  std::lock_guard lock(registry_mutex());
+  const KernelDef& def = find_kernel(kernel);
+  const std::string what = "cannot add implementation '" + impl.name + "' to " + def.name + ": ";
+  if (auto problem = implementation_problem(impl); !problem.empty()) throw Error(ErrorCode::InvalidParams, what + problem);
+  for (const auto& i : def.implementations)
+    if (i.name == impl.name) throw Error(ErrorCode::InvalidParams, what + "the name is taken");
+  auto next = std::make_unique<Registry>(registry());
+  for (auto& k : next->kernels)
+    if (k.name == kernel) k.implementations.push_back(std::move(impl));
+  publish(std::move(next));
 }
 
 const KernelDef& find_kernel(std::string_view name) {
@@ -49,27 +212,55 @@ const KernelDef& find_kernel(std::string_view name) {
               "unknown kernel '" + std::string(name) + "'; jitk has: " + join(names));
 }
 
-const std::vector<std::string>& dtypes_for(Backend backend) {
-  static const std::vector<std::string> cpu = {"f32", "f64"}, gpu = {"f32", "f16", "bf16"};
-  return backend == Backend::Cpu ? cpu : gpu;
+std::vector<std::string> dtypes_of(const KernelDef& def, const Implementation& impl) {
+  std::vector<std::string> out;
+  for (const auto& p : def.params)
+    if (p.name == "dtype")
+      for (const auto& c : p.choices)
+        if (impl.dtypes.empty() ||
+            std::any_of(impl.dtypes.begin(), impl.dtypes.end(), [&](DType t) { return dtype_name(t) == c; }))
+          out.push_back(c);
+  return out;
+}
+
+std::string params_problem(const Implementation& impl, const ParamSet& params) {
+  if (const auto* d = params.find("dtype"); d && !impl.dtypes.empty()) {
+    const auto& dtype = std::get<std::string>(*d);
+    if (std::none_of(impl.dtypes.begin(), impl.dtypes.end(), [&](DType t) { return dtype_name(t) == dtype; })) {
+      std::vector<std::string> names;
+      for (DType t : impl.dtypes) names.emplace_back(dtype_name(t));
+      return "parameter 'dtype' = '" + dtype + "' is not supported; allowed: one of " + join(names);
+    }
+  }
+  if (const auto* h = params.find("hidden");
+      h && impl.backend != Backend::Cpu && impl.layout.kind != Kind::Elementwise && std::get<std::int64_t>(*h) > kGpuMaxHidden)
+    return "parameter 'hidden' = " + std::to_string(std::get<std::int64_t>(*h)) +
+           " is out of range; allowed: an integer in [1, " + std::to_string(kGpuMaxHidden) + "]";
+  return "";
+}
+
+const Implementation& generic_implementation(const KernelDef& def, Backend backend) {
+  for (const auto& i : def.implementations)
+    if (i.backend == backend && i.generic) return i;
+  throw Error(ErrorCode::BackendUnavailable,
+              def.name + " has no generic implementation for " + std::string(backend_name(backend)));
 }
 
 ParamSet validate_params(const KernelDef& def, const ParamSet& given, Backend backend) {
   ParamSet out = validate_params(def, given);
-  auto fail = [&](const std::string& what) {
-    throw Error(ErrorCode::InvalidParams, def.name + " on " + std::string(backend_name(backend)) + ": " + what);
-  };
-  if (const auto* d = out.find("dtype")) {
-    const auto& allowed = dtypes_for(backend);
-    const auto& dtype = std::get<std::string>(*d);
-    if (std::find(allowed.begin(), allowed.end(), dtype) == allowed.end())
-      fail("parameter 'dtype' = '" + dtype + "' is not supported; allowed: one of " + join(allowed));
+  std::string first_problem;
+  bool any = false;
+  for (const auto& impl : def.implementations) {
+    if (impl.backend != backend) continue;
+    any = true;
+    std::string problem = params_problem(impl, out);
+    if (problem.empty()) return out;
+    if (first_problem.empty() || impl.generic) first_problem = problem;
   }
-  if (const auto* h = out.find("hidden"); h && backend != Backend::Cpu && def.gpu_shape == GpuShape::PerRow &&
-                                          std::get<std::int64_t>(*h) > kGpuMaxHidden)
-    fail("parameter 'hidden' = " + std::to_string(std::get<std::int64_t>(*h)) +
-         " is out of range; allowed: an integer in [1, " + std::to_string(kGpuMaxHidden) + "]");
-  return out;
+  if (!any)
+    throw Error(ErrorCode::BackendUnavailable,
+                def.name + " has no implementation for " + std::string(backend_name(backend)));
+  throw Error(ErrorCode::InvalidParams, def.name + " on " + std::string(backend_name(backend)) + ": " + first_problem);
 }
 
 ParamSet validate_params(const KernelDef& def, const ParamSet& given) {

@@ -1,48 +1,55 @@
-// The kernels jitk ships: their parameters, what values each allows, and which text implements them.
+// The kernels jitk knows (shipped, then the user's), their parameters and implementations, and
+// the validation of parameters.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "jit/jit.hpp"
+#include "jit/registry.hpp"
 
 namespace jit::detail {
 
-struct ParamSpec {
-  std::string name;
-  std::vector<std::string> choices;  // a text parameter when non-empty, else an integer in [min, max]
-  std::int64_t min = 0;
-  std::int64_t max = 0;
-  std::string doc;
-  bool is_text() const { return !choices.empty(); }
-  std::string allowed() const;  // "one of f32, f64" / "an integer in [1, 65536]"
-};
+using jit::Implementation;
+using jit::ParamSpec;
+using KernelDef = jit::KernelSpec;
 
-// How a GPU launch covers the work: one block per row, or one thread per 16-byte pack of elements.
-enum class GpuShape { PerRow, Elementwise };
-
-struct KernelDef {
-  std::string name;
-  std::string summary;
-  std::string cpu_source;  // file in kernel_sources/
-  std::string gpu_source;  // CUDA/HIP text in kernel_sources/
-  GpuShape gpu_shape = GpuShape::Elementwise;
-  std::vector<ParamSpec> params;
-  int version = 1;  // bumped when the text changes meaning; part of the cache key
-};
-
-// The element types each backend's text implements.
-const std::vector<std::string>& dtypes_for(Backend backend);
 // GPU row kernels keep a row in registers; longer rows than this are refused.
 inline constexpr std::int64_t kGpuMaxHidden = 32768;
 
-const std::vector<KernelDef>& kernel_catalog();
+// An immutable view of every kernel; a registration publishes a new one. Views are never freed,
+// so references into one stay valid for the life of the process.
+struct Registry {
+  std::uint64_t generation = 0;
+  std::size_t shipped = 0;  // kernels[0, shipped) are jitk's own
+  std::vector<KernelDef> kernels;
+};
+const Registry& registry();
+const std::vector<KernelDef>& kernel_catalog();  // registry().kernels
 // Throws Error{UnknownKernel} listing the kernels that exist.
 const KernelDef& find_kernel(std::string_view name);
+// Whether `name` is one of jitk's own kernels (not a user's).
+bool is_shipped_kernel(std::string_view name);
+
+// Throw Error{InvalidParams} naming what is wrong; publish a new registry view.
+void add_kernel(KernelDef def);
+void add_implementation(std::string_view kernel, Implementation impl);
+// Checks an implementation on its own (name, text, range, layout); "" when sound.
+std::string implementation_problem(const Implementation& impl);
+
 // Checks every parameter (unknown, missing, wrong type, out of range) before anything is
 // compiled and returns them in the definition's order. Throws Error{InvalidParams}.
-// With a backend, also checks what that backend's text supports (dtype, row length).
 ParamSet validate_params(const KernelDef& def, const ParamSet& given);
+// ... and that some implementation on `backend` takes them (dtype, GPU row length).
 ParamSet validate_params(const KernelDef& def, const ParamSet& given, Backend backend);
+// Why `impl` cannot take these (validated) params, or "".
+std::string params_problem(const Implementation& impl, const ParamSet& params);
+// The element types an implementation takes.
+std::vector<std::string> dtypes_of(const KernelDef& def, const Implementation& impl);
+
+// The generic implementation for a backend (raw baselines in benches and tests). Throws
+// Error{BackendUnavailable} when the kernel has none there.
+const Implementation& generic_implementation(const KernelDef& def, Backend backend);
 
 }  // namespace jit::detail

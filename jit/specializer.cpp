@@ -20,10 +20,6 @@ namespace {
 const char* const kCpuHeaders[] = {"jitk_cpu.h"};
 const char* const kGpuHeaders[] = {"jitk_gpu.h"};
 
-// GPU launch geometry. Elementwise kernels: one 16-byte pack per thread, this many threads a block.
-constexpr int kElementwiseBlock = 256;
-// Row kernels: aim for this many packs per thread (enough loads in flight, rows in registers).
-constexpr std::int64_t kPacksPerThread = 4;
 constexpr int kWarp = 32, kMaxBlock = 1024;
 
 std::string upper(std::string s) {
@@ -41,29 +37,38 @@ const char* c_type(const std::string& dtype) {
 
 std::int64_t dtype_bytes(const std::string& dtype) { return dtype == "f64" ? 8 : dtype == "f32" ? 4 : 2; }
 
-LaunchShape gpu_shape(const KernelDef& def, const ParamSet& params) {
+LaunchShape gpu_shape(const GpuLayout& layout, const ParamSet& params) {
   const auto* d = params.find("dtype");
   const std::int64_t vector = 16 / (d ? dtype_bytes(std::get<std::string>(*d)) : 4);
   const auto* h = params.find("hidden");
   const std::int64_t hidden = h ? std::get<std::int64_t>(*h) : 1;
   LaunchShape shape;
-  if (def.gpu_shape == GpuShape::PerRow) {
-    std::int64_t packs = hidden % vector == 0 ? hidden / vector : hidden;
-    std::int64_t threads = (packs + kPacksPerThread - 1) / kPacksPerThread;
-    threads = (threads + kWarp - 1) / kWarp * kWarp;
-    shape.block = static_cast<int>(std::clamp<std::int64_t>(threads, kWarp, kMaxBlock));
-    shape.items_per_block = 1;
-  } else {
-    shape.block = kElementwiseBlock;
-    shape.items_per_block = kElementwiseBlock * vector;
-    shape.elements_per_item = hidden;  // 1 for kernels without rows (saxpy)
+  switch (layout.kind) {
+    case GpuLayout::Kind::BlockPerRow: {
+      // Enough threads that each keeps about packs_per_thread 16-byte packs of the row.
+      std::int64_t packs = hidden % vector == 0 ? hidden / vector : hidden;
+      std::int64_t threads = (packs + layout.packs_per_thread - 1) / layout.packs_per_thread;
+      threads = (threads + kWarp - 1) / kWarp * kWarp;
+      shape.block = static_cast<int>(std::clamp<std::int64_t>(threads, kWarp, kMaxBlock));
+      shape.items_per_block = 1;
+      break;
+    }
+    case GpuLayout::Kind::WarpPerRow:
+      shape.block = layout.block;
+      shape.items_per_block = layout.block / kWarp;
+      break;
+    case GpuLayout::Kind::Elementwise:
+      shape.block = layout.block;
+      shape.items_per_block = layout.block * vector;
+      shape.elements_per_item = hidden;  // 1 for kernels without rows (saxpy)
+      break;
   }
   return shape;
 }
 
 }  // namespace
 
-SourceFile kernel_file(const std::string& name, std::string* origin) {
+SourceFile kernel_file(const std::string& name, std::string* origin, const std::string* fallback_text) {
   if (const char* dir = std::getenv("JITK_KERNEL_DIR"); dir && *dir) {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) {
@@ -82,6 +87,10 @@ SourceFile kernel_file(const std::string& name, std::string* origin) {
         log().info("JITK_KERNEL_DIR={} has no {}; using the copy built into jitk", dir, name);
     }
   }
+  if (fallback_text) {
+    if (origin) *origin = "registered";
+    return {name, *fallback_text};
+  }
   for (const auto& e : embedded_sources()) {
     if (e.file == name) {
       if (origin) *origin = "embedded";
@@ -92,19 +101,26 @@ SourceFile kernel_file(const std::string& name, std::string* origin) {
 }
 
 SourceUnit specialize(const KernelDef& def, const ParamSet& params, Backend backend) {
-  const bool gpu = backend != Backend::Cpu;
-  if (gpu && def.gpu_source.empty())
-    throw Error(ErrorCode::BackendUnavailable, def.name + " has no GPU implementation");
+  return specialize(def, generic_implementation(def, backend), params);
+}
+
+SourceUnit specialize(const KernelDef& def, const Implementation& impl, const ParamSet& params) {
+  const bool gpu = impl.backend != Backend::Cpu;
   SourceUnit unit;
   unit.kernel = def.name;
   unit.params_text = params.to_string();
+  unit.implementation = impl.name;
+  unit.implementation_version = impl.version;
 
   std::ostringstream prelude;
-  prelude << "// jitk specialization of " << def.name << " (" << unit.params_text << ")\n";
+  prelude << "// jitk specialization of " << def.name << " (" << unit.params_text << "), implementation "
+          << impl.name << " v" << impl.version << "\n";
   prelude << "#define JITK_ENTRY jitk_entry\n";
   if (gpu) {
-    unit.shape = gpu_shape(def, params);
+    unit.shape = gpu_shape(impl.layout, params);
     prelude << "#define JITK_BLOCK " << unit.shape.block << "\n";
+    if (impl.layout.kind == GpuLayout::Kind::WarpPerRow)
+      prelude << "#define JITK_ROWS_PER_BLOCK " << unit.shape.items_per_block << "\n";
     prelude << "#include \"" << kGpuHeaders[0] << "\"  // defines the 16-bit types T may name\n";
   }
   for (const auto& [name, value] : params.values()) {
@@ -113,10 +129,10 @@ SourceUnit specialize(const KernelDef& def, const ParamSet& params, Backend back
     } else {
       const auto& text = std::get<std::string>(value);
       prelude << "#define JITK_" << upper(name) << "_" << upper(text) << " 1\n";
-      if (name == "dtype") prelude << "typedef " << c_type(text) << " T;\n";
+      if (name == "dtype" && c_type(text)) prelude << "typedef " << c_type(text) << " T;\n";
     }
   }
-  SourceFile text = kernel_file(gpu ? def.gpu_source : def.cpu_source, &unit.text_origin);
+  SourceFile text = kernel_file(impl.file, &unit.text_origin, impl.text.empty() ? nullptr : &impl.text);
   unit.main = {text.name, prelude.str() + text.text};
   if (gpu) {
     for (const char* h : kGpuHeaders) unit.headers.push_back(kernel_file(h));

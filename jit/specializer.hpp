@@ -26,14 +26,20 @@ struct SourceUnit {
   std::string params_text;           // canonical "dtype=f32,hidden=4096"
   SourceFile main;                   // prelude + kernel text
   std::vector<SourceFile> headers;   // jitk's own headers the text may include
-  std::string text_origin;           // "embedded" or the JITK_KERNEL_DIR path used
+  std::string implementation;        // which implementation's text, e.g. "cuda-sm90"
+  int implementation_version = 1;
+  std::string text_origin;           // "embedded", "registered" or the JITK_KERNEL_DIR path used
   LaunchShape shape;                 // GPU backends
 };
 
 // The text of a file of kernel_sources/: from $JITK_KERNEL_DIR when it has the file, else the
 // copy embedded at build time.
-SourceFile kernel_file(const std::string& name, std::string* origin = nullptr);
+// `fallback_text`, when given, stands in for the embedded copy (a user's registered text).
+SourceFile kernel_file(const std::string& name, std::string* origin = nullptr, const std::string* fallback_text = nullptr);
 
+// params: validated (validate_params). The implementation's backend is the unit's.
+SourceUnit specialize(const KernelDef& def, const Implementation& impl, const ParamSet& params);
+// The backend's generic implementation (raw baselines in benches and tests).
 SourceUnit specialize(const KernelDef& def, const ParamSet& params, Backend backend);
 
 // "  12 | text" per line, for compile errors.

@@ -1,4 +1,6 @@
 // jit::cache: listing, statistics, clearing and verifying the disk cache, and backend status.
+#include <algorithm>
+
 #include "cache/artifact_cache.hpp"
 #include "cache/cache_root.hpp"
 #include "jit/kernel_catalog.hpp"
@@ -22,6 +24,31 @@ ClearResult clear_kernel(const std::string& kernel) {
 ClearResult prune(std::optional<std::int64_t> max_bytes, std::optional<std::int64_t> older_than_seconds) {
   auto c = ArtifactCache::process_cache().prune(max_bytes, older_than_seconds);
   return {c.entries, c.bytes};
+}
+
+StaleResult prune_stale() {
+  StaleResult out;
+  const auto& reg = detail::registry();
+  auto c = ArtifactCache::process_cache().clear_where([&](const detail::IndexRow& row) {
+    const detail::KernelDef* def = nullptr;
+    for (std::size_t i = 0; i < reg.shipped; ++i)
+      if (reg.kernels[i].name == row.kernel) def = &reg.kernels[i];
+    if (def && row.implementation.empty()) return true;  // made before implementations existed
+    bool known_name = false;
+    if (def)
+      for (const auto& impl : def->implementations) {
+        if (impl.name != row.implementation) continue;
+        known_name = true;
+        if (impl.version == row.implementation_version) return false;  // shipped as it is
+      }
+    if (known_name) return true;  // a shipped implementation at a version no longer shipped
+    ++out.kept_unknown;
+    std::string what = row.kernel + "/" + row.implementation;
+    if (std::find(out.unknown.begin(), out.unknown.end(), what) == out.unknown.end()) out.unknown.push_back(what);
+    return false;
+  });
+  out.removed = {c.entries, c.bytes};
+  return out;
 }
 
 std::optional<std::int64_t> parse_size(const std::string& text) { return detail::parse_size(text); }
@@ -48,7 +75,7 @@ std::vector<ArtifactInfo> list() {
   std::vector<ArtifactInfo> out;
   for (const auto& r : ArtifactCache::process_cache().rows())
     out.push_back({r.key, r.kernel, r.params, r.backend, r.arch, r.compiler, r.size_bytes, r.compile_ms, r.created,
-                   r.last_used, r.hits});
+                   r.last_used, r.hits, r.implementation, static_cast<int>(r.implementation_version)});
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include "runtime/backend_driver.hpp"
 #include "runtime/get_kernel.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/selection.hpp"
 
 namespace jit::detail {
 namespace {
@@ -69,8 +70,11 @@ LoadedKernels& loaded_kernels() {
 }
 
 ArtifactMeta meta_of(const Specialization& s) {
-  return {s.unit.kernel, s.unit.params_text, std::string(backend_name(s.target.backend)), s.compiler->arch(),
-          s.compiler->id(), 0};
+  ArtifactMeta meta{s.unit.kernel, s.unit.params_text, std::string(backend_name(s.target.backend)), s.compiler->arch(),
+                    s.compiler->id(), 0};
+  meta.implementation = s.unit.implementation;
+  meta.implementation_version = s.unit.implementation_version;
+  return meta;
 }
 
 LoadedPtr load_from_disk(ArtifactCache& cache, const Specialization& s, bool count_miss, const char* how) {
@@ -117,19 +121,25 @@ Built build(const Specialization& s) {
 
 }  // namespace
 
-Specialization resolve(std::string_view kernel, const ParamSet& params, const Target& target) {
+Specialization resolve(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection) {
   const KernelDef& def = find_kernel(kernel);
   Specialization s;
   s.target = target;
-  ParamSet canonical = validate_params(def, params, target.backend);
+  ParamSet canonical = validate_params(def, params);
   s.driver = &driver_for(target);
   s.compiler = &s.driver->compiler(target);
-  s.unit = specialize(def, canonical, target.backend);
+  Selected chosen = select_implementation(def, canonical, target, capability_of_arch(s.compiler->arch()), selection);
+  s.reason = chosen.reason;
+  s.unit = specialize(def, chosen.impl, canonical);
+  if (logging_at(spdlog::level::info))
+    log().info("{} ({}) for {}: implementation '{}' v{} ({})", def.name, s.unit.params_text, target.to_string(),
+               chosen.impl.name, chosen.impl.version, chosen.reason);
 
   KeyBuilder key;
   key.add("format", std::to_string(kCacheFormatVersion))
       .add("kernel", def.name)
-      .add("kernel version", std::to_string(def.version))
+      .add("implementation", chosen.impl.name)
+      .add("implementation version", std::to_string(chosen.impl.version))
       .add("params", s.unit.params_text)
       .add("backend", backend_name(target.backend))
       .add("compiler", s.compiler->id())
@@ -154,14 +164,29 @@ WarmOutcome ensure_on_disk(const Specialization& s) {
   return stored ? WarmOutcome::CompiledAndStored : WarmOutcome::CompiledNotStored;
 }
 
-KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const Target& target) {
+KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection) {
   // No thread is started on this path: opening the cache is a few stats (its index opens at its
   // first use, which a disk hit does not have), and a thread start costs more than that.
-  Specialization s = resolve(kernel, params, target);
+  Specialization s = resolve(kernel, params, target, selection);
   // The same artifact loaded on two devices is two loaded kernels.
   std::string loaded_key = s.key + "@" + std::string(backend_name(target.backend)) + ":" + std::to_string(target.device);
   Built b = loaded_kernels().get_or_build(loaded_key, [&] { return build(s); });
-  return {std::move(b.kernel), s.key, b.origin};
+  return {std::move(b.kernel), s.key, b.origin, s.unit.implementation};
 }
 
 }  // namespace jit::detail
+
+namespace jit {
+
+Choice choose(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection) {
+  using namespace detail;
+  const KernelDef& def = find_kernel(kernel);
+  ParamSet canonical = validate_params(def, params);
+  // A named architecture needs no device (e.g. "cuda:sm_90" asked on a machine without one).
+  std::string arch = target.arch;
+  if (arch.empty() && target.backend != Backend::Cpu) arch = driver_for(target).compiler(target).arch();
+  Selected chosen = select_implementation(def, canonical, target, capability_of_arch(arch), selection);
+  return {def.name, chosen.impl.name, chosen.impl.version, chosen.fallback, chosen.reason};
+}
+
+}  // namespace jit

@@ -14,12 +14,14 @@ struct Specialization {
   Target target;
   const BackendDriver* driver = nullptr;
   const Compiler* compiler = nullptr;
-  SourceUnit unit;
+  SourceUnit unit;  // unit.implementation names the implementation chosen
+  std::string reason;  // why that implementation
   std::string key;  // hex content hash
 };
 
 // Validates and specializes; throws jit::Error naming what is wrong. Compiles nothing.
-Specialization resolve(std::string_view kernel, const ParamSet& params, const Target& target);
+Specialization resolve(std::string_view kernel, const ParamSet& params, const Target& target,
+                       const Selection& selection = {});
 // Compiles and stores s unless the disk cache has a verified copy (without loading it into this
 // process, so a target with no device present can be warmed).
 enum class WarmOutcome { AlreadyCached, CompiledAndStored, CompiledNotStored };

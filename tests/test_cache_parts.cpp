@@ -384,3 +384,36 @@ TEST_CASE("two damaged indexes moved aside in the same second both stay", "[cach
     aside += e.path().filename().string().rfind("index.db.broken-", 0) == 0;
   CHECK(aside == 2);
 }
+
+TEST_CASE("an index of format 1 (before implementations) is migrated in place and its rows kept", "[cache]") {
+  TempDir dir;
+  const std::string key(32, 'a');
+  {
+    IndexRow row = row_for(key, "sum");
+    row.implementation = "cpu";
+    row.implementation_version = 1;
+    SqliteIndex index(dir.path() / "index.db");
+    index.insert(row);
+  }
+  {
+    // What format 1 looked like: no implementation columns, user_version 1.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((dir.path() / "index.db").c_str(), &db) == SQLITE_OK);
+    for (const char* sql : {"ALTER TABLE artifacts DROP COLUMN implementation",
+                            "ALTER TABLE artifacts DROP COLUMN implementation_version", "PRAGMA user_version=1"})
+      CHECK(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  SqliteIndex index(dir.path() / "index.db");
+  auto row = index.find(key);
+  REQUIRE(row);
+  CHECK(row->kernel == "saxpy");
+  CHECK(row->implementation.empty());
+  CHECK(row->implementation_version == 0);
+  IndexRow fresh = row_for(std::string(32, 'b'), "sum2");
+  fresh.implementation = "cuda-sm90";
+  fresh.implementation_version = 3;
+  index.insert(fresh);
+  CHECK(index.find(fresh.key)->implementation == "cuda-sm90");
+  CHECK(index.find(fresh.key)->implementation_version == 3);
+}

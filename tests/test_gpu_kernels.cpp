@@ -11,6 +11,7 @@
 #include "jit/kernels.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
+#include "runtime/selection.hpp"
 #include "test_support.hpp"
 
 namespace kernels = jit::kernels;
@@ -91,19 +92,48 @@ TEMPLATE_TEST_CASE("GPU saxpy on unaligned pointers takes the scalar path and is
   CHECK(error_of(dy, expected) <= tolerance<TestType>());
 }
 
-TEMPLATE_TEST_CASE("GPU rms_norm matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
+TEMPLATE_TEST_CASE("GPU rms_norm matches the reference in every implementation that suits the device", "[gpu]", float,
+                   jit::half, jit::bfloat16) {
   if (!have_gpu()) return;
-  for (std::int64_t hidden : kHidden) {
-    auto k = jit::get<kernels::RmsNorm>({jit::dtype_of<TestType>(), hidden}, gpu());
-    for (std::int64_t rows : kRows) {
-      auto x = random_vector<TestType>(rows * hidden), w = random_vector<TestType>(hidden, 0.5, 1.5);
-      jit::cuda::DeviceArray<TestType> dx(x), dw(w), dy(rows * hidden);
-      dy.fill_bytes(kPoison);
-      k(rows, dx.data(), dw.data(), dy.data(), 1e-5);
-      INFO("hidden = " << hidden << ", rows = " << rows);
-      CHECK(error_of(dy, ref::rms_norm(rows, hidden, widen(x), widen(w), 1e-5)) <= tolerance<TestType>());
+  const int capability = jit::detail::capability_of_arch(jit::cuda::devices()[0].arch);
+  for (const char* impl : {"cuda", "cuda-sm90"}) {
+    if (std::string(impl) == "cuda-sm90" && capability != 90) {
+      std::printf("note: %s not run: this GPU is sm_%d\n", impl, capability);
+      continue;
+    }
+    jit::Selection only;
+    only.implementation = impl;
+    for (std::int64_t hidden : {1LL, 7LL, 1000LL, 4096LL, 4097LL, 16384LL}) {
+      auto k = jit::get<kernels::RmsNorm>({jit::dtype_of<TestType>(), hidden}, gpu(), only);
+      REQUIRE(k.implementation() == impl);
+      for (std::int64_t rows : kRows) {
+        auto x = random_vector<TestType>(rows * hidden), w = random_vector<TestType>(hidden, 0.5, 1.5);
+        jit::cuda::DeviceArray<TestType> dx(x), dw(w), dy(rows * hidden);
+        dy.fill_bytes(kPoison);
+        k(rows, dx.data(), dw.data(), dy.data(), 1e-5);
+        INFO(impl << ": hidden = " << hidden << ", rows = " << rows);
+        CHECK(error_of(dy, ref::rms_norm(rows, hidden, widen(x), widen(w), 1e-5)) <= tolerance<TestType>());
+      }
     }
   }
+}
+
+TEST_CASE("on the GPU, rms_norm picks the most specialized implementation that suits the device", "[gpu]") {
+  if (!have_gpu()) return;
+  const int capability = jit::detail::capability_of_arch(jit::cuda::devices()[0].arch);
+  auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, 4096}, gpu());
+  CHECK(k.implementation() == (capability == 90 ? "cuda-sm90" : "cuda"));
+  jit::Selection strict;
+  strict.allow_fallback = false;
+  if (capability == 90) {
+    CHECK(jit::get<kernels::RmsNorm>({jit::DType::bf16, 4096}, gpu(), strict).implementation() == "cuda-sm90");
+  } else {
+    CHECK_THROWS_WITH(jit::get<kernels::RmsNorm>({jit::DType::bf16, 4096}, gpu(), strict),
+                      Catch::Matchers::Contains("non-generic") && Catch::Matchers::Contains("cuda-sm90"));
+  }
+  // softmax has only the generic one: the strict get says what was missing
+  CHECK_THROWS_WITH(jit::get<kernels::Softmax>({jit::DType::bf16, 4096}, gpu(), strict),
+                    Catch::Matchers::Contains("non-generic"));
 }
 
 TEMPLATE_TEST_CASE("GPU softmax matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {

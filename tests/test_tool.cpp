@@ -1,6 +1,8 @@
 // The jitk tool: info, ls, stats, clear, verify and warm, run as a user would.
 #include <catch2/catch.hpp>
+#include <set>
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include "test_support.hpp"
 
@@ -219,4 +221,54 @@ TEST_CASE("jitk warm -j 0 is refused with a short message", "[tool][warm]") {
   auto r = run(kTool + " warm -j 0 '" + kWarmToml + "'", jitk_test::cache_env(cache));
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.output, Contains("--jobs") && Contains("not in range"));
+}
+
+TEST_CASE("jitk ls shows each artifact's implementation, and prune --stale removes versions no longer shipped", "[tool]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient + " rms_norm softmax saxpy silu_and_mul", env).exit_code == 0);
+  auto ls = run(kTool + " ls", env);
+  CHECK(jitk_test::count_lines_with(ls.output, " cpu v1 ") == 4);
+  for (const auto& row : json_of("ls --json", env)) {
+    CHECK(row["implementation"] == "cpu");
+    CHECK(row["implementation_version"] == 1);
+  }
+  {
+    // Age the rows as an older jitk or a program of its own would have left them.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((cache.path() / "index.db").c_str(), &db) == SQLITE_OK);
+    for (const char* sql : {"UPDATE artifacts SET implementation_version = 0 WHERE kernel = 'rms_norm'",  // older version
+                            "UPDATE artifacts SET implementation = '' WHERE kernel = 'softmax'",  // format 1
+                            "UPDATE artifacts SET implementation = 'my-saxpy' WHERE kernel = 'saxpy'"})  // a user's
+      CHECK(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  CHECK_THAT(run(kTool + " ls", env).output, Contains(" - ") && Contains("my-saxpy v1"));
+  auto r = run(kTool + " prune --stale", env);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("pruned 2 stale artifacts") && Contains("kept 1 artifacts") && Contains("saxpy/my-saxpy"));
+  auto rows = json_of("ls --json", env);
+  std::set<std::string> left;
+  for (const auto& row : rows) left.insert(row["kernel"].get<std::string>());
+  CHECK(left == std::set<std::string>{"saxpy", "silu_and_mul"});
+  CHECK(jitk_test::blob_files(cache.path()).size() == 2);
+  CHECK(run(kTool + " verify", env).exit_code == 0);
+  // what is current stays through a second prune
+  CHECK_THAT(run(kTool + " prune --stale", env).output, Contains("pruned 0 stale artifacts"));
+}
+
+TEST_CASE("jitk info --kernels lists every implementation and which one each target gets, and why", "[tool]") {
+  TempDir cache;
+  auto r = run(kTool + " info --kernels --target cpu --target cuda:sm_90 --target cuda:sm_80 --target cuda:sm_60",
+               jitk_test::cache_env(cache));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("rms_norm: ") && Contains("cuda-sm90 v1: cuda, capability [90, 90], priority 1") &&
+                           Contains("cuda v1: cuda, capability [70, max], priority 0") && Contains("generic (the fallback)"));
+  CHECK_THAT(r.output, Contains("on cpu (dtype=f32,hidden=4096): cpu v1") &&
+                           Contains("on cuda:sm_90 (dtype=bf16,hidden=4096): cuda-sm90 v1 (range [90, 90]") &&
+                           Contains("on cuda:sm_80 (dtype=bf16,hidden=4096): cuda v1") &&
+                           Contains("on cuda:sm_60 (dtype=bf16,hidden=4096): none:"));
+  CHECK(jitk_test::count_lines_with(r.output, "  on cpu ") == 4);  // one line per kernel and target
 }

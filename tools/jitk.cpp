@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -11,6 +12,7 @@
 
 #include "jit/cache.hpp"
 #include "jit/cuda.hpp"
+#include "jit/registry.hpp"
 
 namespace {
 
@@ -59,6 +61,60 @@ int cmd_info() {
   return 0;
 }
 
+std::string range_text(const jit::Implementation& i) {
+  if (i.backend == jit::Backend::Cpu) return "any CPU";
+  auto bound = [](int c) { return c >= jit::kAnyCapability ? std::string("max") : std::to_string(c); };
+  return "capability [" + bound(i.min_capability) + ", " + bound(i.max_capability) + "]";
+}
+
+// Params to show a choice with: bf16 on a GPU (f32 on the CPU) where the kernel takes it, 4096 for
+// a row length; otherwise the first choice or the smallest allowed value.
+jit::ParamSet sample_params(const jit::KernelSpec& k, const jit::Target& t) {
+  jit::ParamSet p;
+  for (const auto& spec : k.params) {
+    if (spec.is_text()) {
+      const std::string want = t.backend == jit::Backend::Cpu ? "f32" : "bf16";
+      bool has = std::find(spec.choices.begin(), spec.choices.end(), want) != spec.choices.end();
+      p.set(spec.name, has ? want : spec.choices.front());
+    } else {
+      p.set(spec.name, std::clamp<std::int64_t>(4096, spec.min, spec.max));
+    }
+  }
+  return p;
+}
+
+// Every kernel, its implementations, and which one each target would get, with the reason.
+int cmd_kernels(const std::vector<std::string>& target_texts) {
+  std::vector<jit::Target> targets;
+  for (const auto& t : target_texts) targets.push_back(jit::Target::parse(t));
+  if (targets.empty()) {
+    targets.push_back(jit::Target::cpu());
+    if (jit::default_target().backend != jit::Backend::Cpu) targets.push_back(jit::default_target());
+  }
+  for (const auto& k : jit::registered_kernels()) {
+    std::cout << k.name << ": " << k.summary << "\n";
+    for (const auto& i : k.implementations) {
+      std::string types;
+      for (auto d : i.dtypes) types += (types.empty() ? "" : ",") + std::string(jit::dtype_name(d));
+      std::string modes = i.inference && i.training ? "inference+training" : i.training ? "training" : "inference";
+      std::cout << "  " << i.name << " v" << i.version << ": " << jit::backend_name(i.backend) << ", " << range_text(i)
+                << ", priority " << i.priority << ", " << modes << (types.empty() ? "" : ", " + types)
+                << (i.generic ? ", generic (the fallback)" : "") << (i.note.empty() ? "" : "; " + i.note) << "\n";
+    }
+    for (const auto& t : targets) {
+      auto params = sample_params(k, t);
+      std::cout << "  on " << t.to_string() << " (" << params.to_string() << "): ";
+      try {
+        auto c = jit::choose(k.name, params, t);
+        std::cout << c.implementation << " v" << c.version << " (" << c.reason << ")\n";
+      } catch (const jit::Error& e) {
+        std::cout << "none: " << e.what() << "\n";
+      }
+    }
+  }
+  return 0;
+}
+
 int cmd_ls(bool json) {
   auto rows = jit::cache::list();
   if (json) {
@@ -67,16 +123,20 @@ int cmd_ls(bool json) {
       arr.push_back({{"key", r.key}, {"kernel", r.kernel}, {"params", r.params}, {"backend", r.backend},
                      {"arch", r.arch}, {"compiler", r.compiler}, {"size_bytes", r.size_bytes},
                      {"compile_ms", r.compile_ms}, {"created", iso_time(r.created)},
-                     {"last_used", iso_time(r.last_used)}, {"hits", r.hits}});
+                     {"last_used", iso_time(r.last_used)}, {"hits", r.hits}, {"implementation", r.implementation},
+                     {"implementation_version", r.implementation_version}});
     std::cout << arr.dump(2) << "\n";
     return 0;
   }
-  std::printf("%-14s %-28s %-7s %-16s %10s %6s %-20s %s\n", "KERNEL", "PARAMS", "BACKEND", "ARCH", "SIZE", "HITS",
-              "LAST USED", "KEY");
-  for (const auto& r : rows)
-    std::printf("%-14s %-28s %-7s %-16s %10s %6lld %-20s %s\n", r.kernel.c_str(), r.params.c_str(), r.backend.c_str(),
-                r.arch.c_str(), human_bytes(r.size_bytes).c_str(), static_cast<long long>(r.hits),
+  std::printf("%-14s %-28s %-14s %-7s %-16s %10s %6s %-20s %s\n", "KERNEL", "PARAMS", "IMPLEMENTATION", "BACKEND",
+              "ARCH", "SIZE", "HITS", "LAST USED", "KEY");
+  for (const auto& r : rows) {
+    // Artifacts from before implementations (cache format 1) have none: `jitk prune --stale` removes them.
+    std::string impl = r.implementation.empty() ? "-" : r.implementation + " v" + std::to_string(r.implementation_version);
+    std::printf("%-14s %-28s %-14s %-7s %-16s %10s %6lld %-20s %s\n", r.kernel.c_str(), r.params.c_str(), impl.c_str(),
+                r.backend.c_str(), r.arch.c_str(), human_bytes(r.size_bytes).c_str(), static_cast<long long>(r.hits),
                 iso_time(r.last_used).c_str(), r.key.c_str());
+  }
   std::printf("%zu artifacts\n", rows.size());
   return 0;
 }
@@ -105,7 +165,19 @@ int cmd_clear(const std::string& kernel) {
   return 0;
 }
 
-int cmd_prune(const std::string& max_size, const std::string& older_than) {
+int cmd_prune(const std::string& max_size, const std::string& older_than, bool stale) {
+  if (stale) {
+    auto r = jit::cache::prune_stale();
+    std::cout << "pruned " << r.removed.entries << " stale artifacts (implementations or versions this jitk no longer ships), freed "
+              << human_bytes(r.removed.bytes) << "\n";
+    if (r.kept_unknown) {
+      std::string names;
+      for (const auto& u : r.unknown) names += (names.empty() ? "" : ", ") + u;
+      std::cout << "kept " << r.kept_unknown << " artifacts of kernels or implementations jitk does not ship (" << names
+                << "): only the program that registered them knows their versions\n";
+    }
+    if (max_size.empty() && older_than.empty()) return 0;
+  }
   std::optional<std::int64_t> bytes, seconds;
   if (!max_size.empty() && !(bytes = jit::cache::parse_size(max_size)))
     throw jit::Error(jit::ErrorCode::InvalidParams, "--max-size '" + max_size + "' is not a size (e.g. 2G, 500M, 64K)");
@@ -166,6 +238,10 @@ int main(int argc, char** argv) {
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   auto* info = app.add_subcommand("info", "backends, cache root and size");
+  bool kernels = false, stale = false;
+  std::vector<std::string> targets;
+  info->add_flag("--kernels", kernels, "every kernel, its implementations, and which one each target gets, and why");
+  info->add_option("--target", targets, "with --kernels: a target to choose for (e.g. cuda:sm_90; repeatable; default: cpu and the GPU)");
   auto* ls = app.add_subcommand("ls", "one row per cached artifact");
   ls->add_flag("--json", json, "print a JSON array");
   auto* stats = app.add_subcommand("stats", "entries, bytes, hits, misses, compiles");
@@ -176,6 +252,7 @@ int main(int argc, char** argv) {
   auto* prune = app.add_subcommand("prune", "evict least recently used artifacts down to a size, or those unused for a time");
   prune->add_option("--max-size", max_size, "e.g. 2G, 500M (default: $JITK_CACHE_MAX_SIZE)");
   prune->add_option("--older-than", older_than, "e.g. 30d, 12h");
+  prune->add_flag("--stale", stale, "remove artifacts of implementation versions this jitk no longer ships");
   auto* verify = app.add_subcommand("verify", "check every index row against its blob (exit 1 on problems)");
   verify->add_flag("--fix", fix, "drop what is damaged or orphaned");
   auto* warm = app.add_subcommand("warm", "compile every specialization a manifest lists");
@@ -185,11 +262,11 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
-    if (*info) return cmd_info();
+    if (*info) return kernels ? cmd_kernels(targets) : cmd_info();
     if (*ls) return cmd_ls(json);
     if (*stats) return cmd_stats(json);
     if (*clear) return cmd_clear(kernel);
-    if (*prune) return cmd_prune(max_size, older_than);
+    if (*prune) return cmd_prune(max_size, older_than, stale);
     if (*verify) return cmd_verify(fix);
     if (*warm) return cmd_warm(manifest, jobs);
   } catch (const jit::Error& e) {

@@ -23,6 +23,8 @@ struct ArtifactInfo {
   std::int64_t created = 0;    // unix seconds
   std::int64_t last_used = 0;  // unix seconds
   std::int64_t hits = 0;
+  std::string implementation;  // "" for artifacts of cache format 1 (before implementations)
+  int implementation_version = 0;
 };
 
 struct Stats {
@@ -57,6 +59,15 @@ Stats stats();
 ClearResult clear();
 // Removes the artifacts of one kernel.
 ClearResult clear_kernel(const std::string& kernel);
+// Removes the artifacts of shipped kernels whose implementation this jitk no longer ships at
+// that version (and those from before implementations). Artifacts of kernels or implementations
+// it does not know (a program's own) are kept and reported: only that program knows them.
+struct StaleResult {
+  ClearResult removed;
+  std::int64_t kept_unknown = 0;
+  std::vector<std::string> unknown;  // "kernel/implementation", once each
+};
+StaleResult prune_stale();
 // Evicts least recently used artifacts down to max_bytes, and those unused for older_than_seconds.
 ClearResult prune(std::optional<std::int64_t> max_bytes, std::optional<std::int64_t> older_than_seconds);
 // "2G", "500M", "64K", bytes -> bytes (powers of 1024); "30d", "12h", "45m", "90s" -> seconds.

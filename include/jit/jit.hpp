@@ -76,6 +76,17 @@ struct Stream {
   void* handle = nullptr;
 };
 
+// What the caller will do with the kernel: training needs an implementation with a backward.
+enum class Mode : std::uint8_t { Inference, Training };
+
+// How a get chooses among a kernel's implementations (see jit/registry.hpp).
+struct Selection {
+  Mode mode = Mode::Inference;
+  bool allow_fallback = true;  // false: a generic implementation is refused (an Error says what was missing)
+  std::string implementation;  // non-empty: exactly this one (still checked against the target)
+  bool operator==(const Selection&) const = default;
+};
+
 // How this process first got a kernel: compiled it, or loaded it from the disk cache.
 enum class Origin : std::uint8_t { Compiled, DiskCache };
 
@@ -156,11 +167,14 @@ struct KernelHandle {
   std::shared_ptr<const LoadedKernel> kernel;
   std::string key;  // the content hash of the artifact, hex
   Origin origin = Origin::Compiled;
+  std::string implementation;  // the implementation chosen, e.g. "cuda-sm90"
 };
 
 // The type-erased entry point behind jit::get: validates, specializes, looks up the cache,
 // compiles on a miss, loads.
-KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const Target& target);
+KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection = {});
+// Changes when what a get may choose changes: a registration, or this thread's kernel mappings.
+std::uint64_t selection_context();
 
 template <class Tuple> std::size_t hash_fields(const Tuple& t) {
   std::size_t h = 0x9e3779b97f4a7c15ull;
@@ -173,8 +187,8 @@ template <class Tuple> std::size_t hash_fields(const Tuple& t) {
 // for a kernel reads the shared map under a shared lock.
 template <class K> class TypedMemo {
  public:
-  const KernelHandle* find(const typename K::Params& p, const Target& t) const {
-    Key key{p, t};
+  const KernelHandle* find(const typename K::Params& p, const Target& t, const Selection& s, std::uint64_t context) const {
+    Key key{p, t, s, context};
     auto& local = thread_local_map();
     if (auto it = local.find(key); it != local.end()) return it->second;
     std::shared_lock lock(mutex_);
@@ -183,23 +197,30 @@ template <class K> class TypedMemo {
     local.emplace(std::move(key), &it->second);
     return &it->second;
   }
-  const KernelHandle* insert(const typename K::Params& p, const Target& t, KernelHandle h) {
+  const KernelHandle* insert(const typename K::Params& p, const Target& t, const Selection& s, std::uint64_t context,
+                             KernelHandle h) {
     std::unique_lock lock(mutex_);
-    return &map_.try_emplace(Key{p, t}, std::move(h)).first->second;
+    return &map_.try_emplace(Key{p, t, s, context}, std::move(h)).first->second;
   }
 
  private:
   struct Key {
     typename K::Params params;
     Target target;
+    Selection selection;
+    std::uint64_t context;
     bool operator==(const Key& o) const {
-      return params.fields() == o.params.fields() && target == o.target;
+      return context == o.context && params.fields() == o.params.fields() && target == o.target &&
+             selection == o.selection;
     }
   };
   struct KeyHash {
     std::size_t operator()(const Key& k) const {
-      return hash_fields(k.params.fields()) ^ (std::size_t(k.target.backend) << 1) ^
-             (std::size_t(k.target.device) << 8) ^ std::hash<std::string>{}(k.target.arch);
+      std::size_t h = hash_fields(k.params.fields()) ^ (std::size_t(k.target.backend) << 1) ^
+                      (std::size_t(k.target.device) << 8) ^ std::hash<std::string>{}(k.target.arch);
+      h ^= (std::size_t(k.selection.mode) << 3) ^ (std::size_t(k.selection.allow_fallback) << 5) ^ k.context * 0x9e3779b97f4a7c15ull;
+      if (!k.selection.implementation.empty()) h ^= std::hash<std::string>{}(k.selection.implementation) << 1;
+      return h;
     }
   };
   // One memo per descriptor (a static in jit::get), so one thread-local map per descriptor too.
@@ -240,6 +261,7 @@ template <class K> class Kernel {
   const std::string& cache_key() const { return handle_->key; }
   Backend backend() const { return handle_->kernel->backend(); }
   Origin origin() const { return handle_->origin; }
+  const std::string& implementation() const { return handle_->implementation; }
 
  private:
   const detail::KernelHandle* handle_;  // owned by the process-wide memory tier
@@ -247,12 +269,16 @@ template <class K> class Kernel {
 };
 
 // The one call: a kernel specialized for exactly these params on this target, compiled at
-// first use, loaded from the disk cache when another process already compiled it.
+// first use, loaded from the disk cache when another process already compiled it. `selection`
+// says how to choose among the kernel's implementations (jit/registry.hpp).
 template <class K>
-Kernel<K> get(const typename K::Params& params, const Target& target = default_target()) {
+Kernel<K> get(const typename K::Params& params, const Target& target = default_target(), const Selection& selection = {}) {
   static detail::TypedMemo<K> memo;
-  if (const detail::KernelHandle* hit = memo.find(params, target)) return Kernel<K>(hit, params);
-  return Kernel<K>(memo.insert(params, target, detail::get_kernel(K::name, K::to_params(params), target)), params);
+  const std::uint64_t context = detail::selection_context();
+  if (const detail::KernelHandle* hit = memo.find(params, target, selection, context)) return Kernel<K>(hit, params);
+  return Kernel<K>(memo.insert(params, target, selection, context,
+                               detail::get_kernel(K::name, K::to_params(params), target, selection)),
+                   params);
 }
 
 }  // namespace jit

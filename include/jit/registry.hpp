@@ -1,0 +1,116 @@
+// Kernels and their implementations: what jitk ships, what users add (globally or for a scope),
+// and how jit::get picks one implementation for a target.
+//
+// A kernel (a name, its specialization parameters) has one or more implementations. Each says
+// which backend it runs on, the device capability range it suits (CUDA: 90 = sm_90), the modes
+// it suits, its priority and its version. For a target, jit::get keeps the implementations whose
+// backend is the target's and whose range holds the device, then takes the one with the
+// narrowest range (the most specialized), then the highest priority, then the one registered last.
+// A `generic` implementation is the fallback; Selection::allow_fallback = false refuses it.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "jit/jit.hpp"
+
+namespace jit {
+
+std::string_view mode_name(Mode m);
+
+// One specialization parameter of a kernel.
+struct ParamSpec {
+  std::string name;
+  std::vector<std::string> choices;  // a text parameter when non-empty, else an integer in [min, max]
+  std::int64_t min = 0;
+  std::int64_t max = 0;
+  std::string doc;
+  bool is_text() const { return !choices.empty(); }
+  std::string allowed() const;  // "one of f32, f64" / "an integer in [1, 65536]"
+};
+
+// How a GPU launch covers the work items (rows, or elements) of an implementation.
+struct GpuLayout {
+  enum class Kind : std::uint8_t {
+    Elementwise,  // one 16-byte pack per thread, `block` threads a block
+    BlockPerRow,  // one block per row; the row in registers, `packs_per_thread` 16-byte packs each
+    WarpPerRow,   // one warp per row, `block / 32` rows a block
+  };
+  Kind kind = Kind::Elementwise;
+  int block = 256;           // threads per block (Elementwise, WarpPerRow); BlockPerRow derives it
+  int packs_per_thread = 4;  // BlockPerRow: how much of the row each thread keeps
+};
+
+inline constexpr int kAnyCapability = 1 << 30;
+
+struct Implementation {
+  std::string name;  // unique within its kernel, e.g. "cuda-sm90"
+  Backend backend = Backend::Cpu;
+  int min_capability = 0;               // inclusive; CUDA: 70 = sm_70. Ignored on the CPU.
+  int max_capability = kAnyCapability;  // inclusive
+  bool inference = true;                // the modes it suits
+  bool training = false;                // (training: a backward exists)
+  int priority = 0;
+  int version = 1;       // bump when the text changes meaning; in the cache key and `jitk ls`
+  bool generic = false;  // the fallback, refused under Selection::allow_fallback = false
+  // The kernel text: a file of kernel_sources/ (built in; $JITK_KERNEL_DIR/<file> overrides it),
+  // or, when `text` is given, that text (its name for messages is `file`).
+  std::string file;
+  std::string text;
+  std::vector<DType> dtypes;  // the element types it implements (empty: every dtype the kernel allows)
+  GpuLayout layout;
+  std::string note;  // one line for `jitk info --kernels`
+};
+
+struct KernelSpec {
+  std::string name;
+  std::string summary;
+  std::vector<ParamSpec> params;
+  std::vector<Implementation> implementations;
+};
+
+// Adds a kernel of the user's (its own descriptor and text). Throws Error{InvalidParams} when the
+// name is taken or the spec is incomplete.
+void register_kernel(KernelSpec spec);
+// Adds an implementation to a kernel for every thread (shipped or the user's). Throws when the
+// kernel is unknown or the name is taken.
+void register_implementation(std::string_view kernel, Implementation impl);
+// Every kernel this process knows: the shipped ones, then the user's, with their implementations.
+std::vector<KernelSpec> registered_kernels();
+
+// While alive, gets on this thread use the mapped implementations for their kernels (when one
+// suits the target; else the usual choice, logged). Nested mappings stack: the innermost that
+// maps a kernel wins, and destroying a mapping restores the one before. Other threads do not
+// see it unless given it: `KernelMapping::current()` there, `KernelMapping adopt(snapshot)` here.
+class KernelMapping {
+ public:
+  struct Frame;
+  using Snapshot = std::shared_ptr<const Frame>;
+
+  explicit KernelMapping(std::vector<std::pair<std::string, Implementation>> mapping);
+  explicit KernelMapping(Snapshot adopt);  // installs another thread's mappings on this one
+  ~KernelMapping();
+  KernelMapping(const KernelMapping&) = delete;
+  KernelMapping& operator=(const KernelMapping&) = delete;
+
+  static Snapshot current();  // this thread's mappings, to hand to another thread
+
+ private:
+  Snapshot previous_;
+  const Frame* installed_;
+};
+
+// Which implementation a get would use, and why; throws the Error the get would throw.
+struct Choice {
+  std::string kernel;
+  std::string implementation;
+  int version = 0;
+  bool fallback = false;  // a generic implementation was chosen
+  std::string reason;     // one line: why this one over the others
+};
+Choice choose(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection = {});
+
+}  // namespace jit

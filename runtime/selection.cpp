@@ -1,0 +1,219 @@
+// Implementation selection and the scoped, per-thread kernel mappings.
+#include "runtime/selection.hpp"
+
+#include <algorithm>
+
+#include "cache/cache_key.hpp"
+#include "runtime/logging.hpp"
+
+namespace jit {
+
+struct KernelMapping::Frame {
+  Snapshot parent;
+  std::vector<std::pair<std::string, Implementation>> entries;
+  std::uint64_t id = 0;
+};
+
+}  // namespace jit
+
+namespace jit::detail {
+namespace {
+
+thread_local KernelMapping::Snapshot t_mapping;
+
+// A frame's id is a hash of its content and its parent's id, so the same mapping made again (a
+// guard in a loop) finds the kernels the last one loaded in the memory tier instead of resolving
+// them again. 0 is "no mapping".
+std::uint64_t frame_id(const KernelMapping::Frame& f) {
+  KeyBuilder key;
+  key.add("parent", std::to_string(f.parent ? f.parent->id : 0));
+  for (const auto& [kernel, i] : f.entries) {
+    key.add("kernel", kernel).add("name", i.name).add("backend", backend_name(i.backend));
+    key.add("range", std::to_string(i.min_capability) + ".." + std::to_string(i.max_capability));
+    key.add("modes", std::to_string(i.inference) + std::to_string(i.training));
+    key.add("priority", std::to_string(i.priority)).add("version", std::to_string(i.version));
+    key.add("generic", std::to_string(i.generic)).add("file", i.file).add("text", i.text);
+    std::string types;
+    for (DType t : i.dtypes) types += std::string(dtype_name(t)) + ",";
+    key.add("dtypes", types).add("layout", std::to_string(static_cast<int>(i.layout.kind)) + "/" +
+                                               std::to_string(i.layout.block) + "/" +
+                                               std::to_string(i.layout.packs_per_thread));
+  }
+  return key.finish().low | 1;
+}
+
+std::string range_text(const Implementation& i) {
+  auto bound = [](int c) { return c >= kAnyCapability ? std::string("max") : std::to_string(c); };
+  return "[" + bound(i.min_capability) + ", " + bound(i.max_capability) + "]";
+}
+
+std::int64_t width(const Implementation& i) {
+  return static_cast<std::int64_t>(i.max_capability) - i.min_capability;
+}
+
+// Why `impl` does not suit this get, or "".
+std::string rejection(const Implementation& impl, const ParamSet& params, const Target& target, int capability,
+                      const Selection& sel) {
+  if (impl.backend != target.backend) return "";  // not a candidate at all; not worth a line
+  if (!sel.implementation.empty() && impl.name != sel.implementation) return "not the one asked for";
+  if (target.backend != Backend::Cpu && (capability < impl.min_capability || capability > impl.max_capability))
+    return "capability " + std::to_string(capability) + " is outside " + range_text(impl);
+  if (sel.mode == Mode::Training && !impl.training) return "no backward (inference only)";
+  if (sel.mode == Mode::Inference && !impl.inference) return "training only";
+  if (std::string p = params_problem(impl, params); !p.empty()) return p;
+  if (!sel.allow_fallback && impl.generic) return "generic, and fallback is refused";
+  return "";
+}
+
+// Among impls (in registration order), the chosen one, or nullptr; `why_not` collects the rest.
+const Implementation* pick(const std::vector<const Implementation*>& impls, const ParamSet& params,
+                           const Target& target, int capability, const Selection& sel, std::string* why_not,
+                           std::string* param_problem) {
+  const Implementation* best = nullptr;
+  for (const Implementation* i : impls) {
+    if (i->backend != target.backend) continue;
+    std::string no = rejection(*i, params, target, capability, sel);
+    if (!no.empty()) {
+      *why_not += (why_not->empty() ? "" : "; ") + ("'" + i->name + "' " + range_text(*i) + ": " + no);
+      if (param_problem->empty() && !params_problem(*i, params).empty()) *param_problem = params_problem(*i, params);
+      continue;
+    }
+    // Narrowest range first, then priority; a later registration wins a full tie.
+    if (!best || width(*i) < width(*best) || (width(*i) == width(*best) && i->priority >= best->priority)) best = i;
+  }
+  return best;
+}
+
+// One line: why `chosen` (why_not: the candidates passed over, and why).
+std::string describe_choice(const Implementation& chosen, const std::vector<const Implementation*>& impls,
+                            const ParamSet& params, const Target& target, int capability, const Selection& sel,
+                            const std::string& why_not) {
+  std::string rivals;
+  bool alone = true;
+  for (const Implementation* i : impls) {
+    if (i->backend != target.backend || i == &chosen) continue;
+    alone = false;
+    if (rejection(*i, params, target, capability, sel).empty())
+      rivals += (rivals.empty() ? "" : ", ") + ("'" + i->name + "' " + range_text(*i) + " priority " + std::to_string(i->priority));
+  }
+  std::string why = "range " + range_text(chosen) + ", priority " + std::to_string(chosen.priority) + ": ";
+  if (alone) return why + "the only implementation for " + std::string(backend_name(target.backend));
+  if (!rivals.empty()) why += "narrowest range, then highest priority, among those that suit (also: " + rivals + ")";
+  else why += chosen.generic ? "the generic fallback" : "the only one that suits";
+  if (!why_not.empty()) why += "; passed over: " + why_not;
+  return why;
+}
+
+}  // namespace
+
+int capability_of_arch(const std::string& arch) {
+  if (arch.rfind("sm_", 0) != 0) return 0;
+  try {
+    return std::stoi(arch.substr(3));
+  } catch (...) {
+    return 0;
+  }
+}
+
+Selected select_implementation(const KernelDef& def, const ParamSet& params, const Target& target, int capability,
+                               const Selection& sel) {
+  const std::string where = def.name + " for " + target.to_string() +
+                            (target.backend == Backend::Cpu ? "" : " (capability " + std::to_string(capability) + ")");
+  // A mapping of this thread first: the innermost frame that maps this kernel.
+  for (const KernelMapping::Frame* f = t_mapping.get(); f; f = f->parent.get()) {
+    std::vector<const Implementation*> mapped;
+    for (const auto& [kernel, impl] : f->entries)
+      if (kernel == def.name) mapped.push_back(&impl);
+    if (mapped.empty()) continue;
+    std::string why_not, param_problem;
+    if (const Implementation* i = pick(mapped, params, target, capability, sel, &why_not, &param_problem)) {
+      Selected out{*i, i->generic, true, "mapped for this scope: '" + i->name + "' v" + std::to_string(i->version)};
+      return out;
+    }
+    if (logging_at(spdlog::level::info))
+      log().info("{}: the scope's mapping has nothing that suits ({}); choosing among the registered ones", where,
+                 why_not.empty() ? "no implementation for this backend" : why_not);
+    break;
+  }
+  std::vector<const Implementation*> all;
+  for (const auto& i : def.implementations) all.push_back(&i);
+  std::string why_not, param_problem;
+  const Implementation* best = pick(all, params, target, capability, sel, &why_not, &param_problem);
+  if (!best) {
+    if (!sel.implementation.empty() &&
+        std::none_of(all.begin(), all.end(), [&](const Implementation* i) { return i->name == sel.implementation; })) {
+      std::string names;
+      for (const auto* i : all) names += (names.empty() ? "" : ", ") + i->name;
+      throw Error(ErrorCode::InvalidParams,
+                  def.name + " has no implementation '" + sel.implementation + "'; it has: " + names);
+    }
+    // Every candidate refused the params themselves: that is a parameter error.
+    bool only_params = !param_problem.empty() &&
+                       std::all_of(all.begin(), all.end(), [&](const Implementation* i) {
+                         return i->backend != target.backend || !params_problem(*i, params).empty();
+                       });
+    if (only_params) throw Error(ErrorCode::InvalidParams, def.name + " on " + std::string(backend_name(target.backend)) + ": " + param_problem);
+    std::string wanted = !sel.implementation.empty() ? "implementation '" + sel.implementation + "'"
+                         : !sel.allow_fallback       ? "a specialized (non-generic) implementation"
+                         : sel.mode == Mode::Training ? "an implementation for training (one with a backward)"
+                                                      : "an implementation";
+    throw Error(ErrorCode::BackendUnavailable,
+                where + " needs " + wanted + ", and none suits; " +
+                    (why_not.empty() ? "it has no implementation for " + std::string(backend_name(target.backend))
+                                     : "considered: " + why_not));
+  }
+  return {*best, best->generic, false, describe_choice(*best, all, params, target, capability, sel, why_not)};
+}
+
+std::uint64_t selection_context() {
+  // The registry's generation (a new registration) and this thread's mapping: either changes
+  // what a get may choose, so both are part of the memory tier's key.
+  const std::uint64_t frame = t_mapping ? t_mapping->id : 0;
+  return (registry().generation << 40) ^ frame;
+}
+
+}  // namespace jit::detail
+
+namespace jit {
+
+std::string_view mode_name(Mode m) { return m == Mode::Training ? "training" : "inference"; }
+
+void register_kernel(KernelSpec spec) { detail::add_kernel(std::move(spec)); }
+
+void register_implementation(std::string_view kernel, Implementation impl) {
+  detail::add_implementation(kernel, std::move(impl));
+}
+
+std::vector<KernelSpec> registered_kernels() { return detail::kernel_catalog(); }
+
+KernelMapping::KernelMapping(std::vector<std::pair<std::string, Implementation>> mapping) {
+  for (const auto& [kernel, impl] : mapping) {
+    const auto& def = detail::find_kernel(kernel);  // throws for an unknown kernel
+    if (auto problem = detail::implementation_problem(impl); !problem.empty())
+      throw Error(ErrorCode::InvalidParams, "cannot map " + def.name + " to '" + impl.name + "': " + problem);
+  }
+  auto frame = std::make_shared<Frame>();
+  frame->parent = detail::t_mapping;
+  frame->entries = std::move(mapping);
+  frame->id = detail::frame_id(*frame);
+  previous_ = detail::t_mapping;
+  installed_ = frame.get();
+  detail::t_mapping = std::move(frame);
+}
+
+KernelMapping::KernelMapping(Snapshot adopt) {
+  previous_ = detail::t_mapping;
+  installed_ = adopt.get();
+  detail::t_mapping = std::move(adopt);
+}
+
+KernelMapping::~KernelMapping() {
+  if (detail::t_mapping.get() != installed_)
+    detail::warn_once("mapping-order", "a jit::KernelMapping was destroyed while a mapping made after it was still alive; "
+                                       "restoring the mappings from before it");
+  detail::t_mapping = std::move(previous_);
+}
+
+KernelMapping::Snapshot KernelMapping::current() { return detail::t_mapping; }
+
+}  // namespace jit
