@@ -21,6 +21,7 @@
 #include "runtime/get_kernel.hpp"
 #include "cache/artifact_cache.hpp"
 #include "runtime/backend_driver.hpp"
+#include "runtime/selection.hpp"
 #include <optional>
 
 using clock_type = std::chrono::steady_clock;
@@ -387,6 +388,21 @@ int main(int argc, char** argv) {
       auto k = jit::get<kernels::RmsNorm>({jit::DType::f32, hidden});
       double ms = device_ms([&] { k(rows, xf.data(), wf.data(), yf.data(), 1e-6); });
       report("rms_norm_f32_8192_GBps", 2.0 * elems * 4, ms, copy_gbs(elems * 4));
+    }
+    // rms_norm's implementations side by side (the Hopper one only on sm_90), the same bytes each.
+    const int capability = jit::detail::capability_of_arch(dev.arch);
+    for (std::int64_t h : {1024LL, 2048LL, 4096LL, 8192LL, 16384LL}) {
+      const std::int64_t r = static_cast<std::int64_t>(elems) / h;
+      const double copy = copy_gbs(elems * 2);
+      for (const char* impl : {"cuda", "cuda-sm90"}) {
+        if (std::string(impl) == "cuda-sm90" && capability != 90) continue;
+        jit::Selection only;
+        only.implementation = impl;
+        auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, h}, jit::default_target(), only);
+        double ms = device_ms([&] { k(r, xb.data(), wb.data(), yb.data(), 1e-6); });
+        const std::string name = "rms_norm_bf16_" + std::to_string(h) + "_" + impl + "_GBps";
+        report(name.c_str(), 2.0 * elems * 2, ms, copy);
+      }
     }
   }
   return 0;
