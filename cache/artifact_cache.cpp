@@ -168,14 +168,22 @@ std::optional<std::vector<char>> ArtifactCache::load(const std::string& key, con
   return std::nullopt;
 }
 
-bool ArtifactCache::store(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload) {
+std::optional<std::vector<char>> ArtifactCache::read_verified(const std::string& key) {
+  if (!root_ok_) return std::nullopt;
+  BlobRead blob = blobs_.read(key);
+  if (blob.status != BlobRead::Status::Ok) return std::nullopt;
+  return std::move(blob.payload);
+}
+
+bool ArtifactCache::store(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload,
+                          bool imported) {
   SqliteIndex* idx = root_ok_ && !read_only_ ? index_or_null() : nullptr;
   if (!idx) return false;
   try {
     {
       auto shared = maintenance_lock(FileLock::Mode::Shared);
       std::string checksum = blobs_.write(key, payload);
-      idx->insert(row_of(key, meta, static_cast<std::int64_t>(payload.size()), checksum));
+      idx->insert(row_of(key, meta, static_cast<std::int64_t>(payload.size()), checksum), /*count_compile=*/!imported);
     }
     flush_pending();
     if (size_limit_ && idx->total_bytes() > *size_limit_) {

@@ -56,7 +56,10 @@ class ArtifactCache {
   void drop(const std::string& key);
   // Stores atomically and indexes. A failure (disk full, read-only) is logged once; the caller
   // keeps its artifact in memory. Returns whether it is on disk now.
-  bool store(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload);
+  // imported: from a pack (jitk import), not counted as a compile.
+  bool store(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload, bool imported = false);
+  // The verified payload of key, touching no counters (jitk export); nullopt when absent or damaged.
+  std::optional<std::vector<char>> read_verified(const std::string& key);
   // Held while compiling `key` so that one process compiles and the others wait, then load.
   std::unique_ptr<FileLock> lock(const std::string& key);
 

@@ -199,7 +199,7 @@ std::optional<IndexRow> SqliteIndex::find(const std::string& key) {
   return read_row(s);
 }
 
-void SqliteIndex::insert(const IndexRow& r) {
+void SqliteIndex::insert(const IndexRow& r, bool count_compile) {
   std::lock_guard lock(mutex_);
   exec("BEGIN IMMEDIATE");
   try {
@@ -209,7 +209,7 @@ void SqliteIndex::insert(const IndexRow& r) {
     s.bind(7, r.size_bytes).bind(8, r.checksum).bind(9, r.compile_ms).bind(10, r.created).bind(11, r.last_used);
     s.bind(12, r.hits).bind(13, r.implementation).bind(14, r.implementation_version);
     s.step();
-    exec("UPDATE counters SET value = value + 1 WHERE name = 'compiles'");
+    if (count_compile) exec("UPDATE counters SET value = value + 1 WHERE name = 'compiles'");
     exec("COMMIT");
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);

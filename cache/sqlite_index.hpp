@@ -36,7 +36,7 @@ class SqliteIndex {
   SqliteIndex& operator=(const SqliteIndex&) = delete;
 
   std::optional<IndexRow> find(const std::string& key);
-  void insert(const IndexRow& row);  // also counts one compile
+  void insert(const IndexRow& row, bool count_compile = true);  // also counts one compile
   // One transaction for many hits (a key may repeat) and misses. A hit on a key with no row
   // (its blob verified, its row lost) puts the row back.
   // Returns how many rows it put back.

@@ -15,6 +15,9 @@ class BackendDriver {
   virtual Backend backend() const = 0;
   // "" when usable on this machine, else why not.
   virtual std::string unavailable_reason() const = 0;
+  // "" when this machine can compile for the backend (a named arch), even if nothing can run here:
+  // NVRTC needs no GPU. Backends that compile only where they run answer unavailable_reason().
+  virtual std::string compile_unavailable_reason() const { return unavailable_reason(); }
   virtual const Compiler& compiler(const Target& target) const = 0;
   // Throws Error{LoadFailed}.
   virtual std::shared_ptr<const LoadedKernel> load(const std::vector<char>& artifact, const SourceUnit& unit,
@@ -23,6 +26,9 @@ class BackendDriver {
 
 // The driver for a target's backend. Throws Error{BackendUnavailable} saying why.
 const BackendDriver& driver_for(const Target& target);
+// The driver to compile for a target: driver_for's, or, for a target naming its arch, one that
+// can compile but not run here (warming for a device elsewhere). Throws Error{BackendUnavailable}.
+const BackendDriver& compiling_driver_for(const Target& target);
 
 struct BackendState {
   Backend backend;

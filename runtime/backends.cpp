@@ -65,6 +65,14 @@ const BackendDriver& driver_for(const Target& target) {
               "target " + target.to_string() + " is unavailable: " + s.reason + " (run `jitk info`)");
 }
 
+const BackendDriver& compiling_driver_for(const Target& target) {
+  if (target.backend == Backend::Cpu || target.arch.empty()) return driver_for(target);
+  const BackendState& s = probe(target.backend);
+  if (s.driver && s.reason.empty()) return *s.driver;
+  if (s.driver && s.driver->compile_unavailable_reason().empty()) return *s.driver;
+  return driver_for(target);  // throws, saying why
+}
+
 }  // namespace jit::detail
 
 namespace jit {

@@ -59,6 +59,7 @@ class CudaDriver final : public BackendDriver {
     if (!driver_api(&reason)) return reason;
     return NvrtcCompiler::unavailable_reason();
   }
+  std::string compile_unavailable_reason() const override { return NvrtcCompiler::unavailable_reason(); }
 
   const Compiler& compiler(const Target& target) const override {
     std::string arch = target.arch;

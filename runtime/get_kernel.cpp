@@ -11,6 +11,7 @@
 #include "runtime/backend_driver.hpp"
 #include "runtime/get_kernel.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/record.hpp"
 #include "runtime/selection.hpp"
 
 namespace jit::detail {
@@ -126,11 +127,12 @@ Specialization resolve(std::string_view kernel, const ParamSet& params, const Ta
   Specialization s;
   s.target = target;
   ParamSet canonical = validate_params(def, params);
-  s.driver = &driver_for(target);
+  s.driver = &compiling_driver_for(target);
   s.compiler = &s.driver->compiler(target);
   Selected chosen = select_implementation(def, canonical, target, capability_of_arch(s.compiler->arch()), selection);
   s.reason = chosen.reason;
   s.unit = specialize(def, chosen.impl, canonical);
+  s.params = std::move(canonical);
   if (logging_at(spdlog::level::info))
     log().info("{} ({}) for {}: implementation '{}' v{} ({})", def.name, s.unit.params_text, target.to_string(),
                chosen.impl.name, chosen.impl.version, chosen.reason);
@@ -168,9 +170,14 @@ KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const T
   // No thread is started on this path: opening the cache is a few stats (its index opens at its
   // first use, which a disk hit does not have), and a thread start costs more than that.
   Specialization s = resolve(kernel, params, target, selection);
+  driver_for(target);  // resolve may compile for a device elsewhere; a get must also run here (throws why not)
   // The same artifact loaded on two devices is two loaded kernels.
   std::string loaded_key = s.key + "@" + std::string(backend_name(target.backend)) + ":" + std::to_string(target.device);
   Built b = loaded_kernels().get_or_build(loaded_key, [&] { return build(s); });
+  // The target as compiled for (the device's arch), so the record warms that device elsewhere.
+  Target recorded = target;
+  if (recorded.arch.empty() && target.backend != Backend::Cpu) recorded.arch = s.compiler->arch();
+  record_use(s.unit.kernel, s.params, recorded);
   return {std::move(b.kernel), s.key, b.origin, s.unit.implementation};
 }
 

@@ -12,6 +12,7 @@ class Compiler;
 
 struct Specialization {
   Target target;
+  ParamSet params;  // validated, in the kernel's order
   const BackendDriver* driver = nullptr;
   const Compiler* compiler = nullptr;
   SourceUnit unit;  // unit.implementation names the implementation chosen

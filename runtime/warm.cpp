@@ -11,7 +11,7 @@
 namespace jit::cache {
 
 std::vector<WarmResult> warm(const std::vector<WarmItem>& items, int jobs,
-                             const std::function<void(const WarmResult&)>& on_done) {
+                             const std::function<void(const WarmResult&)>& on_done, const std::atomic<bool>* cancel) {
   std::vector<WarmResult> results(items.size());
   std::atomic<std::size_t> next{0};
   std::mutex report;
@@ -19,6 +19,7 @@ std::vector<WarmResult> warm(const std::vector<WarmItem>& items, int jobs,
     for (std::size_t i; (i = next++) < items.size();) {
       WarmResult& r = results[i];
       r.item = &items[i];
+      if (cancel && cancel->load()) continue;  // stays NotStarted
       auto t0 = std::chrono::steady_clock::now();
       try {
         auto s = detail::resolve(items[i].kernel, items[i].params, items[i].target);

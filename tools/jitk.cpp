@@ -3,7 +3,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <mutex>
+#include <optional>
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
@@ -192,6 +197,25 @@ int cmd_prune(const std::string& max_size, const std::string& older_than, bool s
   return 0;
 }
 
+int cmd_export(const std::string& file, const std::string& target) {
+  std::optional<jit::Target> t;
+  if (!target.empty()) t = jit::Target::parse(target);
+  auto r = jit::cache::export_pack(file, t);
+  for (const auto& s : r.skipped) std::cout << "skipped: " << s << "\n";
+  std::cout << "exported " << r.artifacts << " artifacts (" << human_bytes(r.bytes) << ")" << (t ? " for " + t->to_string() : "")
+            << " to " << file << "\n";
+  return 0;
+}
+
+int cmd_import(const std::string& file) {
+  auto r = jit::cache::import_pack(file);
+  for (const auto& s : r.stale) std::cout << "stale, not imported: " << s << "\n";
+  for (const auto& s : r.unchecked) std::cout << "imported unchecked (its backend cannot compile here): " << s << "\n";
+  std::cout << "imported " << r.imported << " artifacts, " << r.already << " already cached, " << r.stale.size()
+            << " stale left out (" << jit::cache::root().string() << ")\n";
+  return 0;
+}
+
 int cmd_verify(bool fix) {
   auto problems = jit::cache::verify(fix);
   for (const auto& p : problems) std::cout << (fix ? "fixed: " : "problem: ") << p.key << ": " << p.what << "\n";
@@ -200,31 +224,87 @@ int cmd_verify(bool fix) {
   return problems.empty() || fix ? 0 : 1;
 }
 
-int cmd_warm(const std::string& manifest, int jobs) {
-  auto items = jit::cache::parse_manifest(manifest);
-  bool tty = ::isatty(STDOUT_FILENO);
-  std::size_t done = 0;
-  auto results = jit::cache::warm(items, jobs, [&](const jit::cache::WarmResult& r) {
-    ++done;
-    const char* what = r.outcome == jit::cache::WarmResult::Outcome::Compiled        ? "compiled"
-                       : r.outcome == jit::cache::WarmResult::Outcome::AlreadyCached ? "cached  "
-                                                                                     : "FAILED  ";
-    if (tty) std::cout << "\r\033[K";
-    std::printf("[%zu/%zu] %s %s (%s) %s %.1f ms\n", done, items.size(), what, r.item->kernel.c_str(),
-                r.item->params.to_string().c_str(), r.item->target.to_string().c_str(), r.ms);
-    if (!r.error.empty()) std::printf("    %s\n", r.error.c_str());
-    std::fflush(stdout);
-  });
-  int compiled = 0, cached = 0, failed = 0;
-  for (const auto& r : results) {
-    if (r.outcome == jit::cache::WarmResult::Outcome::Compiled) ++compiled;
-    else if (r.outcome == jit::cache::WarmResult::Outcome::AlreadyCached) ++cached;
-    else ++failed;
+// Ctrl-C during a warm: the first stops new compiles (those running finish and are stored whole),
+// the second ends the process at once (a store is a rename: still nothing half-written).
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_interrupt(int) {
+  if (g_interrupted.exchange(true)) {
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+    return;
   }
-  std::printf("warm: %zu kernels: %d compiled, %d already cached, %d failed\n", items.size(), compiled, cached, failed);
+  const char msg[] = "\njitk warm: interrupted: finishing the compiles running, starting no more (Ctrl-C again to stop now)\n";
+  [[maybe_unused]] auto n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+}
+
+// The progress line a terminal shows under the finished items: a bar, counts, elapsed time.
+std::string progress_bar(std::size_t done, std::size_t total, int compiled, int cached, int failed, double seconds) {
+  constexpr int kWidth = 30;
+  const int filled = total ? static_cast<int>(kWidth * done / total) : kWidth;
+  std::string bar = "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s %zu/%zu  %d compiled, %d cached, %d failed  %.1f s", bar.c_str(), done, total,
+                compiled, cached, failed, seconds);
+  return buf;
+}
+
+int cmd_warm(const std::string& manifest, int jobs) {
+  using Outcome = jit::cache::WarmResult::Outcome;
+  auto items = jit::cache::parse_manifest(manifest);
+  const bool tty = ::isatty(STDOUT_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  std::mutex out;
+  std::size_t done = 0;
+  int compiled = 0, cached = 0, failed = 0;
+  auto draw_bar = [&] {  // holding `out`
+    std::printf("\r\033[K%s", progress_bar(done, items.size(), compiled, cached, failed, seconds()).c_str());
+    std::fflush(stdout);
+  };
+  std::signal(SIGINT, on_interrupt);
+  // On a terminal the bar's clock moves while long compiles run.
+  std::atomic<bool> finished{false};
+  std::thread ticker;
+  if (tty)
+    ticker = std::thread([&] {
+      while (!finished) {
+        {
+          std::lock_guard lock(out);
+          draw_bar();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    });
+  auto results = jit::cache::warm(
+      items, jobs,
+      [&](const jit::cache::WarmResult& r) {
+        std::lock_guard lock(out);
+        ++done;
+        const char* what = r.outcome == Outcome::Compiled ? "compiled" : r.outcome == Outcome::AlreadyCached ? "cached  " : "FAILED  ";
+        (r.outcome == Outcome::Compiled ? compiled : r.outcome == Outcome::AlreadyCached ? cached : failed) += 1;
+        if (tty) std::printf("\r\033[K");
+        std::printf("[%zu/%zu] %s %s (%s) %s %.1f ms\n", done, items.size(), what, r.item->kernel.c_str(),
+                    r.item->params.to_string().c_str(), r.item->target.to_string().c_str(), r.ms);
+        if (!r.error.empty()) std::printf("    %s\n", r.error.c_str());
+        if (tty) draw_bar();
+        std::fflush(stdout);
+      },
+      &g_interrupted);
+  finished = true;
+  if (ticker.joinable()) ticker.join();
+  std::signal(SIGINT, SIG_DFL);
+  if (tty) std::printf("\r\033[K");
+  const auto not_started = std::count_if(results.begin(), results.end(), [](const auto& r) { return r.outcome == Outcome::NotStarted; });
+  const double wall = seconds();
+  std::printf("warm: %zu kernels: %d compiled, %d already cached, %d failed", items.size(), compiled, cached, failed);
+  if (not_started) std::printf(", %ld not started (interrupted)", static_cast<long>(not_started));
+  std::printf(" in %.2f s (%.1f kernels/s, %d jobs)\n", wall, wall > 0 ? (compiled + cached + failed) / wall : 0.0,
+              std::max(1, std::min<int>(jobs, static_cast<int>(items.size()))));
   // Items to compile were compiled for nothing when the cache cannot keep them: say so and why.
   if (auto why = jit::cache::unavailable_reason(); !why.empty() && cached < static_cast<int>(items.size()))
     std::printf("warm: nothing was kept: the cache runs from memory only (%s)\n", why.c_str());
+  if (not_started) return 130;
   return failed ? 1 : 0;
 }
 
@@ -260,6 +340,13 @@ int main(int argc, char** argv) {
   warm->add_option("-j,--jobs", jobs, "parallel compiles (default: all cores)")
       ->check(CLI::Range(1, 1 << 16).description("")) ->option_text("N >= 1");
 
+  std::string pack, export_target;
+  auto* exp = app.add_subcommand("export", "pack the cache's artifacts (and index rows) into one file");
+  exp->add_option("file", pack, "the pack to write")->required();
+  exp->add_option("--target", export_target, "only this target's artifacts (cpu, cuda, cuda:sm_90)");
+  auto* imp = app.add_subcommand("import", "verify a pack and merge what this machine can use into the cache");
+  imp->add_option("file", pack, "a pack made by jitk export")->required()->check(CLI::ExistingFile);
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info) return kernels ? cmd_kernels(targets) : cmd_info();
@@ -269,6 +356,8 @@ int main(int argc, char** argv) {
     if (*prune) return cmd_prune(max_size, older_than, stale);
     if (*verify) return cmd_verify(fix);
     if (*warm) return cmd_warm(manifest, jobs);
+    if (*exp) return cmd_export(pack, export_target);
+    if (*imp) return cmd_import(pack);
   } catch (const jit::Error& e) {
     std::cerr << "jitk: error (" << jit::to_string(e.code()) << "): " << e.what() << "\n";
     return 2;

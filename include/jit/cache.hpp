@@ -1,5 +1,6 @@
 // Inspecting and maintaining the on-disk kernel cache, and warming it: what the jitk tool calls.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -77,6 +78,27 @@ std::optional<std::int64_t> parse_age(const std::string& text);
 std::vector<VerifyProblem> verify(bool fix);
 std::vector<BackendStatus> backends();
 
+// ---- shipping a warmed cache: one file ------------------------------------------------------------
+struct ExportResult {
+  std::int64_t artifacts = 0;
+  std::int64_t bytes = 0;             // payload bytes packed
+  std::vector<std::string> skipped;   // damaged or missing blobs, one line each
+};
+// Packs the artifacts (and their index rows) of the cache, or of one target's ("cuda", "cuda:sm_90",
+// "cpu"), into `file`, written whole or not at all. Throws Error{CacheIo}.
+ExportResult export_pack(const std::filesystem::path& file, const std::optional<Target>& target = std::nullopt);
+
+struct ImportResult {
+  std::int64_t imported = 0;
+  std::int64_t already = 0;          // the cache had them
+  std::vector<std::string> stale;    // not imported: this jitk or this machine's compiler would never use them
+  std::vector<std::string> unchecked;  // imported without a compiler check (backend not usable here)
+};
+// Verifies the whole pack (format, every checksum) before merging anything: a damaged pack throws
+// Error{CacheIo} and nothing is merged. Artifacts of implementation versions this jitk does not
+// ship, or compiled by another compiler version than this machine's, are left out as stale.
+ImportResult import_pack(const std::filesystem::path& file);
+
 // ---- warming -------------------------------------------------------------------------------------
 struct WarmItem {
   std::string kernel;
@@ -91,14 +113,17 @@ std::vector<WarmItem> parse_manifest(const std::filesystem::path& file);
 
 struct WarmResult {
   const WarmItem* item = nullptr;
-  enum class Outcome { Compiled, AlreadyCached, Failed } outcome = Outcome::Failed;
+  // NotStarted: `cancel` was set before a worker took the item.
+  enum class Outcome { Compiled, AlreadyCached, Failed, NotStarted } outcome = Outcome::NotStarted;
   double ms = 0;
   std::string error;
 };
 
-// Compiles every item not already cached, `jobs` at a time; calls on_done once per item
-// (from worker threads, one at a time).
+// Compiles every item not already cached, `jobs` at a time; calls on_done once per item that was
+// started (from worker threads, one at a time). Once *cancel is true no item is started; those
+// running finish and are stored whole (a store is a rename: nothing is ever half-written).
 std::vector<WarmResult> warm(const std::vector<WarmItem>& items, int jobs,
-                             const std::function<void(const WarmResult&)>& on_done = {});
+                             const std::function<void(const WarmResult&)>& on_done = {},
+                             const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace jit::cache
