@@ -16,6 +16,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -687,6 +688,30 @@ template <class T> std::vector<Result> bench_silu_and_mul(const Config& cfg, Cpu
   });
 }
 
+// ---- warm-up throughput: jitk warm's engine with one worker vs one per core --------------------------
+// Each side compiles its own set of distinct specializations (softmax f32, rows of different
+// lengths: equal work per item), into the same cache, so neither finds the other's artifacts.
+Result bench_warm_throughput(const Config& cfg) {
+  const int items = cfg.quick ? 8 : 32;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto throughput = [&](int jobs, std::int64_t first_hidden) {
+    std::vector<jit::cache::WarmItem> list;
+    for (int i = 0; i < items; ++i)
+      list.push_back({"softmax", jit::Target::cpu(),
+                      jit::ParamSet{{"dtype", std::string("f32")}, {"hidden", first_hidden + i}}, "bench"});
+    auto t0 = Clock::now();
+    auto results = jit::cache::warm(list, jobs);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (const auto& r : results)
+      if (r.outcome != jit::cache::WarmResult::Outcome::Compiled) fail("warm_throughput: an item was not compiled: " + r.error);
+    return items / s;
+  };
+  throughput(1, 9000);  // the compiler's one-time start-up, outside both timings
+  const double one = throughput(1, 10000), all = throughput(cores, 20000);
+  return make_result("warm_kernels_per_s", all, "1/s", one, "same warm, -j 1", false,
+                     std::to_string(items) + " softmax f32 specializations, -j " + std::to_string(cores) + " (all cores) vs -j 1");
+}
+
 // ---- main ----------------------------------------------------------------------------------------------
 void usage() {
   std::printf(
@@ -694,7 +719,7 @@ void usage() {
       "  --json   one JSON object per line: bench, value, unit, baseline, baseline_name, ratio, ratio_def[, note]\n"
       "  --quick  fewer repetitions (a smoke run)\n"
       "  --filter run only the benches whose group contains TEXT: get_hot, first_use,\n"
-      "           cold_compile_overhead, saxpy_f32, rms_norm_f32, rms_norm_f64, softmax_f32,\n"
+      "           cold_compile_overhead, warm_throughput, saxpy_f32, rms_norm_f32, rms_norm_f64, softmax_f32,\n"
       "           softmax_f64, silu_and_mul_f32\n"
       "Uses $JITK_CACHE_DIR when set, else a temporary cache removed at exit; child processes always get\n"
       "their own temporary caches.\n");
@@ -721,6 +746,7 @@ int run(const Config& cfg) {
   if (wanted("get_hot")) add({bench_get_hot(cfg)});
   if (wanted("first_use")) add(bench_first_use(cfg));
   if (wanted("cold_compile_overhead")) add({bench_compile_overhead(cfg)});
+  if (wanted("warm_throughput")) add({bench_warm_throughput(cfg)});
   if (wanted("saxpy_f32")) add(bench_saxpy<float>(cfg, aot_saxpy_f32));
   if (wanted("rms_norm_f32")) add(bench_rms_norm<float>(cfg, aot_rms_norm_f32));
   if (wanted("rms_norm_f64")) add(bench_rms_norm<double>(cfg, aot_rms_norm_f64));
