@@ -214,3 +214,19 @@ TEST_CASE("the PTX fallback (for a GPU newer than NVRTC) compiles, loads through
   kernel->launch(pack);
   CHECK(error_of(dy, expected) <= 1e-5);
 }
+
+TEST_CASE("a named CUDA arch is warmed with no device visible, and a get then loads it from disk", "[gpu]") {
+  if (!have_gpu()) return;
+  const auto arch = jit::cuda::devices()[0].arch;
+  jitk_test::TempDir dir;
+  jitk_test::write_file(dir.path() / "m.toml", "[[kernel]]\nname = \"rms_norm\"\ntarget = \"cuda:" + arch +
+                                                   "\"\nparams = { dtype = \"bf16\", hidden = 2312 }\n");
+  // CUDA_VISIBLE_DEVICES= hides every GPU from the tool: NVRTC alone compiles
+  auto r = jitk_test::run(std::string(JITK_TOOL) + " warm " + (dir.path() / "m.toml").string(),
+                          "CUDA_VISIBLE_DEVICES= JITK_CACHE_DIR='" + cache_dir.str() + "'");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("1 compiled"));
+  auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, 2312}, gpu());
+  CHECK(k.origin() == jit::Origin::DiskCache);
+}

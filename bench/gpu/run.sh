@@ -19,6 +19,15 @@ echo "gpu tests exit: $?"; tail -15 "$out/tests.log"
 (cd build-gpu && JITK_NVRTC_PCH=0 ctest -L gpu --output-on-failure -j 4) >> "$out/tests.log" 2>&1
 echo "gpu tests without PCH exit: $?"; grep -E "tests passed" "$out/tests.log"
 ./build-gpu/quickstart > "$out/quickstart.log" 2>&1; echo "quickstart exit: $?"
+# record -> warm with no GPU visible -> export -> import elsewhere -> the quickstart compiles nothing
+ship=$(mktemp -d /tmp/jitk-ship-XXXXXX)
+{ JITK_RECORD=$ship/used.toml JITK_CACHE_DIR=$ship/a ./build-gpu/quickstart > /dev/null 2>&1
+  cat $ship/used.toml
+  CUDA_VISIBLE_DEVICES= JITK_CACHE_DIR=$ship/b ./build-gpu/jitk warm $ship/used.toml
+  JITK_CACHE_DIR=$ship/b ./build-gpu/jitk export $ship/warm.jitkpack --target cuda
+  JITK_CACHE_DIR=$ship/c ./build-gpu/jitk import $ship/warm.jitkpack
+  JITK_CACHE_DIR=$ship/c ./build-gpu/quickstart; } > "$out/ship.log" 2>&1
+echo "ship exit: $?"; tail -8 "$out/ship.log"
 ./build-gpu/bench/gpu/jitk_gpu_bench --json > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
 echo "bench exit: $?"; cat "$out/gpu_bench.err" | tail -5
 # where a warm first use spends its time (INFO lines time the disk read and the module load)
