@@ -272,13 +272,18 @@ const std::string& kernel_text(const std::string& file) {
 std::string render_row_kernel(const std::string& kernel, const std::string& dtype, std::int64_t hidden) {
   std::string upper_dtype = dtype;
   for (auto& c : upper_dtype) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::string upper_kernel = kernel;
+  for (auto& c : upper_kernel) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const auto& impl = jit::detail::generic_implementation(jit::detail::find_kernel(kernel), jit::Backend::Cpu);
   std::ostringstream out;
-  out << "// jitk specialization of " << kernel << " (dtype=" << dtype << ",hidden=" << hidden << ")\n"
+  out << "// jitk specialization of " << kernel << " (dtype=" << dtype << ",hidden=" << hidden << "), implementation "
+      << impl.name << " v" << impl.version << "\n"
       << "#define JITK_ENTRY jitk_entry\n"
+      << "#define JITK_KERNEL_" << upper_kernel << " 1\n"
       << "#define JITK_DTYPE_" << upper_dtype << " 1\n"
       << "typedef " << (dtype == "f64" ? "double" : "float") << " T;\n"
       << "#define JITK_HIDDEN " << hidden << "LL\n"
-      << kernel_text(kernel + ".cpp");
+      << kernel_text(impl.file);
   return out.str();
 }
 

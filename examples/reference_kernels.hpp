@@ -48,6 +48,58 @@ template <class T> std::vector<double> softmax(std::int64_t rows, std::int64_t h
   return out;
 }
 
+template <class T> std::vector<double> log_softmax(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x) {
+  std::vector<double> out(static_cast<std::size_t>(rows * hidden));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (std::int64_t i = 0; i < hidden; ++i) m = std::max(m, double(x[r * hidden + i]));
+    double sum = 0;
+    for (std::int64_t i = 0; i < hidden; ++i) sum += std::exp(double(x[r * hidden + i]) - m);
+    const double log_sum = std::log(sum);
+    for (std::int64_t i = 0; i < hidden; ++i) out[r * hidden + i] = double(x[r * hidden + i]) - m - log_sum;
+  }
+  return out;
+}
+
+template <class T>
+std::vector<double> layer_norm(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x, const std::vector<T>& w,
+                               const std::vector<T>& b, double eps) {
+  std::vector<double> out(static_cast<std::size_t>(rows * hidden));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (std::int64_t i = 0; i < hidden; ++i) mean += double(x[r * hidden + i]);
+    mean /= double(hidden);
+    for (std::int64_t i = 0; i < hidden; ++i) var += (double(x[r * hidden + i]) - mean) * (double(x[r * hidden + i]) - mean);
+    const double inv = 1.0 / std::sqrt(var / double(hidden) + eps);
+    for (std::int64_t i = 0; i < hidden; ++i)
+      out[r * hidden + i] = (double(x[r * hidden + i]) - mean) * inv * double(w[i]) + double(b[i]);
+  }
+  return out;
+}
+
+// gelu(x[:, :hidden]) * x[:, hidden:]; tanh: the tanh approximation (PyTorch approximate="tanh").
+template <class T>
+std::vector<double> gelu_and_mul(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x, bool tanh_approx) {
+  std::vector<double> out(static_cast<std::size_t>(rows * hidden));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < hidden; ++i) {
+      const double g = x[r * 2 * hidden + i], u = x[r * 2 * hidden + hidden + i];
+      // 0.5 g (1 + tanh(z)) and 0.5 g (1 + erf(g / sqrt 2)), written without their cancellation for g < 0
+      const double z = 0.7978845608028654 * (g + 0.044715 * g * g * g);
+      const double gelu = tanh_approx ? g / (1 + std::exp(-2 * z)) : 0.5 * g * std::erfc(-g / std::sqrt(2.0));
+      out[r * hidden + i] = gelu * u;
+    }
+  return out;
+}
+
+// residual + x, and rms_norm of that sum.
+template <class T>
+std::vector<double> add_rms_norm_sum(const std::vector<T>& x, const std::vector<T>& residual) {
+  std::vector<double> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = double(x[i]) + double(residual[i]);
+  return out;
+}
+
 // ||out - ref|| / ||ref||; NaN anywhere (an unwritten, poisoned output) gives +inf.
 template <class T> double relative_l2_error(const std::vector<T>& out, const std::vector<double>& ref) {
   if (out.size() != ref.size()) return std::numeric_limits<double>::infinity();

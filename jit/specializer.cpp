@@ -116,6 +116,8 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
   prelude << "// jitk specialization of " << def.name << " (" << unit.params_text << "), implementation "
           << impl.name << " v" << impl.version << "\n";
   prelude << "#define JITK_ENTRY jitk_entry\n";
+  // One text may serve several kernels (softmax and log_softmax): it tells them apart by this.
+  prelude << "#define JITK_KERNEL_" << upper(def.name) << " 1\n";
   if (gpu) {
     unit.shape = gpu_shape(impl.layout, params);
     prelude << "#define JITK_BLOCK " << unit.shape.block << "\n";

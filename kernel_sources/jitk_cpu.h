@@ -107,4 +107,11 @@ inline double exp(double x) {
   return p * __builtin_bit_cast(double, static_cast<u64>(ni + 1023) << 52);
 }
 
+// log and erfc: libm's (resolved from the host process when the kernel loads). They are calls, so
+// a loop using them does not vectorize: log_softmax takes one log per row; gelu's erfc is per element.
+inline float log(float x) { return __builtin_logf(x); }
+inline double log(double x) { return __builtin_log(x); }
+inline float erfc(float x) { return __builtin_erfcf(x); }
+inline double erfc(double x) { return __builtin_erfc(x); }
+
 }  // namespace jitk

@@ -1,4 +1,4 @@
-// softmax: one block per row, the row held in registers: one read of x, one write of y.
+// softmax and log_softmax: one block per row, the row held in registers: one read of x, one write of y.
 #include "jitk_gpu.h"
 
 constexpr i64 H = JITK_HIDDEN;
@@ -23,25 +23,42 @@ template <int W> __device__ void softmax_row(const T* __restrict__ xr, T* __rest
   }
   row_max = jitk::block_reduce<true>(row_max, scratch);
   float sum = 0.0f;
+#if JITK_KERNEL_LOG_SOFTMAX
+  float (&x_minus_max)[per_thread][W] = v;  // the same registers, renamed for what they hold
+#endif
 #pragma unroll
   for (int j = 0; j < per_thread; ++j) {
     const int p = j * JITK_BLOCK + threadIdx.x;
     if (p < packs) {
 #pragma unroll
       for (int k = 0; k < W; ++k) {
+#if JITK_KERNEL_LOG_SOFTMAX
+        x_minus_max[j][k] = v[j][k] - row_max;
+        sum += __expf(x_minus_max[j][k]);
+#else
         v[j][k] = __expf(v[j][k] - row_max);
         sum += v[j][k];
+#endif
       }
     }
   }
-  const float inv_sum = 1.0f / jitk::block_reduce<false>(sum, scratch);
+  sum = jitk::block_reduce<false>(sum, scratch);
+#if JITK_KERNEL_LOG_SOFTMAX
+  const float log_sum = logf(sum);  // once per row: the accurate one
+#else
+  const float inv_sum = 1.0f / sum;
+#endif
 #pragma unroll
   for (int j = 0; j < per_thread; ++j) {
     const int p = j * JITK_BLOCK + threadIdx.x;
     if (p < packs) {
       jitk::Pack<T, W> o;
 #pragma unroll
+#if JITK_KERNEL_LOG_SOFTMAX
+      for (int k = 0; k < W; ++k) o.v[k] = jitk::from_float<T>(x_minus_max[j][k] - log_sum);
+#else
       for (int k = 0; k < W; ++k) o.v[k] = jitk::from_float<T>(v[j][k] * inv_sum);
+#endif
       jitk::store<W>(yr + p * W, o);
     }
   }

@@ -81,6 +81,72 @@ TEMPLATE_TEST_CASE("silu_and_mul matches the reference", "[kernels]", float, dou
   }
 }
 
+TEMPLATE_TEST_CASE("log_softmax matches the reference, also for large inputs", "[kernels]", float, double) {
+  for (std::int64_t hidden : kOddSizes) {
+    auto k = jit::get<kernels::LogSoftmax>({jit::dtype_of<TestType>(), hidden}, jit::Target::cpu());
+    for (std::int64_t rows : kOddRows) {
+      auto x = random_vector<TestType>(rows * hidden, -30, 30);
+      x[0] = static_cast<TestType>(80);
+      auto y = poisoned<TestType>(rows * hidden);
+      k(rows, x.data(), y.data());
+      INFO("hidden = " << hidden << ", rows = " << rows);
+      CHECK(ref::relative_l2_error(y, ref::log_softmax(rows, hidden, x)) <= ref::tolerance<TestType>());
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("layer_norm matches the reference, also with a large mean", "[kernels]", float, double) {
+  for (std::int64_t hidden : kOddSizes) {
+    auto k = jit::get<kernels::LayerNorm>({jit::dtype_of<TestType>(), hidden}, jit::Target::cpu());
+    for (std::int64_t rows : kOddRows) {
+      // a mean far from 0 (100 +- 3): E[x^2] - mean^2 would lose the variance's digits
+      auto x = random_vector<TestType>(rows * hidden, 97, 103), w = random_vector<TestType>(hidden, 0.5, 1.5),
+           b = random_vector<TestType>(hidden);
+      auto y = poisoned<TestType>(rows * hidden);
+      k(rows, x.data(), w.data(), b.data(), y.data(), 1e-5);
+      INFO("hidden = " << hidden << ", rows = " << rows);
+      if (hidden > 1)
+        CHECK(ref::relative_l2_error(y, ref::layer_norm(rows, hidden, x, w, b, 1e-5)) <= ref::tolerance<TestType>());
+      else  // one element: (x - mean) is 0, y is the bias
+        CHECK(ref::relative_l2_error(y, ref::layer_norm(rows, hidden, x, w, b, 1e-5)) <= 1e-6);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("gelu_and_mul matches the reference, exact and tanh", "[kernels]", float, double) {
+  using Approx = kernels::GeluAndMul::Approximate;
+  for (Approx approx : {Approx::None, Approx::Tanh}) {
+    for (std::int64_t hidden : kOddSizes) {
+      auto k = jit::get<kernels::GeluAndMul>({jit::dtype_of<TestType>(), hidden, approx}, jit::Target::cpu());
+      for (std::int64_t rows : kOddRows) {
+        auto x = random_vector<TestType>(rows * 2 * hidden, -8, 8);
+        auto out = poisoned<TestType>(rows * hidden);
+        k(rows, x.data(), out.data());
+        INFO("tanh = " << (approx == Approx::Tanh) << ", hidden = " << hidden << ", rows = " << rows);
+        CHECK(ref::relative_l2_error(out, ref::gelu_and_mul(rows, hidden, x, approx == Approx::Tanh)) <=
+              ref::tolerance<TestType>());
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("fused_add_rms_norm writes the sum and its rms_norm, as the two kernels would", "[kernels]", float, double) {
+  for (std::int64_t hidden : kOddSizes) {
+    auto k = jit::get<kernels::FusedAddRmsNorm>({jit::dtype_of<TestType>(), hidden}, jit::Target::cpu());
+    for (std::int64_t rows : kOddRows) {
+      auto x = random_vector<TestType>(rows * hidden), residual = random_vector<TestType>(rows * hidden),
+           w = random_vector<TestType>(hidden, 0.5, 1.5);
+      auto sum = ref::add_rms_norm_sum(x, residual);
+      std::vector<double> wd(w.begin(), w.end());
+      auto y = poisoned<TestType>(rows * hidden);
+      k(rows, x.data(), residual.data(), w.data(), y.data(), 1e-5);
+      INFO("hidden = " << hidden << ", rows = " << rows);
+      CHECK(ref::relative_l2_error(residual, sum) <= ref::tolerance<TestType>());
+      CHECK(ref::relative_l2_error(y, ref::rms_norm(rows, hidden, sum, wd, 1e-5)) <= ref::tolerance<TestType>());
+    }
+  }
+}
+
 TEST_CASE("a kernel launched with zero work writes nothing", "[kernels]") {
   auto k = jit::get<kernels::Softmax>({jit::DType::f32, 7}, jit::Target::cpu());
   std::vector<float> y(7, 42.0f);

@@ -54,9 +54,20 @@ template <class T> std::vector<double> widen(const std::vector<T>& v) {
   for (std::size_t i = 0; i < v.size(); ++i) out[i] = as_double(v[i]);
   return out;
 }
+// Relative L2 error, with f16's subnormal range as an absolute floor: below 6.1e-5 a half keeps
+// only a few bits, so an output that small (gelu(-5) * 0.01) is judged against that floor, not
+// against itself (a one-element row of such a value would otherwise read as a 5% error).
 template <class T> double error_of(const jit::cuda::DeviceArray<T>& out, const std::vector<double>& expected) {
   jit::cuda::synchronize();
-  return ref::relative_l2_error(widen(out.download()), expected);
+  const auto got = widen(out.download());
+  if (!std::is_same_v<T, jit::half>) return ref::relative_l2_error(got, expected);
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (std::isnan(got[i])) return INFINITY;
+    num += (got[i] - expected[i]) * (got[i] - expected[i]);
+    den += std::max(expected[i] * expected[i], 6.1e-5 * 6.1e-5);
+  }
+  return std::sqrt(num / den);
 }
 
 constexpr unsigned char kPoison = 0xff;  // all-ones is NaN in f32, f16 and bf16
@@ -162,6 +173,80 @@ TEMPLATE_TEST_CASE("GPU silu_and_mul matches the reference", "[gpu]", float, jit
       k(rows, dx.data(), dout.data());
       INFO("hidden = " << hidden << ", rows = " << rows);
       CHECK(error_of(dout, ref::silu_and_mul(rows, hidden, widen(x))) <= tolerance<TestType>());
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("GPU log_softmax matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  for (std::int64_t hidden : kHidden) {
+    auto k = jit::get<kernels::LogSoftmax>({jit::dtype_of<TestType>(), hidden}, gpu());
+    for (std::int64_t rows : kRows) {
+      auto x = random_vector<TestType>(rows * hidden, -8, 8);
+      jit::cuda::DeviceArray<TestType> dx(x), dy(rows * hidden);
+      dy.fill_bytes(kPoison);
+      k(rows, dx.data(), dy.data());
+      INFO("hidden = " << hidden << ", rows = " << rows);
+      CHECK(error_of(dy, ref::log_softmax(rows, hidden, widen(x))) <= tolerance<TestType>());
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("GPU layer_norm matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  for (std::int64_t hidden : kHidden) {
+    if (hidden == 1) continue;  // y is the bias: nothing to normalize
+    auto k = jit::get<kernels::LayerNorm>({jit::dtype_of<TestType>(), hidden}, gpu());
+    for (std::int64_t rows : kRows) {
+      auto x = random_vector<TestType>(rows * hidden, 2, 8), w = random_vector<TestType>(hidden, 0.5, 1.5),
+           b = random_vector<TestType>(hidden);
+      jit::cuda::DeviceArray<TestType> dx(x), dw(w), db(b), dy(rows * hidden);
+      dy.fill_bytes(kPoison);
+      k(rows, dx.data(), dw.data(), db.data(), dy.data(), 1e-5);
+      INFO("hidden = " << hidden << ", rows = " << rows);
+      CHECK(error_of(dy, ref::layer_norm(rows, hidden, widen(x), widen(w), widen(b), 1e-5)) <= tolerance<TestType>());
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("GPU gelu_and_mul matches the reference, exact and tanh", "[gpu]", float, jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  using Approx = kernels::GeluAndMul::Approximate;
+  for (Approx approx : {Approx::None, Approx::Tanh})
+    for (std::int64_t hidden : kHidden) {
+      auto k = jit::get<kernels::GeluAndMul>({jit::dtype_of<TestType>(), hidden, approx}, gpu());
+      for (std::int64_t rows : kRows) {
+        auto x = random_vector<TestType>(rows * 2 * hidden, -6, 6);
+        jit::cuda::DeviceArray<TestType> dx(x), dout(rows * hidden);
+        dout.fill_bytes(kPoison);
+        k(rows, dx.data(), dout.data());
+        INFO("tanh = " << (approx == Approx::Tanh) << ", hidden = " << hidden << ", rows = " << rows);
+        CHECK(error_of(dout, ref::gelu_and_mul(rows, hidden, widen(x), approx == Approx::Tanh)) <= tolerance<TestType>());
+      }
+    }
+}
+
+TEMPLATE_TEST_CASE("GPU fused_add_rms_norm writes the sum and its rms_norm, in each implementation", "[gpu]", float,
+                   jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  const int capability = jit::detail::capability_of_arch(jit::cuda::devices()[0].arch);
+  for (const char* impl : {"cuda", "cuda-sm90"}) {
+    if (std::string(impl) == "cuda-sm90" && capability != 90) continue;
+    jit::Selection only;
+    only.implementation = impl;
+    for (std::int64_t hidden : {1LL, 7LL, 1000LL, 4096LL, 4097LL, 16384LL}) {
+      auto k = jit::get<kernels::FusedAddRmsNorm>({jit::dtype_of<TestType>(), hidden}, gpu(), only);
+      for (std::int64_t rows : kRows) {
+        auto x = random_vector<TestType>(rows * hidden), res = random_vector<TestType>(rows * hidden),
+             w = random_vector<TestType>(hidden, 0.5, 1.5);
+        auto sum = ref::add_rms_norm_sum(widen(x), widen(res));
+        jit::cuda::DeviceArray<TestType> dx(x), dres(res), dw(w), dy(rows * hidden);
+        dy.fill_bytes(kPoison);
+        k(rows, dx.data(), dres.data(), dw.data(), dy.data(), 1e-5);
+        INFO(impl << ": hidden = " << hidden << ", rows = " << rows);
+        CHECK(error_of(dres, sum) <= tolerance<TestType>());
+        CHECK(error_of(dy, ref::rms_norm(rows, hidden, sum, widen(w), 1e-5)) <= tolerance<TestType>());
+      }
     }
   }
 }

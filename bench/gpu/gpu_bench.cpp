@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -389,21 +390,71 @@ int main(int argc, char** argv) {
       double ms = device_ms([&] { k(rows, xf.data(), wf.data(), yf.data(), 1e-6); });
       report("rms_norm_f32_8192_GBps", 2.0 * elems * 4, ms, copy_gbs(elems * 4));
     }
-    // rms_norm's implementations side by side (the Hopper one only on sm_90), the same bytes each.
-    const int capability = jit::detail::capability_of_arch(dev.arch);
-    for (std::int64_t h : {1024LL, 2048LL, 4096LL, 8192LL, 16384LL}) {
-      const std::int64_t r = static_cast<std::int64_t>(elems) / h;
-      const double copy = copy_gbs(elems * 2);
-      for (const char* impl : {"cuda", "cuda-sm90"}) {
-        if (std::string(impl) == "cuda-sm90" && capability != 90) continue;
-        jit::Selection only;
-        only.implementation = impl;
-        auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, h}, jit::default_target(), only);
-        double ms = device_ms([&] { k(r, xb.data(), wb.data(), yb.data(), 1e-6); });
-        const std::string name = "rms_norm_bf16_" + std::to_string(h) + "_" + impl + "_GBps";
-        report(name.c_str(), 2.0 * elems * 2, ms, copy);
-      }
+    {
+      auto k = jit::get<kernels::LogSoftmax>({jit::DType::bf16, hidden});
+      double ms = device_ms([&] { k(rows, xb.data(), yb.data()); });
+      report("log_softmax_bf16_8192_GBps", 2.0 * elems * 2, ms, copy_gbs(elems * 2));
     }
+    {
+      auto k = jit::get<kernels::LayerNorm>({jit::DType::bf16, hidden});
+      double ms = device_ms([&] { k(rows, xb.data(), wb.data(), wb.data(), yb.data(), 1e-5); });
+      report("layer_norm_bf16_8192_GBps", 2.0 * elems * 2, ms, copy_gbs(elems * 2));
+    }
+    for (auto approx : {kernels::GeluAndMul::Approximate::None, kernels::GeluAndMul::Approximate::Tanh}) {
+      auto k = jit::get<kernels::GeluAndMul>({jit::DType::bf16, hidden, approx});
+      double ms = device_ms([&] { k(rows / 2, xb.data(), yb.data()); });
+      report(approx == kernels::GeluAndMul::Approximate::Tanh ? "gelu_tanh_and_mul_bf16_8192_GBps" : "gelu_and_mul_bf16_8192_GBps",
+             1.5 * elems * 2, ms, copy_gbs(elems * 2));
+    }
+    {
+      // x and residual read, residual and y written: twice a copy's bytes. Halves of the buffers.
+      auto k = jit::get<kernels::FusedAddRmsNorm>({jit::DType::bf16, hidden});
+      const std::int64_t half_rows = rows / 2;
+      const std::size_t half = elems / 2;
+      double ms = device_ms([&] { k(half_rows, xb.data(), xb.data() + elems, wb.data(), yb.data(), 1e-6); });
+      report("fused_add_rms_norm_bf16_8192_GBps", 4.0 * half * 2, ms, copy_gbs(elems * 2));
+    }
+    // Each row kernel's implementations side by side (the Hopper ones only on sm_90), same bytes.
+    const int capability = jit::detail::capability_of_arch(dev.arch);
+    using Run = std::function<void(std::int64_t rows, std::int64_t h, const jit::Selection&)>;
+    struct RowBench {
+      const char* kernel;
+      Run run;  // moves 2 bytes read + 2 written per element of xb's first half (fused: half the rows, twice the arrays)
+    };
+    std::vector<RowBench> row_benches = {
+        {"rms_norm", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
+           auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, h}, jit::default_target(), s);
+           k(r, xb.data(), wb.data(), yb.data(), 1e-6);
+         }},
+        {"softmax", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
+           jit::get<kernels::Softmax>({jit::DType::bf16, h}, jit::default_target(), s)(r, xb.data(), yb.data());
+         }},
+        {"log_softmax", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
+           jit::get<kernels::LogSoftmax>({jit::DType::bf16, h}, jit::default_target(), s)(r, xb.data(), yb.data());
+         }},
+        {"layer_norm", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
+           auto k = jit::get<kernels::LayerNorm>({jit::DType::bf16, h}, jit::default_target(), s);
+           k(r, xb.data(), wb.data(), wb.data(), yb.data(), 1e-5);
+         }},
+        {"fused_add_rms_norm", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
+           auto k = jit::get<kernels::FusedAddRmsNorm>({jit::DType::bf16, h}, jit::default_target(), s);
+           k(r / 2, xb.data(), xb.data() + elems, wb.data(), yb.data(), 1e-6);  // half the rows: twice the traffic
+         }},
+    };
+    for (const auto& rb : row_benches)
+      for (std::int64_t h : {1024LL, 2048LL, 4096LL, 8192LL, 16384LL}) {
+        const std::int64_t r = static_cast<std::int64_t>(elems) / h;
+        const double copy = copy_gbs(elems * 2);
+        for (const char* impl : {"cuda", "cuda-sm90"}) {
+          if (std::string(impl) == "cuda-sm90" && capability != 90) continue;
+          jit::Selection only;
+          only.implementation = impl;
+          rb.run(r, h, only);  // compiles outside the timing
+          double ms = device_ms([&] { rb.run(r, h, only); });
+          const std::string name = std::string(rb.kernel) + "_bf16_" + std::to_string(h) + "_" + impl + "_GBps";
+          report(name.c_str(), 2.0 * elems * 2, ms, copy);
+        }
+      }
   }
   return 0;
 }

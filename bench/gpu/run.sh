@@ -30,6 +30,8 @@ ship=$(mktemp -d /tmp/jitk-ship-XXXXXX)
 echo "ship exit: $?"; tail -8 "$out/ship.log"
 ./build-gpu/bench/gpu/jitk_gpu_bench --json > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
 echo "bench exit: $?"; cat "$out/gpu_bench.err" | tail -5
+# PyTorch on the same data, same timing method (the baseline of each kernel's GB/s)
+python3 bench/gpu/torch_baseline.py > "$out/torch.jsonl" 2>> "$out/gpu_bench.err"; echo "torch exit: $?"; cat "$out/torch.jsonl"
 # where a warm first use spends its time (INFO lines time the disk read and the module load)
 first_use_cache=$(mktemp -d /tmp/jitk-first-use-XXXXXX)
 JITK_CACHE_DIR=$first_use_cache ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use > /dev/null 2>&1

@@ -10,6 +10,10 @@ namespace jit::kernels {
 namespace detail {
 // A task smaller than this many elements costs more to hand to a thread than to run.
 inline constexpr std::int64_t kMinElementsPerTask = 16384;
+inline void check_eps(std::string_view kernel, double eps) {
+  if (!(eps > 0))
+    throw Error(ErrorCode::InvalidArgument, std::string(kernel) + ": eps must be > 0, got " + std::to_string(eps));
+}
 inline std::int64_t rows_per_task(std::int64_t hidden) {
   return std::max<std::int64_t>(1, kMinElementsPerTask / std::max<std::int64_t>(1, hidden));
 }
@@ -63,7 +67,8 @@ struct SiluAndMul {
     MutPtr out;
   };
   static ParamSet to_params(const Params& p) { return row_params(p); }
-  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
+  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) { pack_as(name, p, a, out); }
+  static void pack_as(std::string_view name, const Params& p, const Args& a, jit::detail::ArgPack& out) {
     jit::detail::check_non_negative(name, "rows", a.rows);
     jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
     jit::detail::check_dtype(name, "out", p.dtype, a.out.dtype);
@@ -96,7 +101,7 @@ struct RmsNorm {
     jit::detail::check_not_null(name, "x", a.x.data, a.rows);
     jit::detail::check_not_null(name, "weight", a.weight.data, a.rows);
     jit::detail::check_not_null(name, "y", a.y.data, a.rows);
-    if (!(a.eps > 0)) throw Error(ErrorCode::InvalidArgument, "rms_norm: eps must be > 0, got " + std::to_string(a.eps));
+    detail::check_eps(name, a.eps);
     out.add_pointer(a.x.data);
     out.add_pointer(a.weight.data);
     out.add_pointer(a.y.data);
@@ -116,7 +121,8 @@ struct Softmax {
     MutPtr y;
   };
   static ParamSet to_params(const Params& p) { return row_params(p); }
-  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
+  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) { pack_rows(name, p, a, out); }
+  static void pack_rows(std::string_view name, const Params& p, const Args& a, jit::detail::ArgPack& out) {
     jit::detail::check_non_negative(name, "rows", a.rows);
     jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
     jit::detail::check_dtype(name, "y", p.dtype, a.y.dtype);
@@ -124,6 +130,103 @@ struct Softmax {
     jit::detail::check_not_null(name, "y", a.y.data, a.rows);
     out.add_pointer(a.x.data);
     out.add_pointer(a.y.data);
+    out.work_items = a.rows;
+    out.min_grain = detail::rows_per_task(p.hidden);
+  }
+};
+
+// y[r, :] = x[r, :] - max - log(sum(exp(x[r, :] - max)))
+struct LogSoftmax : Softmax {
+  static constexpr const char* name = "log_softmax";
+  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) { pack_rows(name, p, a, out); }
+};
+
+// y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * weight + bias
+struct LayerNorm {
+  static constexpr const char* name = "layer_norm";
+  using Params = RowParams;
+  struct Args {
+    std::int64_t rows;
+    ConstPtr x;
+    ConstPtr weight;
+    ConstPtr bias;
+    MutPtr y;
+    double eps = 1e-5;
+  };
+  static ParamSet to_params(const Params& p) { return row_params(p); }
+  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
+    jit::detail::check_non_negative(name, "rows", a.rows);
+    jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
+    jit::detail::check_dtype(name, "weight", p.dtype, a.weight.dtype);
+    jit::detail::check_dtype(name, "bias", p.dtype, a.bias.dtype);
+    jit::detail::check_dtype(name, "y", p.dtype, a.y.dtype);
+    jit::detail::check_not_null(name, "x", a.x.data, a.rows);
+    jit::detail::check_not_null(name, "weight", a.weight.data, a.rows);
+    jit::detail::check_not_null(name, "bias", a.bias.data, a.rows);
+    jit::detail::check_not_null(name, "y", a.y.data, a.rows);
+    detail::check_eps(name, a.eps);
+    out.add_pointer(a.x.data);
+    out.add_pointer(a.weight.data);
+    out.add_pointer(a.bias.data);
+    out.add_pointer(a.y.data);
+    out.add_scalar(a.eps, p.dtype == DType::f64 ? DType::f64 : DType::f32);
+    out.work_items = a.rows;
+    out.min_grain = detail::rows_per_task(p.hidden);
+  }
+};
+
+// out[r, :] = gelu(x[r, :hidden]) * x[r, hidden:]   (x is rows x 2*hidden); gelu as PyTorch's:
+// exact (erf), or approximate = Tanh
+struct GeluAndMul {
+  static constexpr const char* name = "gelu_and_mul";
+  enum class Approximate : std::uint8_t { None, Tanh };
+  struct Params {
+    DType dtype = DType::f32;
+    std::int64_t hidden = 0;
+    Approximate approximate = Approximate::None;
+    auto fields() const { return std::tie(dtype, hidden, approximate); }
+  };
+  using Args = SiluAndMul::Args;
+  static ParamSet to_params(const Params& p) {
+    ParamSet s = row_params({p.dtype, p.hidden});
+    s.set("approximate", std::string(p.approximate == Approximate::Tanh ? "tanh" : "none"));
+    return s;
+  }
+  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
+    SiluAndMul::pack_as(name, {p.dtype, p.hidden}, a, out);
+  }
+};
+
+// residual[r, :] += x[r, :]; y[r, :] = residual[r, :] / sqrt(mean(residual[r, :]^2) + eps) * weight,
+// in one pass (x and residual read once, residual and y written once)
+struct FusedAddRmsNorm {
+  static constexpr const char* name = "fused_add_rms_norm";
+  using Params = RowParams;
+  struct Args {
+    std::int64_t rows;
+    ConstPtr x;
+    MutPtr residual;
+    ConstPtr weight;
+    MutPtr y;
+    double eps = 1e-6;
+  };
+  static ParamSet to_params(const Params& p) { return row_params(p); }
+  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
+    jit::detail::check_non_negative(name, "rows", a.rows);
+    jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
+    jit::detail::check_dtype(name, "residual", p.dtype, a.residual.dtype);
+    jit::detail::check_dtype(name, "weight", p.dtype, a.weight.dtype);
+    jit::detail::check_dtype(name, "y", p.dtype, a.y.dtype);
+    jit::detail::check_not_null(name, "x", a.x.data, a.rows);
+    jit::detail::check_not_null(name, "residual", a.residual.data, a.rows);
+    jit::detail::check_not_null(name, "weight", a.weight.data, a.rows);
+    jit::detail::check_not_null(name, "y", a.y.data, a.rows);
+    detail::check_eps(name, a.eps);
+    out.add_pointer(a.x.data);
+    out.add_pointer(a.residual.data);
+    out.add_pointer(a.weight.data);
+    out.add_pointer(a.y.data);
+    out.add_scalar(a.eps, p.dtype == DType::f64 ? DType::f64 : DType::f32);
     out.work_items = a.rows;
     out.min_grain = detail::rows_per_task(p.hidden);
   }

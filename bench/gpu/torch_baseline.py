@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""PyTorch's ops on the data the jitk GPU bench uses (bf16, 16384 x 8192), timed the same way
+(CUDA events, median), with a device-to-device copy of the same bytes in the same run.
+One JSON object per line: bench, value (GB/s), baseline (copy GB/s), ratio. Run on the device:
+    python3 bench/gpu/torch_baseline.py
+"""
+import json
+import statistics
+
+import torch
+import torch.nn.functional as F
+
+ROWS, HIDDEN = 16384, 8192
+REPS = 20
+
+
+def device_ms(fn):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(REPS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main():
+    dev = torch.device("cuda")
+    x = torch.ones(ROWS * HIDDEN * 2, dtype=torch.bfloat16, device=dev)
+    y = torch.empty_like(x)
+    w = torch.ones(HIDDEN, dtype=torch.bfloat16, device=dev)
+    b = torch.zeros(HIDDEN, dtype=torch.bfloat16, device=dev)
+    elems = ROWS * HIDDEN
+    x2d = x[:elems].view(ROWS, HIDDEN)
+    gated = x[:elems].view(ROWS // 2, 2 * HIDDEN)
+    copy_ms = device_ms(lambda: y[:elems].copy_(x[:elems]))
+    copy = 2.0 * elems * 2 / copy_ms / 1e6
+
+    def report(name, bytes_moved, fn):
+        ms = device_ms(fn)
+        gbs = bytes_moved / ms / 1e6
+        print(json.dumps({"bench": "torch_" + name, "value": round(gbs, 1), "unit": "GB/s", "baseline": round(copy, 1),
+                          "baseline_name": "D2D copy, same bytes (torch)", "ratio": round(gbs / copy, 3),
+                          "torch": torch.__version__}), flush=True)
+
+    row_bytes = 2.0 * elems * 2
+    report("softmax_bf16_8192", row_bytes, lambda: torch.softmax(x2d, dim=-1))
+    report("log_softmax_bf16_8192", row_bytes, lambda: torch.log_softmax(x2d, dim=-1))
+    if hasattr(F, "rms_norm"):
+        report("rms_norm_bf16_8192", row_bytes, lambda: F.rms_norm(x2d, (HIDDEN,), w, 1e-6))
+    report("layer_norm_bf16_8192", row_bytes, lambda: F.layer_norm(x2d, (HIDDEN,), w, b, 1e-5))
+    # gated activations: the eager chain a model runs (silu(x1) * x2), bytes of the fused op
+    gate, up = gated[:, :HIDDEN], gated[:, HIDDEN:]
+    report("silu_and_mul_bf16_8192", 1.5 * elems * 2, lambda: F.silu(gate) * up)
+    report("gelu_and_mul_bf16_8192", 1.5 * elems * 2, lambda: F.gelu(gate) * up)
+    report("gelu_tanh_and_mul_bf16_8192", 1.5 * elems * 2, lambda: F.gelu(gate, approximate="tanh") * up)
+    # residual add then rms_norm, as two eager ops; bytes of the fused op (x, residual in; sum, y out)
+    half = elems // 2
+    xa = x[:half].view(ROWS // 2, HIDDEN)
+    res = x[elems:elems + half].view(ROWS // 2, HIDDEN)
+    if hasattr(F, "rms_norm"):
+        def add_norm():
+            s = xa + res
+            return F.rms_norm(s, (HIDDEN,), w, 1e-6)
+        report("fused_add_rms_norm_bf16_8192", 4.0 * half * 2, add_norm)
+    # torch.compile's fused version, where Triton is there (compile time is not measured)
+    try:
+        compiled = torch.compile(lambda a, r: F.rms_norm(a + r, (HIDDEN,), w, 1e-6))
+        compiled(xa, res)
+        report("compiled_fused_add_rms_norm_bf16_8192", 4.0 * half * 2, lambda: compiled(xa, res))
+        softmax_c = torch.compile(lambda a: torch.softmax(a, dim=-1))
+        softmax_c(x2d)
+        report("compiled_softmax_bf16_8192", row_bytes, lambda: softmax_c(x2d))
+    except Exception as e:  # noqa: BLE001 - a missing compiler is a note, not a failure
+        print(json.dumps({"note": "torch.compile unavailable: " + str(e)[:200]}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

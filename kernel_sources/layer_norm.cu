@@ -1,0 +1,66 @@
+// layer_norm: one block per row, the row in registers: y = (x - mean) / sqrt(var + eps) * weight + bias.
+// The variance is the mean of squared deviations from the row in registers (no second read of x).
+#include "jitk_gpu.h"
+
+constexpr i64 H = JITK_HIDDEN;
+
+template <int W>
+__device__ void layer_norm_row(const T* __restrict__ xr, const T* __restrict__ w, const T* __restrict__ b,
+                               T* __restrict__ yr, float eps) {
+  __shared__ float scratch[32];
+  constexpr int packs = H / W;
+  constexpr int per_thread = (packs + JITK_BLOCK - 1) / JITK_BLOCK;
+  float v[per_thread][W];
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < per_thread; ++j) {
+    const int p = j * JITK_BLOCK + threadIdx.x;
+    if (p < packs) {
+      auto in = jitk::load<W>(xr + p * W);
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        v[j][k] = jitk::to_float(in.v[k]);
+        sum += v[j][k];
+      }
+    }
+  }
+  const float mean = jitk::block_reduce<false>(sum, scratch) / static_cast<float>(H);
+  float sq = 0.0f;
+#pragma unroll
+  for (int j = 0; j < per_thread; ++j) {
+    const int p = j * JITK_BLOCK + threadIdx.x;
+    if (p < packs) {
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        v[j][k] -= mean;
+        sq += v[j][k] * v[j][k];
+      }
+    }
+  }
+  const float inv_std = rsqrtf(jitk::block_reduce<false>(sq, scratch) / static_cast<float>(H) + eps);
+#pragma unroll
+  for (int j = 0; j < per_thread; ++j) {
+    const int p = j * JITK_BLOCK + threadIdx.x;
+    if (p < packs) {
+      auto wv = jitk::load<W>(w + p * W);
+      auto bv = jitk::load<W>(b + p * W);
+      jitk::Pack<T, W> o;
+#pragma unroll
+      for (int k = 0; k < W; ++k)
+        o.v[k] = jitk::from_float<T>(v[j][k] * inv_std * jitk::to_float(wv.v[k]) + jitk::to_float(bv.v[k]));
+      jitk::store<W>(yr + p * W, o);
+    }
+  }
+}
+
+JITK_GPU_KERNEL(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y, float eps,
+                i64 rows) {
+  constexpr int W = jitk::kVector<T>;
+  const i64 r = blockIdx.x;
+  if (r >= rows) return;
+  if constexpr (H % W == 0) {
+    if (jitk::aligned16(x) && jitk::aligned16(w) && jitk::aligned16(b) && jitk::aligned16(y))
+      return layer_norm_row<W>(x + r * H, w, b, y + r * H, eps);
+  }
+  layer_norm_row<1>(x + r * H, w, b, y + r * H, eps);
+}
