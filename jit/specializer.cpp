@@ -20,7 +20,7 @@ namespace {
 const char* const kCpuHeaders[] = {"jitk_cpu.h"};
 const char* const kGpuHeaders[] = {"jitk_gpu.h"};
 
-constexpr int kWarp = 32, kMaxBlock = 1024;
+constexpr int kWarp = 32, kMaxBlock = 1024, kMaxPacksPerThread = 32;
 
 std::string upper(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -45,9 +45,12 @@ LaunchShape gpu_shape(const GpuLayout& layout, const ParamSet& params) {
   LaunchShape shape;
   switch (layout.kind) {
     case GpuLayout::Kind::BlockPerRow: {
-      // Enough threads that each keeps about packs_per_thread 16-byte packs of the row.
-      std::int64_t packs = hidden % vector == 0 ? hidden / vector : hidden;
+      // Enough threads that each keeps about packs_per_thread 16-byte packs of the row, but no
+      // more than layout.block of them (long rows: more packs a thread, measured faster on the
+      // H100 than more threads to reduce over), and never over 32 packs a thread (registers).
+      const std::int64_t packs = hidden % vector == 0 ? hidden / vector : hidden;
       std::int64_t threads = (packs + layout.packs_per_thread - 1) / layout.packs_per_thread;
+      threads = std::max(std::min<std::int64_t>(threads, layout.block), (packs + kMaxPacksPerThread - 1) / kMaxPacksPerThread);
       threads = (threads + kWarp - 1) / kWarp * kWarp;
       shape.block = static_cast<int>(std::clamp<std::int64_t>(threads, kWarp, kMaxBlock));
       shape.items_per_block = 1;

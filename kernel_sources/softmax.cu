@@ -1,14 +1,45 @@
-// softmax and log_softmax: one block per row, the row held in registers: one read of x, one write of y.
+// softmax and log_softmax: one block per row, the row held in registers: one read of x, one write
+// of y. One block reduction, of (max, sum) pairs: each thread sums exp(x - its own max), and
+// pairs combine as (m, s) + (m', s') = (M, s e^(m - M) + s' e^(m' - M)), M = max(m, m'); then
+// each thread rescales its exps by e^(its max - M): one round of block barriers instead of the two
+// of a max reduction followed by a sum reduction.
 #include "jitk_gpu.h"
 
 constexpr i64 H = JITK_HIDDEN;
 
+// Combines (m, s) with another thread's: a thread without elements holds (-inf, 0).
+__device__ inline void combine(float& m, float& s, float m2, float s2) {
+  const float top = fmaxf(m, m2);
+  s = (m == top ? s : s * __expf(m - top)) + (m2 == top ? s2 : s2 * __expf(m2 - top));
+  m = top;
+}
+
+__device__ inline void warp_combine(float& m, float& s) {
+  for (int mask = JITK_WARP_SIZE / 2; mask > 0; mask /= 2) combine(m, s, JITK_SHFL_XOR(m, mask), JITK_SHFL_XOR(s, mask));
+}
+
+// Every thread gets the row's (max, sum of exp(x - max)).
+__device__ inline void block_combine(float& m, float& s) {
+  constexpr int warps = (JITK_BLOCK + JITK_WARP_SIZE - 1) / JITK_WARP_SIZE;
+  __shared__ float scratch_m[32], scratch_s[32];
+  warp_combine(m, s);
+  if (warps == 1) return;
+  const int lane = threadIdx.x % JITK_WARP_SIZE, warp = threadIdx.x / JITK_WARP_SIZE;
+  if (lane == 0) {
+    scratch_m[warp] = m;
+    scratch_s[warp] = s;
+  }
+  __syncthreads();
+  m = lane < warps ? scratch_m[lane] : jitk::neg_inf();
+  s = lane < warps ? scratch_s[lane] : 0.0f;
+  warp_combine(m, s);
+}
+
 template <int W> __device__ void softmax_row(const T* __restrict__ xr, T* __restrict__ yr) {
-  __shared__ float scratch[32];
   constexpr int packs = H / W;
   constexpr int per_thread = (packs + JITK_BLOCK - 1) / JITK_BLOCK;
   float v[per_thread][W];
-  float row_max = jitk::neg_inf();
+  float m = jitk::neg_inf();
 #pragma unroll
   for (int j = 0; j < per_thread; ++j) {
     const int p = j * JITK_BLOCK + threadIdx.x;
@@ -17,36 +48,31 @@ template <int W> __device__ void softmax_row(const T* __restrict__ xr, T* __rest
 #pragma unroll
       for (int k = 0; k < W; ++k) {
         v[j][k] = jitk::to_float(in.v[k]);
-        row_max = fmaxf(row_max, v[j][k]);
+        m = fmaxf(m, v[j][k]);
       }
     }
   }
-  row_max = jitk::block_reduce<true>(row_max, scratch);
-  float sum = 0.0f;
-#if JITK_KERNEL_LOG_SOFTMAX
-  float (&x_minus_max)[per_thread][W] = v;  // the same registers, renamed for what they hold
-#endif
+  float s = 0.0f;
+  const float own_max = m;
 #pragma unroll
   for (int j = 0; j < per_thread; ++j) {
-    const int p = j * JITK_BLOCK + threadIdx.x;
-    if (p < packs) {
+    if (j * JITK_BLOCK + threadIdx.x < packs) {
 #pragma unroll
       for (int k = 0; k < W; ++k) {
 #if JITK_KERNEL_LOG_SOFTMAX
-        x_minus_max[j][k] = v[j][k] - row_max;
-        sum += __expf(x_minus_max[j][k]);
+        s += __expf(v[j][k] - own_max);  // v keeps x: log_softmax is x - max - log(sum)
 #else
-        v[j][k] = __expf(v[j][k] - row_max);
-        sum += v[j][k];
+        v[j][k] = __expf(v[j][k] - own_max);
+        s += v[j][k];
 #endif
       }
     }
   }
-  sum = jitk::block_reduce<false>(sum, scratch);
+  block_combine(m, s);
 #if JITK_KERNEL_LOG_SOFTMAX
-  const float log_sum = logf(sum);  // once per row: the accurate one
+  const float shift = m + logf(s);  // once per row: the accurate log
 #else
-  const float inv_sum = 1.0f / sum;
+  const float scale = own_max == m ? 1.0f / s : __expf(own_max - m) / s;
 #endif
 #pragma unroll
   for (int j = 0; j < per_thread; ++j) {
@@ -54,10 +80,11 @@ template <int W> __device__ void softmax_row(const T* __restrict__ xr, T* __rest
     if (p < packs) {
       jitk::Pack<T, W> o;
 #pragma unroll
+      for (int k = 0; k < W; ++k)
 #if JITK_KERNEL_LOG_SOFTMAX
-      for (int k = 0; k < W; ++k) o.v[k] = jitk::from_float<T>(x_minus_max[j][k] - log_sum);
+        o.v[k] = jitk::from_float<T>(v[j][k] - shift);
 #else
-      for (int k = 0; k < W; ++k) o.v[k] = jitk::from_float<T>(v[j][k] * inv_sum);
+        o.v[k] = jitk::from_float<T>(v[j][k] * scale);
 #endif
       jitk::store<W>(yr + p * W, o);
     }

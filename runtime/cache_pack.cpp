@@ -191,9 +191,8 @@ ImportResult import_pack(const std::filesystem::path& file) {
       ++result.already;
       continue;
     }
-    detail::ArtifactMeta meta{r["kernel"], r["params"], r["backend"], r["arch"], r["compiler"], r["compile_ms"].get<double>()};
-    meta.implementation = r["implementation"];
-    meta.implementation_version = r["implementation_version"];
+    const detail::ArtifactMeta meta{r["kernel"], r["params"], r["backend"], r["arch"], r["compiler"],
+                                    r["compile_ms"].get<double>(), r["implementation"], r["implementation_version"]};
     if (!cache.store(r["key"], meta, e.payload, /*imported=*/true))
       throw Error(ErrorCode::CacheIo, "cannot import into " + cache.root().string() + " after " +
                                           std::to_string(result.imported) + " artifacts (see the warning above)");

@@ -71,11 +71,8 @@ LoadedKernels& loaded_kernels() {
 }
 
 ArtifactMeta meta_of(const Specialization& s) {
-  ArtifactMeta meta{s.unit.kernel, s.unit.params_text, std::string(backend_name(s.target.backend)), s.compiler->arch(),
-                    s.compiler->id(), 0};
-  meta.implementation = s.unit.implementation;
-  meta.implementation_version = s.unit.implementation_version;
-  return meta;
+  return {s.unit.kernel, s.unit.params_text, std::string(backend_name(s.target.backend)), s.compiler->arch(),
+          s.compiler->id(), 0, s.unit.implementation, s.unit.implementation_version};
 }
 
 LoadedPtr load_from_disk(ArtifactCache& cache, const Specialization& s, bool count_miss, const char* how) {

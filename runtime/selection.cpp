@@ -153,10 +153,9 @@ Selected select_implementation(const KernelDef& def, const ParamSet& params, con
                          return i->backend != target.backend || !params_problem(*i, params).empty();
                        });
     if (only_params) throw Error(ErrorCode::InvalidParams, def.name + " on " + std::string(backend_name(target.backend)) + ": " + param_problem);
-    std::string wanted = !sel.implementation.empty() ? "implementation '" + sel.implementation + "'"
-                         : !sel.allow_fallback       ? "a specialized (non-generic) implementation"
-                         : sel.mode == Mode::Training ? "an implementation for training (one with a backward)"
-                                                      : "an implementation";
+    std::string wanted = !sel.implementation.empty() ? "implementation '" + sel.implementation + "'" : "an implementation";
+    if (sel.mode == Mode::Training) wanted += " for training (one with a backward)";
+    if (!sel.allow_fallback) wanted += sel.mode == Mode::Training ? " that is specialized (non-generic)" : ", specialized (non-generic)";
     throw Error(ErrorCode::BackendUnavailable,
                 where + " needs " + wanted + ", and none suits; " +
                     (why_not.empty() ? "it has no implementation for " + std::string(backend_name(target.backend))

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "jit/cache.hpp"
+#include "jit/registry.hpp"
 #include "runtime/get_kernel.hpp"
 
 namespace jit::cache {
@@ -43,8 +44,14 @@ std::vector<WarmResult> warm(const std::vector<WarmItem>& items, int jobs,
     }
   };
   jobs = std::max(1, std::min<int>(jobs, static_cast<int>(items.size())));
+  // Workers choose implementations as the calling thread would: with its kernel mappings.
+  auto mapping = KernelMapping::current();
   std::vector<std::thread> threads;
-  for (int j = 1; j < jobs; ++j) threads.emplace_back(work);
+  for (int j = 1; j < jobs; ++j)
+    threads.emplace_back([&] {
+      KernelMapping adopted(mapping);
+      work();
+    });
   work();
   for (auto& t : threads) t.join();
   return results;

@@ -194,6 +194,27 @@ TEST_CASE("training needs an implementation with a backward", "[selection]") {
                     Contains("for training") && Contains("no backward"));
 }
 
+TEST_CASE("an implementation naming no dtypes takes those its backend can compile", "[selection]") {
+  jit::register_kernel({"test_types", "", {{"dtype", {"f32", "f16"}, 0, 0, ""}}, {scale_impl("cpu", 2, 0, true)}});
+  CHECK(jit::choose("test_types", {{"dtype", std::string("f32")}}, jit::Target::cpu()).implementation == "cpu");
+  try {
+    jit::choose("test_types", {{"dtype", std::string("f16")}}, jit::Target::cpu());
+    FAIL("a CPU implementation took f16");
+  } catch (const jit::Error& e) {
+    CHECK(e.code() == jit::ErrorCode::InvalidParams);
+    CHECK_THAT(std::string(e.what()), Contains("'dtype' = 'f16' is not supported; allowed: one of f32, f64"));
+  }
+}
+
+TEST_CASE("training with fallback refused names both needs", "[selection]") {
+  register_ranges();
+  jit::Selection both;
+  both.mode = jit::Mode::Training;
+  both.allow_fallback = false;
+  CHECK_THROWS_WITH(pick("test_ranges", "sm_86", "f32", both),
+                    Contains("needs an implementation for training (one with a backward) that is specialized (non-generic)"));
+}
+
 TEST_CASE("asking for one implementation by name: unknown names and unsuitable devices are errors", "[selection]") {
   register_ranges();
   jit::Selection named;

@@ -244,6 +244,7 @@ TEST_CASE("jitk ls shows each artifact's implementation, and prune --stale remov
     sqlite3_close(db);
   }
   CHECK_THAT(run(kTool + " ls", env).output, Contains(" - ") && Contains("my-saxpy v1"));
+  CHECK(run(kTool + " prune --stale --older-than 1x", env).exit_code == 2);  // removes nothing: see the next line
   auto r = run(kTool + " prune --stale", env);
   INFO(r.output);
   CHECK(r.exit_code == 0);
@@ -271,4 +272,5 @@ TEST_CASE("jitk info --kernels lists every implementation and which one each tar
                            Contains("on cuda:sm_80 (dtype=bf16,hidden=4096): cuda v1") &&
                            Contains("on cuda:sm_60 (dtype=bf16,hidden=4096): none:"));
   CHECK(jitk_test::count_lines_with(r.output, "  on cpu ") == 8);  // one line per kernel and target
+  CHECK(run(kTool + " info --target cuda:sm_90", jitk_test::cache_env(cache)).exit_code == 2);
 }

@@ -171,6 +171,11 @@ int cmd_clear(const std::string& kernel) {
 }
 
 int cmd_prune(const std::string& max_size, const std::string& older_than, bool stale) {
+  // Every argument is checked before anything is removed.
+  if (!max_size.empty() && !jit::cache::parse_size(max_size))
+    throw jit::Error(jit::ErrorCode::InvalidParams, "--max-size '" + max_size + "' is not a size (e.g. 2G, 500M, 64K)");
+  if (!older_than.empty() && !jit::cache::parse_age(older_than))
+    throw jit::Error(jit::ErrorCode::InvalidParams, "--older-than '" + older_than + "' is not an age (e.g. 30d, 12h, 45m)");
   if (stale) {
     auto r = jit::cache::prune_stale();
     std::cout << "pruned " << r.removed.entries << " stale artifacts (implementations or versions this jitk no longer ships), freed "
@@ -349,6 +354,8 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
+    if (*info && !kernels && !targets.empty())
+      throw jit::Error(jit::ErrorCode::InvalidParams, "--target goes with --kernels (jitk info --kernels --target cuda:sm_90)");
     if (*info) return kernels ? cmd_kernels(targets) : cmd_info();
     if (*ls) return cmd_ls(json);
     if (*stats) return cmd_stats(json);

@@ -40,8 +40,8 @@ struct GpuLayout {
     WarpPerRow,   // one warp per row, `block / 32` rows a block
   };
   Kind kind = Kind::Elementwise;
-  int block = 256;           // threads per block (Elementwise, WarpPerRow); BlockPerRow derives it
-  int packs_per_thread = 4;  // BlockPerRow: how much of the row each thread keeps
+  int block = 256;           // threads per block (Elementwise, WarpPerRow); BlockPerRow: the most a row gets
+  int packs_per_thread = 4;  // BlockPerRow: how much of the row each thread keeps (more when `block` caps the threads)
 };
 
 inline constexpr int kAnyCapability = 1 << 30;

@@ -1,0 +1,75 @@
+# jitk_warm(TARGET <target> MANIFEST <file> [CACHE_DIR <dir>]): at build time, before <target> is
+# built, `jitk warm <file>` compiles every specialization the manifest lists into a cache folder
+# (default: ${CMAKE_CURRENT_BINARY_DIR}/jitk-cache), again whenever the manifest or jitk changes.
+# Run the program with JITK_CACHE_DIR set to that folder and it compiles nothing: the folder is
+# the target's property JITK_CACHE_DIR, and the macro JITK_WARMED_CACHE_DIR in its sources.
+# Installed with jitk's package (find_package(jitk)); needs the target jitk::tool.
+function(jitk_warm)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "TARGET;MANIFEST;CACHE_DIR" "")
+  set(usage "usage: jitk_warm(TARGET <target> MANIFEST <file> [CACHE_DIR <dir>])")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "jitk_warm: unknown arguments: ${arg_UNPARSED_ARGUMENTS}\n${usage}")
+  endif()
+  if(arg_KEYWORDS_MISSING_VALUES)
+    message(FATAL_ERROR "jitk_warm: ${arg_KEYWORDS_MISSING_VALUES} given without a value\n${usage}")
+  endif()
+  if(NOT arg_TARGET)
+    message(FATAL_ERROR "jitk_warm: TARGET is missing: the target whose build warms the cache\n${usage}")
+  endif()
+  if(NOT arg_MANIFEST)
+    message(FATAL_ERROR "jitk_warm: MANIFEST is missing: the TOML file listing the kernels to warm\n${usage}")
+  endif()
+  if(NOT TARGET ${arg_TARGET})
+    message(FATAL_ERROR "jitk_warm: there is no target '${arg_TARGET}' (call jitk_warm after add_executable or add_library)")
+  endif()
+  get_target_property(aliased ${arg_TARGET} ALIASED_TARGET)
+  if(aliased)
+    set(arg_TARGET ${aliased})
+  endif()
+  get_target_property(imported ${arg_TARGET} IMPORTED)
+  if(imported)
+    message(FATAL_ERROR "jitk_warm: '${arg_TARGET}' is an imported target; give a target this project builds")
+  endif()
+  if(NOT TARGET jitk::tool)
+    message(FATAL_ERROR "jitk_warm: there is no target jitk::tool; call find_package(jitk) first")
+  endif()
+  get_filename_component(manifest "${arg_MANIFEST}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+  if(NOT EXISTS "${manifest}" OR IS_DIRECTORY "${manifest}")
+    message(FATAL_ERROR "jitk_warm: manifest '${manifest}' not found (a relative MANIFEST is read from ${CMAKE_CURRENT_SOURCE_DIR})")
+  endif()
+  set(cache_dir "${CMAKE_CURRENT_BINARY_DIR}/jitk-cache")
+  if(arg_CACHE_DIR)
+    get_filename_component(cache_dir "${arg_CACHE_DIR}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
+  endif()
+  # One program reads one cache folder: further manifests for the same target must share it.
+  get_target_property(previous ${arg_TARGET} JITK_CACHE_DIR)
+  if(previous AND NOT previous STREQUAL cache_dir)
+    message(FATAL_ERROR "jitk_warm: '${arg_TARGET}' already warms ${previous}; give it CACHE_DIR ${previous}")
+  endif()
+
+  string(SHA1 id "${manifest};${cache_dir}")
+  string(SUBSTRING "${id}" 0 8 id)
+  set(warm_target jitk_warm_${arg_TARGET}_${id})
+  if(TARGET ${warm_target})
+    return()  # this manifest already warms this folder for this target
+  endif()
+  get_filename_component(manifest_name "${manifest}" NAME)
+  set(stamp "${CMAKE_CURRENT_BINARY_DIR}/jitk_warm/${manifest_name}.${id}.stamp")
+  # The stamp is written only when the warm succeeds; a failed warm fails the build.
+  add_custom_command(
+    OUTPUT "${stamp}"
+    COMMAND ${CMAKE_COMMAND} -E env "JITK_CACHE_DIR=${cache_dir}" $<TARGET_FILE:jitk::tool> warm "${manifest}"
+    COMMAND ${CMAKE_COMMAND} -E touch "${stamp}"
+    DEPENDS "${manifest}" $<TARGET_FILE:jitk::tool> $<TARGET_FILE:jitk::jitk>
+    COMMENT "jitk: warming ${cache_dir} from ${manifest_name}"
+    VERBATIM)
+  add_custom_target(${warm_target} DEPENDS "${stamp}")
+  add_dependencies(${arg_TARGET} ${warm_target})
+  if(NOT previous)
+    set_property(TARGET ${arg_TARGET} PROPERTY JITK_CACHE_DIR "${cache_dir}")
+    get_target_property(type ${arg_TARGET} TYPE)
+    if(NOT type STREQUAL "UTILITY" AND NOT type STREQUAL "INTERFACE_LIBRARY")
+      target_compile_definitions(${arg_TARGET} PRIVATE "JITK_WARMED_CACHE_DIR=\"${cache_dir}\"")
+    endif()
+  endif()
+endfunction()
