@@ -1,5 +1,6 @@
 // layer_norm: one block per row, the row in registers: y = (x - mean) / sqrt(var + eps) * weight + bias.
-// The variance is the mean of squared deviations from the row in registers (no second read of x).
+// The variance is the mean of squared deviations from the row in registers (no second read of x,
+// and no E[x^2] - mean^2 cancellation).
 #include "jitk_gpu.h"
 
 constexpr i64 H = JITK_HIDDEN;
@@ -10,30 +11,27 @@ __device__ void layer_norm_row(const T* __restrict__ xr, const T* __restrict__ w
   __shared__ float scratch[32];
   constexpr int packs = H / W;
   constexpr int per_thread = (packs + JITK_BLOCK - 1) / JITK_BLOCK;
-  float v[per_thread][W];
+  // The row stays as loaded (16-bit types: half the registers of floats); see jitk::row_min_blocks.
+  jitk::Pack<T, W> in[per_thread];
   float sum = 0.0f;
 #pragma unroll
   for (int j = 0; j < per_thread; ++j) {
     const int p = j * JITK_BLOCK + threadIdx.x;
     if (p < packs) {
-      auto in = jitk::load<W>(xr + p * W);
+      in[j] = jitk::load<W>(xr + p * W);
 #pragma unroll
-      for (int k = 0; k < W; ++k) {
-        v[j][k] = jitk::to_float(in.v[k]);
-        sum += v[j][k];
-      }
+      for (int k = 0; k < W; ++k) sum += jitk::to_float(in[j].v[k]);
     }
   }
   const float mean = jitk::block_reduce<false>(sum, scratch) / static_cast<float>(H);
   float sq = 0.0f;
 #pragma unroll
   for (int j = 0; j < per_thread; ++j) {
-    const int p = j * JITK_BLOCK + threadIdx.x;
-    if (p < packs) {
+    if (j * JITK_BLOCK + threadIdx.x < packs) {
 #pragma unroll
       for (int k = 0; k < W; ++k) {
-        v[j][k] -= mean;
-        sq += v[j][k] * v[j][k];
+        const float d = jitk::to_float(in[j].v[k]) - mean;
+        sq += d * d;
       }
     }
   }
@@ -47,13 +45,14 @@ __device__ void layer_norm_row(const T* __restrict__ xr, const T* __restrict__ w
       jitk::Pack<T, W> o;
 #pragma unroll
       for (int k = 0; k < W; ++k)
-        o.v[k] = jitk::from_float<T>(v[j][k] * inv_std * jitk::to_float(wv.v[k]) + jitk::to_float(bv.v[k]));
+        o.v[k] = jitk::from_float<T>((jitk::to_float(in[j].v[k]) - mean) * inv_std * jitk::to_float(wv.v[k]) +
+                                     jitk::to_float(bv.v[k]));
       jitk::store<W>(yr + p * W, o);
     }
   }
 }
 
-JITK_GPU_KERNEL(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y, float eps,
+JITK_GPU_KERNEL_MIN_BLOCKS(jitk::row_min_blocks<T>(H))(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y, float eps,
                 i64 rows) {
   constexpr int W = jitk::kVector<T>;
   const i64 r = blockIdx.x;

@@ -64,12 +64,12 @@ __device__ void rms_row(const T* __restrict__ xr, T* __restrict__ rr, const T* _
 }
 
 #if JITK_KERNEL_FUSED_ADD_RMS_NORM
-JITK_GPU_KERNEL(const T* __restrict__ x, T* __restrict__ residual, const T* __restrict__ w, T* __restrict__ y, float eps,
+JITK_GPU_KERNEL_MIN_BLOCKS(jitk::row_min_blocks<T>(H))(const T* __restrict__ x, T* __restrict__ residual, const T* __restrict__ w, T* __restrict__ y, float eps,
                 i64 rows) {
   T* rr = residual + blockIdx.x * H;
   const bool aligned = jitk::aligned16(residual);
 #else
-JITK_GPU_KERNEL(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, float eps, i64 rows) {
+JITK_GPU_KERNEL_MIN_BLOCKS(jitk::row_min_blocks<T>(H))(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, float eps, i64 rows) {
   T* rr = nullptr;
   const bool aligned = true;
 #endif

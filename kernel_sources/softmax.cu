@@ -38,33 +38,39 @@ __device__ inline void block_combine(float& m, float& s) {
 template <int W> __device__ void softmax_row(const T* __restrict__ xr, T* __restrict__ yr) {
   constexpr int packs = H / W;
   constexpr int per_thread = (packs + JITK_BLOCK - 1) / JITK_BLOCK;
-  float v[per_thread][W];
+  // The row stays as loaded (16-bit types: half the registers of floats). log_softmax needs
+  // nothing else; softmax keeps its exps as floats. Registers bound the blocks an SM holds, and
+  // with them the loads in flight: log_softmax kept as floats took 112 registers at hidden 8192
+  // (bf16) and ran at 0.56 of copy.
+  jitk::Pack<T, W> in[per_thread];
   float m = jitk::neg_inf();
 #pragma unroll
   for (int j = 0; j < per_thread; ++j) {
     const int p = j * JITK_BLOCK + threadIdx.x;
     if (p < packs) {
-      auto in = jitk::load<W>(xr + p * W);
+      in[j] = jitk::load<W>(xr + p * W);
 #pragma unroll
-      for (int k = 0; k < W; ++k) {
-        v[j][k] = jitk::to_float(in.v[k]);
-        m = fmaxf(m, v[j][k]);
-      }
+      for (int k = 0; k < W; ++k) m = fmaxf(m, jitk::to_float(in[j].v[k]));
     }
   }
   float s = 0.0f;
   const float own_max = m;
+  // softmax keeps its exps unless that would take more than 32 registers: then it takes the exp
+  // again when writing (the SFU has time to spare in a memory-bound kernel; registers do not).
+#if JITK_KERNEL_LOG_SOFTMAX
+  constexpr bool keep_exps = false;
+#else
+  constexpr bool keep_exps = per_thread * W <= 32;
+#endif
+  float e[keep_exps ? per_thread : 1][W];
 #pragma unroll
   for (int j = 0; j < per_thread; ++j) {
     if (j * JITK_BLOCK + threadIdx.x < packs) {
 #pragma unroll
       for (int k = 0; k < W; ++k) {
-#if JITK_KERNEL_LOG_SOFTMAX
-        s += __expf(v[j][k] - own_max);  // v keeps x: log_softmax is x - max - log(sum)
-#else
-        v[j][k] = __expf(v[j][k] - own_max);
-        s += v[j][k];
-#endif
+        const float x_exp = __expf(jitk::to_float(in[j].v[k]) - own_max);
+        if constexpr (keep_exps) e[j][k] = x_exp;
+        s += x_exp;
       }
     }
   }
@@ -82,16 +88,16 @@ template <int W> __device__ void softmax_row(const T* __restrict__ xr, T* __rest
 #pragma unroll
       for (int k = 0; k < W; ++k)
 #if JITK_KERNEL_LOG_SOFTMAX
-        o.v[k] = jitk::from_float<T>(v[j][k] - shift);
+        o.v[k] = jitk::from_float<T>(jitk::to_float(in[j].v[k]) - shift);
 #else
-        o.v[k] = jitk::from_float<T>(v[j][k] * scale);
+        o.v[k] = jitk::from_float<T>((keep_exps ? e[keep_exps ? j : 0][k] : __expf(jitk::to_float(in[j].v[k]) - own_max)) * scale);
 #endif
       jitk::store<W>(yr + p * W, o);
     }
   }
 }
 
-JITK_GPU_KERNEL(const T* __restrict__ x, T* __restrict__ y, i64 rows) {
+JITK_GPU_KERNEL_MIN_BLOCKS(jitk::row_min_blocks<T>(H))(const T* __restrict__ x, T* __restrict__ y, i64 rows) {
   constexpr int W = jitk::kVector<T>;
   const i64 r = blockIdx.x;
   if (r >= rows) return;

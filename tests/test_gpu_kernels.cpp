@@ -9,6 +9,7 @@
 #include "jit/cuda.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "jit/kernels.hpp"
+#include "jit/registry.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
 #include "runtime/selection.hpp"
@@ -70,6 +71,17 @@ template <class T> double error_of(const jit::cuda::DeviceArray<T>& out, const s
   return std::sqrt(num / den);
 }
 
+// The kernel's CUDA implementations whose capability range holds this device's.
+std::vector<std::string> cuda_implementations(const std::string& kernel, int capability) {
+  std::vector<std::string> out;
+  for (const auto& k : jit::registered_kernels())
+    if (k.name == kernel)
+      for (const auto& i : k.implementations)
+        if (i.backend == jit::Backend::Cuda && capability >= i.min_capability && capability <= i.max_capability)
+          out.push_back(i.name);
+  return out;
+}
+
 constexpr unsigned char kPoison = 0xff;  // all-ones is NaN in f32, f16 and bf16
 const std::int64_t kHidden[] = {1, 7, 1000, 4096, 4097};
 const std::int64_t kRows[] = {1, 7, 33};
@@ -107,11 +119,7 @@ TEMPLATE_TEST_CASE("GPU rms_norm matches the reference in every implementation t
                    jit::half, jit::bfloat16) {
   if (!have_gpu()) return;
   const int capability = jit::detail::capability_of_arch(jit::cuda::devices()[0].arch);
-  for (const char* impl : {"cuda", "cuda-sm90"}) {
-    if (std::string(impl) == "cuda-sm90" && capability != 90) {
-      std::printf("note: %s not run: this GPU is sm_%d\n", impl, capability);
-      continue;
-    }
+  for (const auto& impl : cuda_implementations("rms_norm", capability)) {
     jit::Selection only;
     only.implementation = impl;
     for (std::int64_t hidden : {1LL, 7LL, 1000LL, 4096LL, 4097LL, 16384LL}) {
@@ -230,8 +238,7 @@ TEMPLATE_TEST_CASE("GPU fused_add_rms_norm writes the sum and its rms_norm, in e
                    jit::half, jit::bfloat16) {
   if (!have_gpu()) return;
   const int capability = jit::detail::capability_of_arch(jit::cuda::devices()[0].arch);
-  for (const char* impl : {"cuda", "cuda-sm90"}) {
-    if (std::string(impl) == "cuda-sm90" && capability != 90) continue;
+  for (const auto& impl : cuda_implementations("fused_add_rms_norm", capability)) {
     jit::Selection only;
     only.implementation = impl;
     for (std::int64_t hidden : {1LL, 7LL, 1000LL, 4096LL, 4097LL, 16384LL}) {

@@ -23,6 +23,7 @@
 #include "cache/artifact_cache.hpp"
 #include "runtime/backend_driver.hpp"
 #include "runtime/selection.hpp"
+#include "jit/registry.hpp"
 #include <optional>
 
 using clock_type = std::chrono::steady_clock;
@@ -441,12 +442,21 @@ int main(int argc, char** argv) {
            k(r / 2, xb.data(), xb.data() + elems, wb.data(), yb.data(), 1e-6);  // half the rows: twice the traffic
          }},
     };
+    // A kernel's CUDA implementations whose capability range holds this device's.
+    auto cuda_implementations = [&](const std::string& kernel) {
+      std::vector<std::string> out;
+      for (const auto& k : jit::registered_kernels())
+        if (k.name == kernel)
+          for (const auto& i : k.implementations)
+            if (i.backend == jit::Backend::Cuda && capability >= i.min_capability && capability <= i.max_capability)
+              out.push_back(i.name);
+      return out;
+    };
     for (const auto& rb : row_benches)
       for (std::int64_t h : {1024LL, 2048LL, 4096LL, 8192LL, 16384LL}) {
         const std::int64_t r = static_cast<std::int64_t>(elems) / h;
         const double copy = copy_gbs(elems * 2);
-        for (const char* impl : {"cuda", "cuda-sm90"}) {
-          if (std::string(impl) == "cuda-sm90" && capability != 90) continue;
+        for (const std::string& impl : cuda_implementations(rb.kernel)) {
           jit::Selection only;
           only.implementation = impl;
           rb.run(r, h, only);  // compiles outside the timing
