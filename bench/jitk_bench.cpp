@@ -618,6 +618,34 @@ template <class T> std::vector<Result> bench_saxpy(const Config& cfg, CpuEntry a
   return kernel_results(name, bytes, bw, cfg);
 }
 
+// One AdamW step over kSaxpyN f32 parameters: param, m, v read and written, grads read (28 bytes
+// an element); the parameters move a little each timed run and stay far from overflow.
+template <class T> std::vector<Result> bench_adamw(const Config& cfg, CpuEntry aot) {
+  const std::string name = "adamw_" + dtype_str<T>();
+  progress(cfg, name + ": n=" + std::to_string(kSaxpyN));
+  const kernels::AdamW::Params p{dtype_v<T>};
+  auto k = jit::get<kernels::AdamW>(p, jit::Target::cpu());
+  std::mt19937 rng(7);
+  Buffer<T> param(kSaxpyN), grad(kSaxpyN), m(kSaxpyN), v(kSaxpyN);
+  param.randomize(rng, -1, 1);
+  grad.randomize(rng, -1, 1);
+  const auto p0 = param.to_vector();
+  kernels::AdamW::Args args{kSaxpyN, param.data(), grad.data(), m.data(), v.data(), 1e-3, 1};
+  for (int side = 0; side < 2; ++side) {  // each from the same start, checked against float64
+    std::copy(p0.begin(), p0.end(), param.data());
+    m.fill(T(0));
+    v.fill(T(0));
+    std::vector<double> rp(p0.begin(), p0.end()), rm(kSaxpyN, 0.0), rv(kSaxpyN, 0.0);
+    jitk_reference::adamw(rp, grad.to_vector(), rm, rv, 1e-3, 1, 0.9, 0.999, 1e-8, 0.01);
+    if (side == 0) k.launch(args);
+    else launch_entry<kernels::AdamW>(aot, p, args);
+    check(name + (side == 0 ? " (jitk)" : " (g++ AOT)"), param, rp);
+  }
+  const double bytes = 7.0 * kSaxpyN * sizeof(T);
+  auto bw = measure(cfg, bytes, [&] { k.launch(args); }, [&] { launch_entry<kernels::AdamW>(aot, p, args); });
+  return kernel_results(name, bytes, bw, cfg);
+}
+
 // The row kernels share their shape: inputs read once, one output written once.
 template <class K, class T, class MakeCase>
 std::vector<Result> bench_rows(const Config& cfg, const std::string& kernel, CpuEntry aot, MakeCase make_case) {
@@ -725,7 +753,7 @@ void usage() {
       "  --quick  fewer repetitions (a smoke run)\n"
       "  --filter run only the benches whose group contains TEXT: get_hot, first_use,\n"
       "           cold_compile_overhead, warm_throughput, saxpy_f32, rms_norm_f32, rms_norm_f64, softmax_f32,\n"
-      "           softmax_f64, silu_and_mul_f32\n"
+      "           softmax_f64, silu_and_mul_f32, adamw_f32\n"
       "Uses $JITK_CACHE_DIR when set, else a temporary cache removed at exit; child processes always get\n"
       "their own temporary caches.\n");
 }
@@ -758,6 +786,7 @@ int run(const Config& cfg) {
   if (wanted("softmax_f32")) add(bench_softmax<float>(cfg, aot_softmax_f32));
   if (wanted("softmax_f64")) add(bench_softmax<double>(cfg, aot_softmax_f64));
   if (wanted("silu_and_mul_f32")) add(bench_silu_and_mul<float>(cfg, aot_silu_and_mul_f32));
+  if (wanted("adamw_f32")) add(bench_adamw<float>(cfg, aot_adamw_f32));
   if (results.empty()) fail("--filter '" + cfg.filter + "' matches no bench");
   if (!cfg.json) print_table(results);
   return 0;

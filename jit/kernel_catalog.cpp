@@ -97,6 +97,9 @@ std::vector<KernelDef> shipped_kernels() {
       {"gelu_and_mul", "out = gelu(x[:, :hidden]) * x[:, hidden:] (erf, or the tanh approximation)",
        {dtype_param(), hidden_param(), {"approximate", {"none", "tanh"}, 0, 0, "gelu as erf (none) or tanh, as PyTorch's"}},
        {cpu_impl("gated_activation.cpp"), cuda_generic("gated_activation.cu", elementwise, "one 16-byte pack per thread")}},
+      {"adamw", "one AdamW step in place: float master weights and moments (double for f64), dtype gradients",
+       {{"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "the gradients' element type"}},
+       {cpu_impl("adamw.cpp"), cuda_generic("adamw.cu", elementwise, "one 16-byte pack of gradients per thread")}},
       {"fused_add_rms_norm", "residual += x, then y = rms_norm(residual) * weight, per row (one pass)",
        {dtype_param(), hidden_param()},
        // (rms_norm_sm90.cu serves this kernel too, but measured slower here: 0.79 vs 0.95 of copy at 8192)

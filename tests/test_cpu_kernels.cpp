@@ -147,6 +147,36 @@ TEMPLATE_TEST_CASE("fused_add_rms_norm writes the sum and its rms_norm, as the t
   }
 }
 
+TEMPLATE_TEST_CASE("adamw matches torch.optim.AdamW's update in float64, step after step", "[kernels]", float, double) {
+  auto k = jit::get<kernels::AdamW>({jit::dtype_of<TestType>()}, jit::Target::cpu());
+  for (std::int64_t n : {1LL, 7LL, 1000LL, 4097LL, 1'000'003LL}) {
+    auto param = random_vector<TestType>(n), m = random_vector<TestType>(n, -0.1, 0.1),
+         v = random_vector<TestType>(n, 0, 0.01);
+    std::vector<double> rp(param.begin(), param.end()), rm(m.begin(), m.end()), rv(v.begin(), v.end());
+    for (std::int64_t step = 1; step <= 3; ++step) {
+      auto grad = random_vector<TestType>(n, -1, 1);
+      k(n, param.data(), grad.data(), m.data(), v.data(), 1e-3, step, 0.9, 0.999, 1e-8, 0.01);
+      ref::adamw(rp, grad, rm, rv, 1e-3, step, 0.9, 0.999, 1e-8, 0.01);
+    }
+    INFO("n = " << n);
+    CHECK(ref::relative_l2_error(param, rp) <= ref::tolerance<TestType>());
+    CHECK(ref::relative_l2_error(m, rm) <= ref::tolerance<TestType>());
+    CHECK(ref::relative_l2_error(v, rv) <= ref::tolerance<TestType>());
+  }
+}
+
+TEST_CASE("adamw refuses a step, rate or type it cannot honour, before touching anything", "[kernels]") {
+  auto k = jit::get<kernels::AdamW>({jit::DType::f32}, jit::Target::cpu());
+  std::vector<float> p(8, 1.0f), g(8, 0.5f), m(8), v(8);
+  std::vector<double> gd(8);
+  CHECK_THROWS_WITH(k(8, p.data(), g.data(), m.data(), v.data(), 1e-3, 0), Catch::Matchers::Contains("step must be >= 1"));
+  CHECK_THROWS_WITH(k(8, p.data(), g.data(), m.data(), v.data(), 1e-3, 1, 0.9, 1.0), Catch::Matchers::Contains("beta1 and beta2"));
+  CHECK_THROWS_WITH(k(8, p.data(), g.data(), m.data(), v.data(), 1e-3, 1, 0.9, 0.999, 0.0), Catch::Matchers::Contains("eps"));
+  CHECK_THROWS_WITH(k(8, p.data(), gd.data(), m.data(), v.data(), 1e-3, 1), Catch::Matchers::Contains("'grad' is f64"));
+  CHECK(p[0] == 1.0f);
+  CHECK(m[0] == 0.0f);
+}
+
 TEST_CASE("a kernel launched with zero work writes nothing", "[kernels]") {
   auto k = jit::get<kernels::Softmax>({jit::DType::f32, 7}, jit::Target::cpu());
   std::vector<float> y(7, 42.0f);

@@ -258,6 +258,28 @@ TEMPLATE_TEST_CASE("GPU fused_add_rms_norm writes the sum and its rms_norm, in e
   }
 }
 
+TEMPLATE_TEST_CASE("GPU adamw matches torch.optim.AdamW's update in float64, with f32 master weights", "[gpu]", float,
+                   jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  auto k = jit::get<kernels::AdamW>({jit::dtype_of<TestType>()}, gpu());
+  for (std::int64_t n : {1LL, 7LL, 1000LL, 4097LL, 1'000'003LL}) {
+    auto param = random_vector<float>(n), m = random_vector<float>(n, -0.1, 0.1), v = random_vector<float>(n, 0, 0.01);
+    std::vector<double> rp = widen(param), rm = widen(m), rv = widen(v);
+    jit::cuda::DeviceArray<float> dp(param), dm(m), dv(v);
+    for (std::int64_t step = 1; step <= 3; ++step) {
+      auto grad = random_vector<TestType>(n, -1, 1);
+      jit::cuda::DeviceArray<TestType> dg(grad);
+      k(n, dp.data(), dg.data(), dm.data(), dv.data(), 1e-3, step, 0.9, 0.999, 1e-8, 0.01);
+      ref::adamw(rp, widen(grad), rm, rv, 1e-3, step, 0.9, 0.999, 1e-8, 0.01);
+      jit::cuda::synchronize();  // dg goes out of scope
+    }
+    INFO("n = " << n);
+    CHECK(error_of(dp, rp) <= 1e-5);
+    CHECK(error_of(dm, rm) <= 1e-5);
+    CHECK(error_of(dv, rv) <= 1e-5);
+  }
+}
+
 TEST_CASE("a GPU launch on the caller's stream runs there", "[gpu]") {
   if (!have_gpu()) return;
   auto k = jit::get<kernels::Softmax>({jit::DType::f32, 4096}, gpu());

@@ -415,6 +415,18 @@ int main(int argc, char** argv) {
       double ms = device_ms([&] { k(half_rows, xb.data(), xb.data() + elems, wb.data(), yb.data(), 1e-6); });
       report("fused_add_rms_norm_bf16_8192_GBps", 4.0 * half * 2, ms, copy_gbs(elems * 2));
     }
+    for (auto grad_type : {jit::DType::f32, jit::DType::bf16}) {
+      // One AdamW step over `elems` parameters: param, m, v read and written (f32), grads read.
+      auto k = jit::get<kernels::AdamW>({grad_type});
+      const std::int64_t n = static_cast<std::int64_t>(elems) / 2;
+      float* p = xf.data();
+      float* m = yf.data();
+      float* v = yf.data() + n;
+      const void* g = grad_type == jit::DType::f32 ? static_cast<const void*>(xf.data() + n) : static_cast<const void*>(xb.data());
+      double ms = device_ms([&] { k(n, jit::MutPtr(p, jit::DType::f32), jit::ConstPtr(g, grad_type), m, v, 1e-3, 10); });
+      const double bytes = n * (6.0 * 4 + jit::dtype_size(grad_type));
+      report(grad_type == jit::DType::f32 ? "adamw_f32_grads_GBps" : "adamw_bf16_grads_GBps", bytes, ms, copy_gbs(elems * 2));
+    }
     // Each row kernel's implementations side by side (the Hopper ones only on sm_90), same bytes.
     const int capability = jit::detail::capability_of_arch(dev.arch);
     using Run = std::function<void(std::int64_t rows, std::int64_t h, const jit::Selection&)>;

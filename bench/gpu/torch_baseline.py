@@ -68,6 +68,13 @@ def main():
             s = xa + res
             return F.rms_norm(s, (HIDDEN,), w, 1e-6)
         report("fused_add_rms_norm_bf16_8192", 4.0 * half * 2, add_norm)
+    # AdamW, fused (one kernel for the step), f32 params, grads and moments: 7 x 4 bytes an element
+    n = elems // 2
+    param = torch.ones(n, dtype=torch.float32, device=dev, requires_grad=True)
+    param.grad = torch.ones(n, dtype=torch.float32, device=dev)
+    opt = torch.optim.AdamW([param], lr=1e-3, fused=True)
+    opt.step()  # creates the moments
+    report("adamw_fused_f32_grads", n * 7.0 * 4, opt.step)
     # torch.compile's fused version, where Triton is there (compile time is not measured)
     try:
         compiled = torch.compile(lambda a, r: F.rms_norm(a + r, (HIDDEN,), w, 1e-6))
