@@ -66,6 +66,25 @@ Implementation cuda_generic(std::string file, GpuLayout layout, std::string note
   return i;
 }
 
+// The same text for AMD GPUs through hipRTC. A gfx arch has no capability number (capability_of_arch
+// gives 0), so the range is every one.
+Implementation hip_generic(const Implementation& cuda) {
+  Implementation i = cuda;
+  i.name = "hip";
+  i.backend = Backend::Hip;
+  i.min_capability = 0;
+  i.max_capability = kAnyCapability;
+  i.note = cuda.note + " (AMD, hipRTC)";
+  return i;
+}
+
+// The implementations every shipped kernel has: the CPU's, the generic CUDA text and its HIP twin.
+std::vector<Implementation> generic_impls(std::string cpu_file, std::string gpu_file, GpuLayout layout, std::string note) {
+  Implementation cuda = cuda_generic(std::move(gpu_file), layout, std::move(note));
+  Implementation hip = hip_generic(cuda);
+  return {cpu_impl(std::move(cpu_file)), std::move(cuda), std::move(hip)};
+}
+
 std::vector<KernelDef> shipped_kernels() {
   const GpuLayout elementwise{Kind::Elementwise, 256, 1};
   // At most 256 threads a row: at hidden 16384 (bf16) this was 9-13% faster on the H100 than 512.
@@ -83,27 +102,31 @@ std::vector<KernelDef> shipped_kernels() {
 
   return {
       {"saxpy", "y = a * x + y", {dtype_param()},
-       {cpu_impl("saxpy.cpp"), cuda_generic("saxpy.cu", elementwise, "one 16-byte pack per thread")}},
+       generic_impls("saxpy.cpp", "saxpy.cu", elementwise, "one 16-byte pack per thread")},
       {"silu_and_mul", "out = silu(x[:, :hidden]) * x[:, hidden:]", {dtype_param(), hidden_param()},
-       {cpu_impl("gated_activation.cpp"), cuda_generic("gated_activation.cu", elementwise, "one 16-byte pack per thread")}},
+       generic_impls("gated_activation.cpp", "gated_activation.cu", elementwise, "one 16-byte pack per thread")},
       {"rms_norm", "y = x / sqrt(mean(x^2) + eps) * weight, per row", {dtype_param(), hidden_param()},
-       {cpu_impl("rms_norm.cpp"), cuda_generic("rms_norm.cu", block_per_row, row), rms_sm90}},
+       [&] {
+         auto impls = generic_impls("rms_norm.cpp", "rms_norm.cu", block_per_row, row);
+         impls.push_back(rms_sm90);
+         return impls;
+       }()},
       {"softmax", "numerically stable softmax of each row", {dtype_param(), hidden_param()},
-       {cpu_impl("softmax.cpp"), cuda_generic("softmax.cu", block_per_row, row)}},
+       generic_impls("softmax.cpp", "softmax.cu", block_per_row, row)},
       {"log_softmax", "y = x - max - log(sum(exp(x - max))), per row", {dtype_param(), hidden_param()},
-       {cpu_impl("softmax.cpp"), cuda_generic("softmax.cu", block_per_row, row)}},
+       generic_impls("softmax.cpp", "softmax.cu", block_per_row, row)},
       {"layer_norm", "y = (x - mean) / sqrt(var + eps) * weight + bias, per row", {dtype_param(), hidden_param()},
-       {cpu_impl("layer_norm.cpp"), cuda_generic("layer_norm.cu", block_per_row, row)}},
+       generic_impls("layer_norm.cpp", "layer_norm.cu", block_per_row, row)},
       {"gelu_and_mul", "out = gelu(x[:, :hidden]) * x[:, hidden:] (erf, or the tanh approximation)",
        {dtype_param(), hidden_param(), {"approximate", {"none", "tanh"}, 0, 0, "gelu as erf (none) or tanh, as PyTorch's"}},
-       {cpu_impl("gated_activation.cpp"), cuda_generic("gated_activation.cu", elementwise, "one 16-byte pack per thread")}},
+       generic_impls("gated_activation.cpp", "gated_activation.cu", elementwise, "one 16-byte pack per thread")},
       {"adamw", "one AdamW step in place: float master weights and moments (double for f64), dtype gradients",
        {{"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "the gradients' element type"}},
-       {cpu_impl("adamw.cpp"), cuda_generic("adamw.cu", elementwise, "one 16-byte pack of gradients per thread")}},
+       generic_impls("adamw.cpp", "adamw.cu", elementwise, "one 16-byte pack of gradients per thread")},
       {"fused_add_rms_norm", "residual += x, then y = rms_norm(residual) * weight, per row (one pass)",
        {dtype_param(), hidden_param()},
        // (rms_norm_sm90.cu serves this kernel too, but measured slower here: 0.79 vs 0.95 of copy at 8192)
-       {cpu_impl("rms_norm.cpp"), cuda_generic("rms_norm.cu", block_per_row, row)}},
+       generic_impls("rms_norm.cpp", "rms_norm.cu", block_per_row, row)},
   };
 }
 

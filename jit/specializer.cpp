@@ -30,8 +30,9 @@ std::string upper(std::string s) {
 const char* c_type(const std::string& dtype) {
   if (dtype == "f64") return "double";
   if (dtype == "f32") return "float";
-  if (dtype == "f16") return "__half";
-  if (dtype == "bf16") return "__nv_bfloat16";
+  // jitk_gpu.h names the 16-bit types for every GPU backend (__half, __nv_bfloat16 on CUDA).
+  if (dtype == "f16") return "jitk_half";
+  if (dtype == "bf16") return "jitk_bfloat16";
   return nullptr;
 }
 

@@ -3,15 +3,31 @@
 // The specialization prelude defines JITK_ENTRY, T, JITK_BLOCK (threads per block) and JITK_<PARAM>.
 #pragma once
 #if defined(__HIPCC_RTC__) || defined(__HIPCC__)
-#include <hip/hip_fp16.h>
-#include <hip/hip_bfloat16.h>
-#define JITK_WARP_SIZE warpSize
+// hipRTC pre-includes the HIP runtime and __half (its headers have no include guards there:
+// including them again breaks the compile). ROCm 5.2 has no bf16 type hipRTC can use: ours below.
+#define JITK_WARP_SIZE warpSize  // 64 on CDNA (gfx90a), 32 on RDNA (gfx1030): a compile-time constant
 #define JITK_SHFL_XOR(v, m) __shfl_xor(v, m)
+typedef __half jitk_half;
+struct jitk_bfloat16 {
+  unsigned short bits;
+};
+__device__ inline float jitk_bfloat16_to_float(jitk_bfloat16 x) { return __uint_as_float(static_cast<unsigned>(x.bits) << 16); }
+// Round to nearest even, as __float2bfloat16_rn; a NaN stays a (quiet) NaN.
+__device__ inline jitk_bfloat16 jitk_float_to_bfloat16_rn(float f) {
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<unsigned short>((u >> 16) | 0x40u)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return {static_cast<unsigned short>(u >> 16)};
+}
 #else
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #define JITK_WARP_SIZE 32
 #define JITK_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, v, m)
+typedef __half jitk_half;
+typedef __nv_bfloat16 jitk_bfloat16;
+__device__ inline float jitk_bfloat16_to_float(jitk_bfloat16 x) { return __bfloat162float(x); }
+__device__ inline jitk_bfloat16 jitk_float_to_bfloat16_rn(float f) { return __float2bfloat16_rn(f); }
 #endif
 
 typedef long long i64;
@@ -20,20 +36,26 @@ typedef unsigned long long u64;
 // extern "C" so the symbol is found by name; the arguments are the descriptor's, then the number
 // of work items (rows or elements) last.
 #define JITK_GPU_KERNEL extern "C" __global__ void __launch_bounds__(JITK_BLOCK) JITK_ENTRY
+#if defined(__HIPCC_RTC__) || defined(__HIPCC__)
+// HIP's second __launch_bounds__ argument is minimum waves per execution unit, not blocks per
+// multiprocessor: the hint is CUDA's alone.
+#define JITK_GPU_KERNEL_MIN_BLOCKS(blocks) JITK_GPU_KERNEL
+#else
 // The same, asking the compiler to fit `blocks` blocks on an SM (registers permitting no spills is
 // the text's business): memory-bound row kernels need the loads in flight that more blocks give.
 #define JITK_GPU_KERNEL_MIN_BLOCKS(blocks) \
   extern "C" __global__ void __launch_bounds__(JITK_BLOCK, (2048 / JITK_BLOCK < (blocks) ? 2048 / JITK_BLOCK : (blocks))) JITK_ENTRY
+#endif
 
 namespace jitk {
 
 __device__ inline float to_float(float x) { return x; }
-__device__ inline float to_float(__half x) { return __half2float(x); }
-__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ inline float to_float(jitk_half x) { return __half2float(x); }
+__device__ inline float to_float(jitk_bfloat16 x) { return jitk_bfloat16_to_float(x); }
 template <class V> __device__ inline V from_float(float x);
 template <> __device__ inline float from_float<float>(float x) { return x; }
-template <> __device__ inline __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ inline jitk_half from_float<jitk_half>(float x) { return __float2half_rn(x); }
+template <> __device__ inline jitk_bfloat16 from_float<jitk_bfloat16>(float x) { return jitk_float_to_bfloat16_rn(x); }
 
 // W consecutive elements moved as one load/store (16 bytes when W * sizeof(V) == 16).
 template <class V, int W> struct alignas(sizeof(V) * W) Pack {
@@ -65,9 +87,14 @@ __device__ inline float warp_max(float v) {
   return v;
 }
 
-// Reduces over the block; every thread gets the result. `scratch` holds one float per warp.
+// Warps in a block: at most 32 (1024 threads of 32; HIP's 64-wide waves need half that), so a
+// reduction's scratch of 32 floats always holds one per warp.
+constexpr int kMaxWarps = 32;
+
+// Reduces over the block; every thread gets the result. `scratch` holds one float per warp (kMaxWarps).
 template <bool IsMax> __device__ inline float block_reduce(float v, float* scratch) {
   constexpr int warps = (JITK_BLOCK + JITK_WARP_SIZE - 1) / JITK_WARP_SIZE;
+  static_assert(warps <= kMaxWarps, "a block has more warps than the reduction scratch holds");
   v = IsMax ? warp_max(v) : warp_sum(v);
   if (warps == 1) return v;
   const int lane = threadIdx.x % JITK_WARP_SIZE, warp = threadIdx.x / JITK_WARP_SIZE;

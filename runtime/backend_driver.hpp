@@ -18,6 +18,8 @@ class BackendDriver {
   // "" when this machine can compile for the backend (a named arch), even if nothing can run here:
   // NVRTC needs no GPU. Backends that compile only where they run answer unavailable_reason().
   virtual std::string compile_unavailable_reason() const { return unavailable_reason(); }
+  // What `jitk info` adds to an unavailable backend that can still compile here ("" for nothing).
+  virtual std::string compile_only_note() const { return ""; }
   virtual const Compiler& compiler(const Target& target) const = 0;
   // Throws Error{LoadFailed}.
   virtual std::shared_ptr<const LoadedKernel> load(const std::vector<char>& artifact, const SourceUnit& unit,
@@ -41,5 +43,6 @@ std::vector<BackendState> backend_states();
 std::unique_ptr<BackendDriver> make_cpu_driver();
 #endif
 std::unique_ptr<BackendDriver> make_cuda_driver();
+std::unique_ptr<BackendDriver> make_hip_driver();
 
 }  // namespace jit::detail

@@ -38,7 +38,8 @@ const BackendState& probe(Backend b) {
         s.state.reason = s.driver->unavailable_reason();
         break;
       case Backend::Hip:
-        s.state.reason = "not in this version of jitk yet";
+        s.driver = make_hip_driver();
+        s.state.reason = s.driver->unavailable_reason();
         break;
     }
     s.state.driver = s.driver.get();

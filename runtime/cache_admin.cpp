@@ -110,6 +110,8 @@ std::vector<BackendStatus> backends() {
     if (b.available) {
       const auto& c = s.driver->compiler(Target{s.backend, "", 0});
       b.detail = c.id() + ", arch " + c.arch();
+    } else if (s.driver && s.driver->compile_unavailable_reason().empty()) {
+      if (auto note = s.driver->compile_only_note(); !note.empty()) b.detail += " (" + note + ")";
     }
     out.push_back(std::move(b));
   }
