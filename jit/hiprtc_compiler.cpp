@@ -83,17 +83,23 @@ const Opened& opened() {
     Opened o;
     auto& l = o.lib;
     std::string errors;
-    // comgr (which hipRTC opens at its first compile) is built on LLVM 15; a process that already
-    // has another LLVM (jitk's CPU backend: LLVM 16) would bind comgr's LLVM calls to that one and
-    // crash. Opened first with RTLD_DEEPBIND, comgr and its LLVM resolve their own symbols first,
-    // and hipRTC's later dlopen of it finds this copy.
-    if (!comgr_handle()) {
-      o.reason = comgr_reason();
-      return o;
-    }
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    o.reason = comgr_reason();  // why hipRTC is off in this build
+    return o;
+#endif
     l.runtime = open_first({"libamdhip64.so.5", "libamdhip64.so.6", "libamdhip64.so"}, &l.path, &errors);
     if (!l.runtime) {
       o.reason = "cannot open the HIP runtime (tried libamdhip64.so.5, .so.6, .so): " + errors;
+      return o;
+    }
+    // comgr (which hipRTC opens at its first compile, not at load) is built on LLVM 15; a process
+    // that already has another LLVM (jitk's CPU backend: LLVM 16) would bind comgr's LLVM calls to
+    // that one and crash. Opened now with RTLD_DEEPBIND, comgr and its LLVM resolve their own
+    // symbols first, and hipRTC's later dlopen of it finds this copy. Only where the HIP runtime
+    // exists: on a CUDA machine with a stray comgr (the H100 host has libamd_comgr.so.2.6), loading
+    // it with RTLD_DEEPBIND hung `jitk info` in a futex wait.
+    if (!comgr_handle()) {
+      o.reason = comgr_reason();
       return o;
     }
     // ROCm 5.x has hipRTC inside libamdhip64; ROCm 6 and later ship it as libhiprtc.

@@ -6,12 +6,12 @@
 typedef float M;
 
 struct Step {
-  M decay, beta1, beta2, eps, step_size, inv_sqrt_bc2;
+  M decay, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, step_size, inv_sqrt_bc2;
 };
 
 __device__ inline void adamw_elem(M& p, M g, M& m, M& v, const Step& s) {
-  m = s.beta1 * m + (1.0f - s.beta1) * g;
-  v = s.beta2 * v + (1.0f - s.beta2) * g * g;
+  m = s.beta1 * m + s.one_minus_beta1 * g;
+  v = s.beta2 * v + s.one_minus_beta2 * g * g;
   p = p * s.decay - s.step_size * m / (sqrtf(v) * s.inv_sqrt_bc2 + s.eps);
 }
 
@@ -38,9 +38,9 @@ __device__ void adamw_pack(M* __restrict__ param, const T* __restrict__ grad, M*
 }
 
 JITK_GPU_KERNEL(M* __restrict__ param, const T* __restrict__ grad, M* __restrict__ m, M* __restrict__ v, M decay,
-                M beta1, M beta2, M eps, M step_size, M inv_sqrt_bc2, i64 n) {
+                M beta1, M one_minus_beta1, M beta2, M one_minus_beta2, M eps, M step_size, M inv_sqrt_bc2, i64 n) {
   constexpr int W = jitk::kVector<T>;
-  const Step s{decay, beta1, beta2, eps, step_size, inv_sqrt_bc2};
+  const Step s{decay, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, step_size, inv_sqrt_bc2};
   const i64 first = (static_cast<i64>(blockIdx.x) * JITK_BLOCK + threadIdx.x) * W;
   if (first >= n) return;
   if (first + W <= n && jitk::aligned16(param) && jitk::aligned16(grad) && jitk::aligned16(m) && jitk::aligned16(v)) {

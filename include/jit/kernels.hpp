@@ -281,7 +281,8 @@ struct AdamW {
     out.add_pointer(a.grad.data);
     out.add_pointer(a.exp_avg.data);
     out.add_pointer(a.exp_avg_sq.data);
-    for (double v : {1 - a.lr * a.weight_decay, a.beta1, a.beta2, a.eps, a.lr / bc1, 1 / std::sqrt(bc2)})
+    // 1 - beta in double: 1.0f - 0.999f is 1.3e-5 off 0.001 (torch computes it in double too)
+    for (double v : {1 - a.lr * a.weight_decay, a.beta1, 1 - a.beta1, a.beta2, 1 - a.beta2, a.eps, a.lr / bc1, 1 / std::sqrt(bc2)})
       out.add_scalar(v, master(p));
     out.work_items = a.n;
     out.min_grain = detail::kMinElementsPerTask;
