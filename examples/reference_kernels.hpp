@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace jitk_reference {
@@ -111,6 +113,47 @@ void adamw(std::vector<double>& param, const std::vector<G>& grad, std::vector<d
     m[i] = beta1 * m[i] + (1 - beta1) * g;
     v[i] = beta2 * v[i] + (1 - beta2) * g * g;
     param[i] -= lr / bc1 * m[i] / (std::sqrt(v[i] / bc2) + eps);
+  }
+}
+
+// One operand of a fusion chain step: a tensor or per-column vector (data), a number, or what a
+// store step wrote (stored).
+struct ChainOperand {
+  std::vector<double> data;
+  double number = 0;
+  std::vector<double> stored;
+};
+
+// A fusion chain ("add>store>gelu", jit/chain.hpp) run step by step over v (rows x width) in
+// float64, each step a pass of its own as unfused kernels would run it; operands in step order.
+inline void chain(const std::string& text, std::vector<double>& v, std::int64_t width, std::vector<ChainOperand>& operands) {
+  std::size_t next = 0, start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('>', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string step = text.substr(start, end - start);
+    start = end + 1;
+    auto each = [&](auto f) {
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = f(v[i], i);
+    };
+    const double kSqrt2OverPi = 0.7978845608028654;
+    if (step == "add") each([&](double x, std::size_t i) { return x + operands[next].data[i]; });
+    else if (step == "mul") each([&](double x, std::size_t i) { return x * operands[next].data[i]; });
+    else if (step == "add_vec") each([&](double x, std::size_t i) { return x + operands[next].data[i % width]; });
+    else if (step == "mul_vec") each([&](double x, std::size_t i) { return x * operands[next].data[i % width]; });
+    else if (step == "add_scalar") each([&](double x, std::size_t) { return x + operands[next].number; });
+    else if (step == "mul_scalar") each([&](double x, std::size_t) { return x * operands[next].number; });
+    else if (step == "store") operands[next].stored = v;
+    else if (step == "relu") each([](double x, std::size_t) { return x < 0 ? 0.0 : x; });
+    else if (step == "silu") each([](double x, std::size_t) { return x / (1 + std::exp(-x)); });
+    else if (step == "sigmoid") each([](double x, std::size_t) { return 1 / (1 + std::exp(-x)); });
+    else if (step == "tanh") each([](double x, std::size_t) { return std::tanh(x); });
+    else if (step == "gelu") each([](double x, std::size_t) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); });
+    else if (step == "gelu_tanh")
+      each([&](double x, std::size_t) { return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x))); });
+    else throw std::invalid_argument("reference chain: unknown step '" + step + "'");
+    const bool takes_operand = step.rfind("add", 0) == 0 || step.rfind("mul", 0) == 0 || step == "store";
+    next += takes_operand;
   }
 }
 

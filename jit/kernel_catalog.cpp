@@ -1,6 +1,8 @@
 // The catalog of shipped kernels and the validation of their parameters.
 #include "jit/kernel_catalog.hpp"
 
+#include "jit/chain.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -16,6 +18,8 @@ constexpr std::int64_t kMaxHidden = 1 << 20;
 
 ParamSpec dtype_param() { return {"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "element type"}; }
 ParamSpec hidden_param() { return {"hidden", {}, 1, kMaxHidden, "row length the kernel is specialized for"}; }
+ParamSpec prologue_param() { return {"prologue", {}, 0, 0, "elementwise steps fused before the kernel's work", true}; }
+ParamSpec epilogue_param() { return {"epilogue", {}, 0, 0, "elementwise steps fused after the kernel's work", true}; }
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -29,6 +33,7 @@ std::string join(const std::vector<std::string>& items) {
 
 namespace jit {
 std::string ParamSpec::allowed() const {
+  if (chain) return "a chain of steps joined by '>' (e.g. add>store; see jit/chain.hpp), or nothing";
   if (is_text()) return "one of " + detail::join(choices);
   return "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
 }
@@ -94,7 +99,8 @@ std::vector<KernelDef> shipped_kernels() {
   rms_sm90.backend = Backend::Cuda;
   rms_sm90.min_capability = rms_sm90.max_capability = 90;
   rms_sm90.priority = 1;
-  rms_sm90.file = "rms_norm_sm90.cu";
+  rms_sm90.version = 2;  // v2: rms_norm.cu's text (JITK_IMPLEMENTATION_CUDA_SM90), with the fusion chains
+  rms_sm90.file = "rms_norm.cu";
   rms_sm90.dtypes = kGpuTypes;
   rms_sm90.layout = {Kind::BlockPerRow, 1024, 8};
   rms_sm90.note = "Hopper: twice the row per thread (half the threads to reduce over), streaming loads of x";
@@ -103,9 +109,11 @@ std::vector<KernelDef> shipped_kernels() {
   return {
       {"saxpy", "y = a * x + y", {dtype_param()},
        generic_impls("saxpy.cpp", "saxpy.cu", elementwise, "one 16-byte pack per thread")},
-      {"silu_and_mul", "out = silu(x[:, :hidden]) * x[:, hidden:]", {dtype_param(), hidden_param()},
+      {"silu_and_mul", "out = silu(x[:, :hidden]) * x[:, hidden:]",
+       {dtype_param(), hidden_param(), prologue_param(), epilogue_param()},
        generic_impls("gated_activation.cpp", "gated_activation.cu", elementwise, "one 16-byte pack per thread")},
-      {"rms_norm", "y = x / sqrt(mean(x^2) + eps) * weight, per row", {dtype_param(), hidden_param()},
+      {"rms_norm", "y = x / sqrt(mean(x^2) + eps) * weight, per row",
+       {dtype_param(), hidden_param(), prologue_param(), epilogue_param()},
        [&] {
          auto impls = generic_impls("rms_norm.cpp", "rms_norm.cu", block_per_row, row);
          impls.push_back(rms_sm90);
@@ -115,17 +123,19 @@ std::vector<KernelDef> shipped_kernels() {
        generic_impls("softmax.cpp", "softmax.cu", block_per_row, row)},
       {"log_softmax", "y = x - max - log(sum(exp(x - max))), per row", {dtype_param(), hidden_param()},
        generic_impls("softmax.cpp", "softmax.cu", block_per_row, row)},
-      {"layer_norm", "y = (x - mean) / sqrt(var + eps) * weight + bias, per row", {dtype_param(), hidden_param()},
+      {"layer_norm", "y = (x - mean) / sqrt(var + eps) * weight + bias, per row",
+       {dtype_param(), hidden_param(), prologue_param(), epilogue_param()},
        generic_impls("layer_norm.cpp", "layer_norm.cu", block_per_row, row)},
       {"gelu_and_mul", "out = gelu(x[:, :hidden]) * x[:, hidden:] (erf, or the tanh approximation)",
-       {dtype_param(), hidden_param(), {"approximate", {"none", "tanh"}, 0, 0, "gelu as erf (none) or tanh, as PyTorch's"}},
+       {dtype_param(), hidden_param(), {"approximate", {"none", "tanh"}, 0, 0, "gelu as erf (none) or tanh, as PyTorch's"},
+        prologue_param(), epilogue_param()},
        generic_impls("gated_activation.cpp", "gated_activation.cu", elementwise, "one 16-byte pack per thread")},
       {"adamw", "one AdamW step in place: float master weights and moments (double for f64), dtype gradients",
        {{"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "the gradients' element type"}},
        generic_impls("adamw.cpp", "adamw.cu", elementwise, "one 16-byte pack of gradients per thread")},
       {"fused_add_rms_norm", "residual += x, then y = rms_norm(residual) * weight, per row (one pass)",
        {dtype_param(), hidden_param()},
-       // (rms_norm_sm90.cu serves this kernel too, but measured slower here: 0.79 vs 0.95 of copy at 8192)
+       // (cuda-sm90's text serves this kernel too, but measured slower here: 0.79 vs 0.95 of copy at 8192)
        generic_impls("rms_norm.cpp", "rms_norm.cu", block_per_row, row)},
   };
 }
@@ -147,7 +157,8 @@ std::string spec_problem(const KernelDef& def) {
     for (const auto& c : p.choices)
       if (c.empty() || !std::all_of(c.begin(), c.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; }))
         return "parameter '" + p.name + "' has choice '" + c + "': choices are letters, digits and _";
-    if (!p.is_text() && p.min > p.max) return "parameter '" + p.name + "' has min > max";
+    if (p.chain && !p.choices.empty()) return "parameter '" + p.name + "' is a chain: it has no choices";
+    if (!p.is_text() && !p.chain && p.min > p.max) return "parameter '" + p.name + "' has min > max";
   }
   if (def.implementations.empty()) return "it has no implementation";
   seen.clear();
@@ -319,6 +330,20 @@ ParamSet validate_params(const KernelDef& def, const ParamSet& given) {
   ParamSet out;
   for (const auto& spec : def.params) {
     const ParamValue* v = given.find(spec.name);
+    if (spec.chain) {
+      if (!v) continue;
+      const auto* text = std::get_if<std::string>(v);
+      if (!text) fail("parameter '" + spec.name + "' = " + std::to_string(std::get<std::int64_t>(*v)) +
+                      " is a number; allowed: " + spec.allowed());
+      Chain chain;
+      try {
+        chain = Chain::parse(*text);
+      } catch (const Error& e) {
+        fail("parameter '" + spec.name + "': " + e.what());
+      }
+      if (!chain.empty()) out.set(spec.name, chain.to_string());
+      continue;
+    }
     if (!v) fail("missing parameter '" + spec.name + "' (" + spec.doc + "): give " + spec.allowed());
     if (spec.is_text()) {
       const auto* s = std::get_if<std::string>(v);

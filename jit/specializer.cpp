@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "jit/chain_codegen.hpp"
 #include "jit/embedded_sources.hpp"
 #include "runtime/logging.hpp"
 
@@ -25,6 +26,14 @@ constexpr int kWarp = 32, kMaxBlock = 1024, kMaxPacksPerThread = 32;
 std::string upper(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
+}
+
+// An implementation name as a macro name: "cuda-sm90" -> CUDA_SM90.
+std::string macro_name(const std::string& name) {
+  std::string out = upper(name);
+  for (auto& c : out)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return out;
 }
 
 const char* c_type(const std::string& dtype) {
@@ -122,6 +131,8 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
   prelude << "#define JITK_ENTRY jitk_entry\n";
   // One text may serve several kernels (softmax and log_softmax): it tells them apart by this.
   prelude << "#define JITK_KERNEL_" << upper(def.name) << " 1\n";
+  // ... and several implementations (rms_norm's cuda and cuda-sm90) by this.
+  prelude << "#define JITK_IMPLEMENTATION_" << macro_name(impl.name) << " 1\n";
   if (gpu) {
     unit.shape = gpu_shape(impl.layout, params);
     prelude << "#define JITK_BLOCK " << unit.shape.block << "\n";
@@ -129,16 +140,28 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
       prelude << "#define JITK_ROWS_PER_BLOCK " << unit.shape.items_per_block << "\n";
     prelude << "#include \"" << kGpuHeaders[0] << "\"  // defines the 16-bit types T may name\n";
   }
+  bool has_type = false;
   for (const auto& [name, value] : params.values()) {
+    const bool chain = std::any_of(def.params.begin(), def.params.end(), [&](const ParamSpec& s) { return s.chain && s.name == name; });
+    if (chain) continue;  // chain_code below writes them
     if (const auto* n = std::get_if<std::int64_t>(&value)) {
       prelude << "#define JITK_" << upper(name) << " " << *n << "LL\n";
     } else {
       const auto& text = std::get<std::string>(value);
       prelude << "#define JITK_" << upper(name) << "_" << upper(text) << " 1\n";
-      if (name == "dtype" && c_type(text)) prelude << "typedef " << c_type(text) << " T;\n";
+      if (name == "dtype" && c_type(text)) {
+        prelude << "typedef " << c_type(text) << " T;\n";
+        has_type = true;
+      }
     }
   }
   SourceFile text = kernel_file(impl.file, &unit.text_origin, impl.text.empty() ? nullptr : &impl.text);
+  // Text that fuses chains (jit/chain.hpp) names jitk_chain; only that text gets it, so a user's
+  // text keeps a prelude of plain #defines.
+  if (has_type && text.text.find("jitk_chain") != std::string::npos) {
+    if (!gpu) prelude << "#include \"" << kCpuHeaders[0] << "\"  // the chain's math\n";
+    prelude << chain_code(params, gpu);
+  }
   unit.main = {text.name, prelude.str() + text.text};
   if (gpu) {
     for (const char* h : kGpuHeaders) unit.headers.push_back(kernel_file(h));

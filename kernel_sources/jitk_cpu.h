@@ -113,5 +113,30 @@ inline float log(float x) { return __builtin_logf(x); }
 inline double log(double x) { return __builtin_log(x); }
 inline float erfc(float x) { return __builtin_erfcf(x); }
 inline double erfc(double x) { return __builtin_erfc(x); }
+inline float tanh(float x) { return __builtin_tanhf(x); }
+inline double tanh(double x) { return __builtin_tanh(x); }
+
+// Activations (gated kernels and fusion chains), as PyTorch defines them; both gelus in forms
+// without cancellation for negative g (where 1 + erf and 1 + tanh lose every digit):
+// 0.5 g erfc(-g / sqrt 2), and 0.5 g (1 + tanh(u)) = g / (1 + exp(-2u)).
+template <class V> inline V relu(V v) { return v < V(0) ? V(0) : v; }  // NaN stays NaN
+template <class V> inline V sigmoid(V v) { return V(1) / (V(1) + exp(-v)); }
+template <class V> inline V silu(V v) { return v / (V(1) + exp(-v)); }
+template <class V> inline V gelu(V g) { return V(0.5) * g * erfc(g * V(-0.7071067811865476)); }
+template <class V> inline V gelu_tanh(V g) {
+  const V u = V(0.7978845608028654) * (g + V(0.044715) * g * g * g);
+  return g / (V(1) + exp(V(-2) * u));
+}
 
 }  // namespace jitk
+
+#ifdef JITK_EMPTY_CHAIN
+// No fusion chain, for text compiled outside jitk (the g++ baseline of jitk_bench): jitk's prelude
+// writes jitk_chain for every specialization (jit/chain_codegen.cpp), this is its empty form.
+struct jitk_chain {
+  static constexpr bool has_prologue = false;
+  static jitk_chain from(void* const*) { return {}; }
+  template <class V> V prologue(V v, i64, i64) const { return v; }
+  template <class V> V epilogue(V v, i64, i64) const { return v; }
+};
+#endif

@@ -64,6 +64,36 @@ template <class V, int W> struct alignas(sizeof(V) * W) Pack {
 template <int W, class V> __device__ inline Pack<V, W> load(const V* p) { return *reinterpret_cast<const Pack<V, W>*>(p); }
 template <int W, class V> __device__ inline void store(V* p, const Pack<V, W>& x) { *reinterpret_cast<Pack<V, W>*>(p) = x; }
 
+// Loads and stores with a cache policy (CUDA; plain ones elsewhere): streaming (data used once,
+// kept out of L2's way) and through the read-only cache (data every block reads).
+template <int W, class V> __device__ inline Pack<V, W> load_stream(const V* p) {
+#if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
+  if constexpr (sizeof(V) * W == 16) {
+    const int4 bits = __ldcs(reinterpret_cast<const int4*>(p));
+    return *reinterpret_cast<const Pack<V, W>*>(&bits);
+  }
+#endif
+  return load<W>(p);
+}
+template <int W, class V> __device__ inline Pack<V, W> load_cached(const V* p) {
+#if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
+  if constexpr (sizeof(V) * W == 16) {
+    const int4 bits = __ldg(reinterpret_cast<const int4*>(p));
+    return *reinterpret_cast<const Pack<V, W>*>(&bits);
+  }
+#endif
+  return load<W>(p);
+}
+template <int W, class V> __device__ inline void store_stream(V* p, const Pack<V, W>& x) {
+#if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
+  if constexpr (sizeof(V) * W == 16) {
+    __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&x));
+    return;
+  }
+#endif
+  store<W>(p, x);
+}
+
 // Elements per 16-byte pack.
 template <class V> constexpr int kVector = 16 / sizeof(V);
 
@@ -75,6 +105,14 @@ template <class V> constexpr int row_share(i64 h) { return (h / kVector<V> + JIT
 template <class V> constexpr int row_min_blocks(i64 h) { return row_share<V>(h) > 32 ? 2 : 3; }
 
 __device__ inline float neg_inf() { return __int_as_float(0xff800000); }
+
+// Activations (gated kernels and fusion chains), as PyTorch defines them; both gelus in forms
+// without cancellation for negative g: 0.5 g erfc(-g / sqrt 2), and 0.5 g (1 + tanh(u)) = g / (1 + exp(-2u)).
+__device__ inline float relu(float v) { return v < 0.0f ? 0.0f : v; }  // NaN stays NaN
+__device__ inline float sigmoid(float v) { return 1.0f / (1.0f + __expf(-v)); }
+__device__ inline float silu(float v) { return v / (1.0f + __expf(-v)); }
+__device__ inline float gelu(float g) { return 0.5f * g * erfcf(g * -0.7071067811865476f); }
+__device__ inline float gelu_tanh(float g) { return g / (1.0f + __expf(-1.5957691216057308f * (g + 0.044715f * g * g * g))); }
 
 __device__ inline bool aligned16(const void* p) { return (reinterpret_cast<u64>(p) & 15) == 0; }
 

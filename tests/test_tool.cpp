@@ -265,10 +265,10 @@ TEST_CASE("jitk info --kernels lists every implementation and which one each tar
                jitk_test::cache_env(cache));
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.output, Contains("rms_norm: ") && Contains("cuda-sm90 v1: cuda, capability [90, 90], priority 1") &&
+  CHECK_THAT(r.output, Contains("rms_norm: ") && Contains("cuda-sm90 v2: cuda, capability [90, 90], priority 1") &&
                            Contains("cuda v1: cuda, capability [70, max], priority 0") && Contains("generic (the fallback)"));
   CHECK_THAT(r.output, Contains("on cpu (dtype=f32,hidden=4096): cpu v1") &&
-                           Contains("on cuda:sm_90 (dtype=bf16,hidden=4096): cuda-sm90 v1 (range [90, 90]") &&
+                           Contains("on cuda:sm_90 (dtype=bf16,hidden=4096): cuda-sm90 v2 (range [90, 90]") &&
                            Contains("on cuda:sm_80 (dtype=bf16,hidden=4096): cuda v1") &&
                            Contains("on cuda:sm_60 (dtype=bf16,hidden=4096): none:"));
   CHECK(jitk_test::count_lines_with(r.output, "  on cpu ") == 9);  // one line per kernel and target

@@ -77,6 +77,7 @@ std::string range_text(const jit::Implementation& i) {
 jit::ParamSet sample_params(const jit::KernelSpec& k, const jit::Target& t) {
   jit::ParamSet p;
   for (const auto& spec : k.params) {
+    if (spec.chain) continue;  // optional: shown without one
     if (spec.is_text()) {
       const std::string want = t.backend == jit::Backend::Cpu ? "f32" : "bf16";
       bool has = std::find(spec.choices.begin(), spec.choices.end(), want) != spec.choices.end();

@@ -5,6 +5,7 @@
 #include <utility>
 #include <tuple>
 
+#include "jit/chain.hpp"
 #include "jit/jit.hpp"
 
 namespace jit::kernels {
@@ -18,6 +19,13 @@ inline void check_eps(std::string_view kernel, double eps) {
 }
 inline std::int64_t rows_per_task(std::int64_t hidden) {
   return std::max<std::int64_t>(1, kMinElementsPerTask / std::max<std::int64_t>(1, hidden));
+}
+// The type of a kernel's scalar arguments (eps, chain numbers): float, double for f64.
+inline DType scalar_type(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
+// Appends the fusion chains' operands (after the kernel's own arguments, before the row count).
+template <class P, class A> void pack_chains(std::string_view kernel, const P& p, const A& a, jit::detail::ArgPack& out) {
+  jit::detail::pack_chain(kernel, "prologue", p.prologue, a.prologue, p.dtype, scalar_type(p.dtype), a.rows, out);
+  jit::detail::pack_chain(kernel, "epilogue", p.epilogue, a.epilogue, p.dtype, scalar_type(p.dtype), a.rows, out);
 }
 }  // namespace detail
 
@@ -49,14 +57,25 @@ struct Saxpy {
   }
 };
 
-// Parameters shared by the row kernels: element type and the row length they are unrolled for.
+// Parameters shared by the row kernels: element type, the row length they are unrolled for, and
+// the elementwise chains fused before and after the kernel's work (jit/chain.hpp; rms_norm,
+// layer_norm, silu_and_mul and gelu_and_mul take them, the others refuse a non-empty chain).
 struct RowParams {
   DType dtype = DType::f32;
   std::int64_t hidden = 0;
-  auto fields() const { return std::tie(dtype, hidden); }
+  Chain prologue = {};
+  Chain epilogue = {};
+  auto fields() const { return std::tie(dtype, hidden, prologue, epilogue); }
 };
+// An empty chain is left out, so a kernel without one keeps the key it always had.
+inline void add_chains(ParamSet& s, const Chain& prologue, const Chain& epilogue) {
+  if (!prologue.empty()) s.set("prologue", prologue.to_string());
+  if (!epilogue.empty()) s.set("epilogue", epilogue.to_string());
+}
 inline ParamSet row_params(const RowParams& p) {
-  return {{"dtype", std::string(dtype_name(p.dtype))}, {"hidden", p.hidden}};
+  ParamSet s{{"dtype", std::string(dtype_name(p.dtype))}, {"hidden", p.hidden}};
+  add_chains(s, p.prologue, p.epilogue);
+  return s;
 }
 
 // out[r, :] = silu(x[r, :hidden]) * x[r, hidden:]   (x is rows x 2*hidden, out is rows x hidden)
@@ -67,10 +86,12 @@ struct SiluAndMul {
     std::int64_t rows;
     ConstPtr x;
     MutPtr out;
+    Operands prologue = {};  // the prologue runs on x (rows x 2*hidden), the epilogue on out (rows x hidden)
+    Operands epilogue = {};
   };
   static ParamSet to_params(const Params& p) { return row_params(p); }
   static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) { pack_as(name, p, a, out); }
-  static void pack_as(std::string_view name, const Params& p, const Args& a, jit::detail::ArgPack& out) {
+  template <class P> static void pack_as(std::string_view name, const P& p, const Args& a, jit::detail::ArgPack& out) {
     jit::detail::check_non_negative(name, "rows", a.rows);
     jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
     jit::detail::check_dtype(name, "out", p.dtype, a.out.dtype);
@@ -78,6 +99,7 @@ struct SiluAndMul {
     jit::detail::check_not_null(name, "out", a.out.data, a.rows);
     out.add_pointer(a.x.data);
     out.add_pointer(a.out.data);
+    detail::pack_chains(name, p, a, out);
     out.work_items = a.rows;
     out.min_grain = detail::rows_per_task(2 * p.hidden);
   }
@@ -93,6 +115,8 @@ struct RmsNorm {
     ConstPtr weight;
     MutPtr y;
     double eps = 1e-6;
+    Operands prologue = {};  // the chains' operands (jit/chain.hpp), in step order
+    Operands epilogue = {};
   };
   static ParamSet to_params(const Params& p) { return row_params(p); }
   static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
@@ -107,7 +131,8 @@ struct RmsNorm {
     out.add_pointer(a.x.data);
     out.add_pointer(a.weight.data);
     out.add_pointer(a.y.data);
-    out.add_scalar(a.eps, p.dtype == DType::f64 ? DType::f64 : DType::f32);
+    out.add_scalar(a.eps, detail::scalar_type(p.dtype));
+    detail::pack_chains(name, p, a, out);
     out.work_items = a.rows;
     out.min_grain = detail::rows_per_task(p.hidden);
   }
@@ -154,6 +179,8 @@ struct LayerNorm {
     ConstPtr bias;
     MutPtr y;
     double eps = 1e-5;
+    Operands prologue = {};  // the chains' operands (jit/chain.hpp), in step order
+    Operands epilogue = {};
   };
   static ParamSet to_params(const Params& p) { return row_params(p); }
   static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
@@ -171,7 +198,8 @@ struct LayerNorm {
     out.add_pointer(a.weight.data);
     out.add_pointer(a.bias.data);
     out.add_pointer(a.y.data);
-    out.add_scalar(a.eps, p.dtype == DType::f64 ? DType::f64 : DType::f32);
+    out.add_scalar(a.eps, detail::scalar_type(p.dtype));
+    detail::pack_chains(name, p, a, out);
     out.work_items = a.rows;
     out.min_grain = detail::rows_per_task(p.hidden);
   }
@@ -186,17 +214,18 @@ struct GeluAndMul {
     DType dtype = DType::f32;
     std::int64_t hidden = 0;
     Approximate approximate = Approximate::None;
-    auto fields() const { return std::tie(dtype, hidden, approximate); }
+    Chain prologue = {};
+    Chain epilogue = {};
+    auto fields() const { return std::tie(dtype, hidden, approximate, prologue, epilogue); }
   };
   using Args = SiluAndMul::Args;
   static ParamSet to_params(const Params& p) {
-    ParamSet s = row_params({p.dtype, p.hidden});
+    ParamSet s{{"dtype", std::string(dtype_name(p.dtype))}, {"hidden", p.hidden}};
     s.set("approximate", std::string(p.approximate == Approximate::Tanh ? "tanh" : "none"));
+    add_chains(s, p.prologue, p.epilogue);
     return s;
   }
-  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
-    SiluAndMul::pack_as(name, {p.dtype, p.hidden}, a, out);
-  }
+  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) { SiluAndMul::pack_as(name, p, a, out); }
 };
 
 // residual[r, :] += x[r, :]; y[r, :] = residual[r, :] / sqrt(mean(residual[r, :]^2) + eps) * weight,
@@ -228,7 +257,7 @@ struct FusedAddRmsNorm {
     out.add_pointer(a.residual.data);
     out.add_pointer(a.weight.data);
     out.add_pointer(a.y.data);
-    out.add_scalar(a.eps, p.dtype == DType::f64 ? DType::f64 : DType::f32);
+    out.add_scalar(a.eps, detail::scalar_type(p.dtype));
     out.work_items = a.rows;
     out.min_grain = detail::rows_per_task(p.hidden);
   }

@@ -28,8 +28,11 @@ struct ParamSpec {
   std::int64_t min = 0;
   std::int64_t max = 0;
   std::string doc;
+  // A fusion chain (jit/chain.hpp): optional text of steps joined by '>'; absent or "" is no chain,
+  // and then the parameter is left out of the params (and the key) altogether.
+  bool chain = false;
   bool is_text() const { return !choices.empty(); }
-  std::string allowed() const;  // "one of f32, f64" / "an integer in [1, 65536]"
+  std::string allowed() const;  // "one of f32, f64" / "an integer in [1, 65536]" / "a chain ..."
 };
 
 // How a GPU launch covers the work items (rows, or elements) of an implementation.
