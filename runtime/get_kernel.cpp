@@ -182,15 +182,32 @@ KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const T
 
 namespace jit {
 
+namespace {
+// A named architecture needs no device (e.g. "cuda:sm_90" asked on a machine without one).
+int capability_of_target(const Target& target) {
+  std::string arch = target.arch;
+  if (arch.empty() && target.backend != Backend::Cpu) arch = detail::driver_for(target).compiler(target).arch();
+  return detail::capability_of_arch(arch);
+}
+}  // namespace
+
 Choice choose(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection) {
   using namespace detail;
   const KernelDef& def = find_kernel(kernel);
   ParamSet canonical = validate_params(def, params);
-  // A named architecture needs no device (e.g. "cuda:sm_90" asked on a machine without one).
-  std::string arch = target.arch;
-  if (arch.empty() && target.backend != Backend::Cpu) arch = driver_for(target).compiler(target).arch();
-  Selected chosen = select_implementation(def, canonical, target, capability_of_arch(arch), selection);
+  Selected chosen = select_implementation(def, canonical, target, capability_of_target(target), selection);
   return {def.name, chosen.impl.name, chosen.impl.version, chosen.fallback, chosen.reason};
+}
+
+std::vector<std::string> implementations_for(std::string_view kernel, const Target& target) {
+  const auto& def = detail::find_kernel(kernel);
+  const int capability = target.backend == Backend::Cpu ? 0 : capability_of_target(target);
+  std::vector<std::string> out;
+  for (const auto& i : def.implementations)
+    if (i.backend == target.backend &&
+        (target.backend == Backend::Cpu || (capability >= i.min_capability && capability <= i.max_capability)))
+      out.push_back(i.name);
+  return out;
 }
 
 }  // namespace jit

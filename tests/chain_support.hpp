@@ -74,7 +74,8 @@ ChainOperands<T> make_chain_operands(const jit::Chain& chain, std::int64_t rows,
 // -> an array with data(), and error(array, expected) (waiting for the device where there is one).
 template <class T, class Env>
 std::vector<std::pair<std::string, double>> run_chain_case(const ChainCase& c, std::int64_t hidden, std::int64_t rows,
-                                                           const jit::Target& target, Env& env) {
+                                                           const jit::Target& target, Env& env,
+                                                           const jit::Selection& selection = {}) {
   namespace kernels = jit::kernels;
   namespace ref = jitk_reference;
   const jit::Chain pro = jit::Chain::parse(c.prologue), epi = jit::Chain::parse(c.epilogue);
@@ -121,13 +122,13 @@ std::vector<std::pair<std::string, double>> run_chain_case(const ChainCase& c, s
   const jit::ConstPtr px(dx.data(), t), pw(dw.data(), t), pb(db.data(), t);
   const jit::MutPtr py(dy.data(), t);
   if (c.kernel == "rms_norm")
-    jit::get<kernels::RmsNorm>({t, hidden, pro, epi}, target)(rows, px, pw, py, 1e-5, po, eo);
+    jit::get<kernels::RmsNorm>({t, hidden, pro, epi}, target, selection)(rows, px, pw, py, 1e-5, po, eo);
   else if (c.kernel == "layer_norm")
-    jit::get<kernels::LayerNorm>({t, hidden, pro, epi}, target)(rows, px, pw, pb, py, 1e-5, po, eo);
+    jit::get<kernels::LayerNorm>({t, hidden, pro, epi}, target, selection)(rows, px, pw, pb, py, 1e-5, po, eo);
   else if (c.kernel == "silu_and_mul")
-    jit::get<kernels::SiluAndMul>({t, hidden, pro, epi}, target)(rows, px, py, po, eo);
+    jit::get<kernels::SiluAndMul>({t, hidden, pro, epi}, target, selection)(rows, px, py, po, eo);
   else
-    jit::get<kernels::GeluAndMul>({t, hidden, kernels::GeluAndMul::Approximate::None, pro, epi}, target)(rows, px, py, po, eo);
+    jit::get<kernels::GeluAndMul>({t, hidden, kernels::GeluAndMul::Approximate::None, pro, epi}, target, selection)(rows, px, py, po, eo);
 
   std::vector<std::pair<std::string, double>> errors = {{"y", env.error(dy, expected)}};
   for (std::size_t i = 0; i < pro_ops.kinds.size(); ++i)
@@ -137,6 +138,15 @@ std::vector<std::pair<std::string, double>> run_chain_case(const ChainCase& c, s
     if (epi_ops.kinds[i] == jit::OperandKind::Output)
       errors.emplace_back("epilogue store", env.error(epi_arrays[i], epi_ops.reference[i].stored));
   return errors;
+}
+
+// The params of a chain case's specialization (for warming them all at once).
+inline jit::ParamSet chain_case_params(const ChainCase& c, jit::DType dtype, std::int64_t hidden) {
+  jit::ParamSet p{{"dtype", std::string(jit::dtype_name(dtype))}, {"hidden", hidden}};
+  if (c.kernel == "gelu_and_mul") p.set("approximate", std::string("none"));
+  if (!c.prologue.empty()) p.set("prologue", c.prologue);
+  if (!c.epilogue.empty()) p.set("epilogue", c.epilogue);
+  return p;
 }
 
 }  // namespace jitk_test

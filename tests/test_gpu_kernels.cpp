@@ -3,9 +3,13 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
+#include <thread>
 
 #include "../examples/reference_kernels.hpp"
+#include "chain_support.hpp"
+#include "jit/cache.hpp"
 #include "jit/cuda.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "jit/kernels.hpp"
@@ -71,17 +75,6 @@ template <class T> double error_of(const jit::cuda::DeviceArray<T>& out, const s
   return std::sqrt(num / den);
 }
 
-// The kernel's CUDA implementations whose capability range holds this device's.
-std::vector<std::string> cuda_implementations(const std::string& kernel, int capability) {
-  std::vector<std::string> out;
-  for (const auto& k : jit::registered_kernels())
-    if (k.name == kernel)
-      for (const auto& i : k.implementations)
-        if (i.backend == jit::Backend::Cuda && capability >= i.min_capability && capability <= i.max_capability)
-          out.push_back(i.name);
-  return out;
-}
-
 constexpr unsigned char kPoison = 0xff;  // all-ones is NaN in f32, f16 and bf16
 const std::int64_t kHidden[] = {1, 7, 1000, 4096, 4097};
 const std::int64_t kRows[] = {1, 7, 33};
@@ -118,8 +111,7 @@ TEMPLATE_TEST_CASE("GPU saxpy on unaligned pointers takes the scalar path and is
 TEMPLATE_TEST_CASE("GPU rms_norm matches the reference in every implementation that suits the device", "[gpu]", float,
                    jit::half, jit::bfloat16) {
   if (!have_gpu()) return;
-  const int capability = jit::detail::capability_of_arch(jit::cuda::devices()[0].arch);
-  for (const auto& impl : cuda_implementations("rms_norm", capability)) {
+  for (const auto& impl : jit::implementations_for("rms_norm", gpu())) {
     jit::Selection only;
     only.implementation = impl;
     for (std::int64_t hidden : {1LL, 7LL, 1000LL, 4096LL, 4097LL, 16384LL}) {
@@ -237,8 +229,7 @@ TEMPLATE_TEST_CASE("GPU gelu_and_mul matches the reference, exact and tanh", "[g
 TEMPLATE_TEST_CASE("GPU fused_add_rms_norm writes the sum and its rms_norm, in each implementation", "[gpu]", float,
                    jit::half, jit::bfloat16) {
   if (!have_gpu()) return;
-  const int capability = jit::detail::capability_of_arch(jit::cuda::devices()[0].arch);
-  for (const auto& impl : cuda_implementations("fused_add_rms_norm", capability)) {
+  for (const auto& impl : jit::implementations_for("fused_add_rms_norm", gpu())) {
     jit::Selection only;
     only.implementation = impl;
     for (std::int64_t hidden : {1LL, 7LL, 1000LL, 4096LL, 4097LL, 16384LL}) {
@@ -253,6 +244,49 @@ TEMPLATE_TEST_CASE("GPU fused_add_rms_norm writes the sum and its rms_norm, in e
         INFO(impl << ": hidden = " << hidden << ", rows = " << rows);
         CHECK(error_of(dres, sum) <= tolerance<TestType>());
         CHECK(error_of(dy, ref::rms_norm(rows, hidden, sum, widen(w), 1e-5)) <= tolerance<TestType>());
+      }
+    }
+  }
+}
+
+namespace {
+template <class T> struct DeviceEnv {
+  std::vector<T> random(std::int64_t n, double lo, double hi) { return random_vector<T>(static_cast<std::size_t>(n), lo, hi); }
+  std::vector<T> poisoned(std::int64_t n) {
+    std::vector<T> v(static_cast<std::size_t>(n));
+    std::memset(static_cast<void*>(v.data()), kPoison, v.size() * sizeof(T));
+    return v;
+  }
+  double widen(T v) { return as_double(v); }
+  jit::cuda::DeviceArray<T> upload(const std::vector<T>& v) { return jit::cuda::DeviceArray<T>(v); }
+  double error(const jit::cuda::DeviceArray<T>& a, const std::vector<double>& expected) { return error_of(a, expected); }
+};
+}  // namespace
+
+TEMPLATE_TEST_CASE("GPU fused chains match their steps run one by one, in every implementation", "[gpu][chains]", float,
+                   jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  const std::int64_t hiddens[] = {7, 4096, 4097};
+  // Compile the specializations side by side first (NVRTC takes ~0.4 s each).
+  std::vector<jit::cache::WarmItem> items;
+  for (const auto& c : jitk_test::chain_cases())
+    for (std::int64_t hidden : hiddens)
+      items.push_back({c.kernel, gpu(), jitk_test::chain_case_params(c, jit::dtype_of<TestType>(), hidden), "test"});
+  jit::cache::warm(items, std::max(2u, std::thread::hardware_concurrency()));
+  DeviceEnv<TestType> env;
+  for (const auto& c : jitk_test::chain_cases()) {
+    for (const auto& impl : jit::implementations_for(c.kernel, gpu())) {
+      jit::Selection only;
+      only.implementation = impl;
+      for (std::int64_t hidden : hiddens) {
+        for (std::int64_t rows : {1LL, 33LL}) {
+          INFO(c.kernel << " (" << impl << ") prologue '" << c.prologue << "' epilogue '" << c.epilogue
+                        << "', hidden = " << hidden << ", rows = " << rows);
+          for (const auto& [what, error] : jitk_test::run_chain_case<TestType>(c, hidden, rows, gpu(), env, only)) {
+            INFO(what);
+            CHECK(error <= tolerance<TestType>());
+          }
+        }
       }
     }
   }

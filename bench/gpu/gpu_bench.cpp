@@ -415,6 +415,37 @@ int main(int argc, char** argv) {
       double ms = device_ms([&] { k(half_rows, xb.data(), xb.data() + elems, wb.data(), yb.data(), 1e-6); });
       report("fused_add_rms_norm_bf16_8192_GBps", 4.0 * half * 2, ms, copy_gbs(elems * 2));
     }
+    // Fusion chains (minimal bytes: each input read once, each output written once; the vectors
+    // and numbers are noise). Their unfused baseline is the kernel alone plus one elementwise
+    // pass per tensor step; PyTorch's eager chain is in torch_baseline.py.
+    {
+      // residual add -> rms_norm -> scale: x, residual in; residual (the sum), y out
+      auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, hidden, "add>store", "mul_scalar"});
+      const std::int64_t half_rows = rows / 2;
+      const std::size_t half = elems / 2;
+      jit::Operands pro{jit::ConstPtr(xb.data() + elems, jit::DType::bf16), jit::MutPtr(xb.data() + elems, jit::DType::bf16)};
+      jit::Operands epi{0.5};
+      double ms = device_ms([&] { k(half_rows, xb.data(), wb.data(), yb.data(), 1e-6, pro, epi); });
+      report("chain_add_rms_norm_scale_bf16_8192_GBps", 4.0 * half * 2, ms, copy_gbs(elems * 2));
+    }
+    {
+      // the up/gate projection's bias -> silu_and_mul -> scale -> + residual: x (2H) and residual (H) in, out (H) out
+      auto k = jit::get<kernels::SiluAndMul>({jit::DType::bf16, hidden, "add_vec", "mul_scalar>add"});
+      const std::int64_t half_rows = rows / 2;
+      jit::cuda::DeviceArray<jit::bfloat16> bias(2 * hidden);
+      CU(cuMemsetD16(reinterpret_cast<CUdeviceptr>(bias.data()), 0x3c00, 2 * hidden));
+      jit::Operands pro{jit::ConstPtr(bias.data(), jit::DType::bf16)};
+      jit::Operands epi{0.5, jit::ConstPtr(xb.data() + elems, jit::DType::bf16)};
+      double ms = device_ms([&] { k(half_rows, xb.data(), yb.data(), pro, epi); });
+      report("chain_bias_silu_and_mul_scale_add_bf16_8192_GBps", 2.0 * elems * 2, ms, copy_gbs(elems * 2));
+    }
+    {
+      // layer_norm -> gelu -> mul by a per-column vector: x in, y out
+      auto k = jit::get<kernels::LayerNorm>({jit::DType::bf16, hidden, {}, "gelu>mul_vec"});
+      jit::Operands epi{jit::ConstPtr(wb.data(), jit::DType::bf16)};
+      double ms = device_ms([&] { k(rows, xb.data(), wb.data(), wb.data(), yb.data(), 1e-5, jit::Operands{}, epi); });
+      report("chain_layer_norm_gelu_mul_vec_bf16_8192_GBps", 2.0 * elems * 2, ms, copy_gbs(elems * 2));
+    }
     for (auto grad_type : {jit::DType::f32, jit::DType::bf16}) {
       // One AdamW step over `elems` parameters: param, m, v read and written (f32), grads read.
       auto k = jit::get<kernels::AdamW>({grad_type});
@@ -428,52 +459,47 @@ int main(int argc, char** argv) {
       report(grad_type == jit::DType::f32 ? "adamw_f32_grads_GBps" : "adamw_bf16_grads_GBps", bytes, ms, copy_gbs(elems * 2));
     }
     // Each row kernel's implementations side by side (the Hopper ones only on sm_90), same bytes.
-    const int capability = jit::detail::capability_of_arch(dev.arch);
     using Run = std::function<void(std::int64_t rows, std::int64_t h, const jit::Selection&)>;
     struct RowBench {
+      const char* name;
       const char* kernel;
       Run run;  // moves 2 bytes read + 2 written per element of xb's first half (fused: half the rows, twice the arrays)
     };
     std::vector<RowBench> row_benches = {
-        {"rms_norm", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
+        {"rms_norm", "rms_norm", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
            auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, h}, jit::default_target(), s);
            k(r, xb.data(), wb.data(), yb.data(), 1e-6);
          }},
-        {"softmax", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
+        {"softmax", "softmax", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
            jit::get<kernels::Softmax>({jit::DType::bf16, h}, jit::default_target(), s)(r, xb.data(), yb.data());
          }},
-        {"log_softmax", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
+        {"log_softmax", "log_softmax", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
            jit::get<kernels::LogSoftmax>({jit::DType::bf16, h}, jit::default_target(), s)(r, xb.data(), yb.data());
          }},
-        {"layer_norm", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
+        {"layer_norm", "layer_norm", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
            auto k = jit::get<kernels::LayerNorm>({jit::DType::bf16, h}, jit::default_target(), s);
            k(r, xb.data(), wb.data(), wb.data(), yb.data(), 1e-5);
          }},
-        {"fused_add_rms_norm", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
+        {"fused_add_rms_norm", "fused_add_rms_norm", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
            auto k = jit::get<kernels::FusedAddRmsNorm>({jit::DType::bf16, h}, jit::default_target(), s);
            k(r / 2, xb.data(), xb.data() + elems, wb.data(), yb.data(), 1e-6);  // half the rows: twice the traffic
          }},
-    };
-    // A kernel's CUDA implementations whose capability range holds this device's.
-    auto cuda_implementations = [&](const std::string& kernel) {
-      std::vector<std::string> out;
-      for (const auto& k : jit::registered_kernels())
-        if (k.name == kernel)
-          for (const auto& i : k.implementations)
-            if (i.backend == jit::Backend::Cuda && capability >= i.min_capability && capability <= i.max_capability)
-              out.push_back(i.name);
-      return out;
+        {"chain_add_rms_norm_scale", "rms_norm", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
+           auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, h, "add>store", "mul_scalar"}, jit::default_target(), s);
+           jit::Operands pro{jit::ConstPtr(xb.data() + elems, jit::DType::bf16), jit::MutPtr(xb.data() + elems, jit::DType::bf16)};
+           k(r / 2, xb.data(), wb.data(), yb.data(), 1e-6, pro, jit::Operands{0.5});  // as fused_add_rms_norm
+         }},
     };
     for (const auto& rb : row_benches)
       for (std::int64_t h : {1024LL, 2048LL, 4096LL, 8192LL, 16384LL}) {
         const std::int64_t r = static_cast<std::int64_t>(elems) / h;
         const double copy = copy_gbs(elems * 2);
-        for (const std::string& impl : cuda_implementations(rb.kernel)) {
+        for (const std::string& impl : jit::implementations_for(rb.kernel, jit::default_target())) {
           jit::Selection only;
           only.implementation = impl;
           rb.run(r, h, only);  // compiles outside the timing
           double ms = device_ms([&] { rb.run(r, h, only); });
-          const std::string name = std::string(rb.kernel) + "_bf16_" + std::to_string(h) + "_" + impl + "_GBps";
+          const std::string name = std::string(rb.name) + "_bf16_" + std::to_string(h) + "_" + impl + "_GBps";
           report(name.c_str(), 2.0 * elems * 2, ms, copy);
         }
       }

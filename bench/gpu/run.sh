@@ -2,7 +2,9 @@
 # The whole GPU check, run on the device machine in one call from the repo root:
 #   carry [".gpu-deps"], command: bash bench/gpu/run.sh
 # Builds (no LLVM there: the CPU backend is off), runs the gpu-labelled tests and the GPU benches,
-# writes logs to $OUT (or ./gpu-out): at most 8 files, which is all the device tool brings back.
+# writes logs to $OUT (or ./gpu-out): at most 8 files, which is all the device tool brings back
+# (info.txt, tests.log, ship.log = quickstart + ship chain, gpu_bench.jsonl/.err, torch.jsonl,
+# first_use.log, row_kernels.png).
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -18,7 +20,7 @@ echo "gpu tests exit: $?"; tail -15 "$out/tests.log"
 # the same tests without NVRTC's PCH (JITK_NVRTC_PCH=0), so both compile paths stay proven
 (cd build-gpu && JITK_NVRTC_PCH=0 ctest -L gpu --output-on-failure -j 4) >> "$out/tests.log" 2>&1
 echo "gpu tests without PCH exit: $?"; grep -E "tests passed" "$out/tests.log"
-./build-gpu/quickstart > "$out/quickstart.log" 2>&1; echo "quickstart exit: $?"
+./build-gpu/quickstart > "$out/ship.log" 2>&1; echo "quickstart exit: $?"; tail -4 "$out/ship.log"
 # record -> warm with no GPU visible -> export -> import elsewhere -> the quickstart compiles nothing
 ship=$(mktemp -d /tmp/jitk-ship-XXXXXX)
 { JITK_RECORD=$ship/used.toml JITK_CACHE_DIR=$ship/a ./build-gpu/quickstart > /dev/null 2>&1
@@ -26,12 +28,15 @@ ship=$(mktemp -d /tmp/jitk-ship-XXXXXX)
   CUDA_VISIBLE_DEVICES= JITK_CACHE_DIR=$ship/b ./build-gpu/jitk warm $ship/used.toml
   JITK_CACHE_DIR=$ship/b ./build-gpu/jitk export $ship/warm.jitkpack --target cuda
   JITK_CACHE_DIR=$ship/c ./build-gpu/jitk import $ship/warm.jitkpack
-  JITK_CACHE_DIR=$ship/c ./build-gpu/quickstart; } > "$out/ship.log" 2>&1
+  JITK_CACHE_DIR=$ship/c ./build-gpu/quickstart; } >> "$out/ship.log" 2>&1
 echo "ship exit: $?"; tail -8 "$out/ship.log"
 ./build-gpu/bench/gpu/jitk_gpu_bench --json > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
 echo "bench exit: $?"; cat "$out/gpu_bench.err" | tail -5
 # PyTorch on the same data, same timing method (the baseline of each kernel's GB/s)
 python3 bench/gpu/torch_baseline.py > "$out/torch.jsonl" 2>> "$out/gpu_bench.err"; echo "torch exit: $?"; cat "$out/torch.jsonl"
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+python3 bench/gpu/plot.py "$out/gpu_bench.jsonl" "$out/torch.jsonl" "$out/row_kernels.png" "$gpu_name" 2>> "$out/gpu_bench.err"
+echo "plot exit: $?"
 # where a warm first use spends its time (INFO lines time the disk read and the module load)
 first_use_cache=$(mktemp -d /tmp/jitk-first-use-XXXXXX)
 JITK_CACHE_DIR=$first_use_cache ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use > /dev/null 2>&1

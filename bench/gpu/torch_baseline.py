@@ -68,6 +68,34 @@ def main():
             s = xa + res
             return F.rms_norm(s, (HIDDEN,), w, 1e-6)
         report("fused_add_rms_norm_bf16_8192", 4.0 * half * 2, add_norm)
+    # the chain residual add -> rms_norm -> scale, eager (the bytes of the fused op)
+    if hasattr(F, "rms_norm"):
+        def add_norm_scale():
+            s = xa + res
+            return F.rms_norm(s, (HIDDEN,), w, 1e-6) * 0.5
+        report("chain_add_rms_norm_scale_bf16_8192", 4.0 * half * 2, add_norm_scale)
+    # bias -> silu_and_mul -> scale -> + residual, eager
+    bias = torch.ones(2 * HIDDEN, dtype=torch.bfloat16, device=dev)
+    res_half = x[elems:elems + elems // 2].view(ROWS // 2, HIDDEN)
+    def bias_silu_scale_add():
+        h = gated + bias
+        return (F.silu(h[:, :HIDDEN]) * h[:, HIDDEN:]) * 0.5 + res_half
+    report("chain_bias_silu_and_mul_scale_add_bf16_8192", 2.0 * elems * 2, bias_silu_scale_add)
+    report("chain_layer_norm_gelu_mul_vec_bf16_8192", row_bytes, lambda: F.gelu(F.layer_norm(x2d, (HIDDEN,), w, b, 1e-5)) * w)
+    # the same ops across row lengths (same elements in all), for the plot against jitk's sweep
+    for h in (1024, 2048, 4096, 8192, 16384):
+        rows = elems // h
+        xh = x[:elems].view(rows, h)
+        wh = torch.ones(h, dtype=torch.bfloat16, device=dev)
+        bh = torch.zeros(h, dtype=torch.bfloat16, device=dev)
+        report(f"sweep_softmax_bf16_{h}", row_bytes, lambda: torch.softmax(xh, dim=-1))
+        report(f"sweep_layer_norm_bf16_{h}", row_bytes, lambda: F.layer_norm(xh, (h,), wh, bh, 1e-5))
+        if hasattr(F, "rms_norm"):
+            report(f"sweep_rms_norm_bf16_{h}", row_bytes, lambda: F.rms_norm(xh, (h,), wh, 1e-6))
+            xa_h = x[:half].view(rows // 2, h)
+            res_h = x[elems:elems + half].view(rows // 2, h)
+            report(f"sweep_chain_add_rms_norm_scale_bf16_{h}", 4.0 * half * 2,
+                   lambda: F.rms_norm(xa_h + res_h, (h,), wh, 1e-6) * 0.5)
     # AdamW, fused (one kernel for the step), f32 params, grads and moments: 7 x 4 bytes an element
     n = elems // 2
     param = torch.ones(n, dtype=torch.float32, device=dev, requires_grad=True)

@@ -43,6 +43,11 @@ template <class T> class DeviceArray {
   ~DeviceArray() { detail::release(data_, device_); }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
+  DeviceArray(DeviceArray&& o) noexcept : data_(o.data_), size_(o.size_), device_(o.device_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  DeviceArray& operator=(DeviceArray&&) = delete;
 
   T* data() const { return data_; }
   std::size_t size() const { return size_; }

@@ -116,4 +116,9 @@ struct Choice {
 };
 Choice choose(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection = {});
 
+// The names of a kernel's implementations whose backend is the target's and whose capability
+// range holds its device (parameters and modes aside), in registration order: what a test or a
+// bench runs side by side with Selection::implementation.
+std::vector<std::string> implementations_for(std::string_view kernel, const Target& target);
+
 }  // namespace jit
