@@ -171,6 +171,18 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
   return unit;
 }
 
+std::string describe_launch(const Implementation& impl, const ParamSet& params) {
+  if (impl.backend == Backend::Cpu) return "all cores";
+  const LaunchShape shape = gpu_shape(impl.layout, params);
+  const std::string threads = std::to_string(shape.block) + " thr";
+  switch (impl.layout.kind) {
+    case GpuLayout::Kind::BlockPerRow: return "row/block " + threads;
+    case GpuLayout::Kind::WarpPerRow: return std::to_string(shape.items_per_block) + " rows/block " + threads;
+    case GpuLayout::Kind::Elementwise: break;
+  }
+  return threads + " x " + std::to_string(shape.items_per_block / shape.block) + " elem";
+}
+
 std::string with_line_numbers(const std::string& text) {
   std::istringstream in(text);
   std::ostringstream out;

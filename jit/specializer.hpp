@@ -45,4 +45,8 @@ SourceUnit specialize(const KernelDef& def, const ParamSet& params, Backend back
 // "  12 | text" per line, for compile errors.
 std::string with_line_numbers(const std::string& text);
 
+// How a launch of `impl` with these (validated) params covers its work, in a few words for
+// `jitk ls`: "row/block 256 thr", "256 thr x 8 elem", "8 rows/block", "all cores".
+std::string describe_launch(const Implementation& impl, const ParamSet& params);
+
 }  // namespace jit::detail

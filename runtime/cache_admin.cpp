@@ -4,6 +4,7 @@
 #include "cache/artifact_cache.hpp"
 #include "cache/cache_root.hpp"
 #include "jit/kernel_catalog.hpp"
+#include "jit/specializer.hpp"
 #include "jit/cache.hpp"
 #include "runtime/backend_driver.hpp"
 
@@ -71,11 +72,46 @@ std::optional<std::int64_t> parse_age(const std::string& text) {
   return std::nullopt;
 }
 
+namespace {
+
+// "dtype=f32,hidden=4096" back into params (numbers where the text is all digits).
+ParamSet parse_params_text(const std::string& text) {
+  ParamSet out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    start = end + 1;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+    const bool number = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (number) out.set(name, static_cast<std::int64_t>(std::stoll(value)));
+    else out.set(name, value);
+  }
+  return out;
+}
+
+// The launch an artifact gets from this jitk (the shape is computed at every get, never stored).
+std::string launch_of(const detail::IndexRow& r) {
+  try {
+    const auto& def = detail::find_kernel(r.kernel);
+    for (const auto& impl : def.implementations)
+      if (impl.name == r.implementation) return detail::describe_launch(impl, detail::validate_params(def, parse_params_text(r.params)));
+  } catch (const Error&) {
+    // a kernel or params this jitk does not know (a user's kernel from another program)
+  }
+  return "";
+}
+
+}  // namespace
+
 std::vector<ArtifactInfo> list() {
   std::vector<ArtifactInfo> out;
   for (const auto& r : ArtifactCache::process_cache().rows())
     out.push_back({r.key, r.kernel, r.params, r.backend, r.arch, r.compiler, r.size_bytes, r.compile_ms, r.created,
-                   r.last_used, r.hits, r.implementation, static_cast<int>(r.implementation_version)});
+                   r.last_used, r.hits, r.implementation, static_cast<int>(r.implementation_version), launch_of(r)});
   return out;
 }
 

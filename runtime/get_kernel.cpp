@@ -199,13 +199,16 @@ Choice choose(std::string_view kernel, const ParamSet& params, const Target& tar
   return {def.name, chosen.impl.name, chosen.impl.version, chosen.fallback, chosen.reason};
 }
 
-std::vector<std::string> implementations_for(std::string_view kernel, const Target& target) {
+std::vector<std::string> implementations_for(std::string_view kernel, const Target& target, const ParamSet& params) {
   const auto& def = detail::find_kernel(kernel);
   const int capability = target.backend == Backend::Cpu ? 0 : capability_of_target(target);
+  const bool check_params = !params.values().empty();
+  const ParamSet canonical = check_params ? detail::validate_params(def, params) : ParamSet{};
   std::vector<std::string> out;
   for (const auto& i : def.implementations)
     if (i.backend == target.backend &&
-        (target.backend == Backend::Cpu || (capability >= i.min_capability && capability <= i.max_capability)))
+        (target.backend == Backend::Cpu || (capability >= i.min_capability && capability <= i.max_capability)) &&
+        (!check_params || detail::params_problem(i, canonical).empty()))
       out.push_back(i.name);
   return out;
 }

@@ -71,7 +71,8 @@ ChainOperands<T> make_chain_operands(const jit::Chain& chain, std::int64_t rows,
 // Runs one chain case through jit::get on `target` and returns each output's error against the
 // float64 reference of the same steps run unfused: "y", then each stored tensor. Env gives
 // random(n, lo, hi) and poisoned(n) (std::vector<T>), widen(T) -> double, upload(std::vector<T>)
-// -> an array with data(), and error(array, expected) (waiting for the device where there is one).
+// -> an array with data(), round(double) -> the double nearest as a T, and error(array, expected)
+// (waiting for the device where there is one).
 template <class T, class Env>
 std::vector<std::pair<std::string, double>> run_chain_case(const ChainCase& c, std::int64_t hidden, std::int64_t rows,
                                                            const jit::Target& target, Env& env,
@@ -95,6 +96,8 @@ std::vector<std::pair<std::string, double>> run_chain_case(const ChainCase& c, s
   for (const T& e : w) wd.push_back(env.widen(e));
   for (const T& e : b) bd.push_back(env.widen(e));
   ref::chain(c.prologue, v, width, pro_ops.reference);
+  // The prologue's result is a tensor of T, as an unfused prologue kernel would have stored it.
+  for (double& e : v) e = env.round(e);
   std::vector<double> expected = c.kernel == "rms_norm"       ? ref::rms_norm(rows, hidden, v, wd, 1e-5)
                                  : c.kernel == "layer_norm"   ? ref::layer_norm(rows, hidden, v, wd, bd, 1e-5)
                                  : c.kernel == "silu_and_mul" ? ref::silu_and_mul(rows, hidden, v)

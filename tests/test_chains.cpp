@@ -6,6 +6,9 @@
 #include "chain_support.hpp"
 #include "jit/cache.hpp"
 #include "jit/kernels.hpp"
+#include "jit/registry.hpp"
+#include "jit/kernel_catalog.hpp"
+#include "jit/specializer.hpp"
 #include "test_support.hpp"
 
 namespace kernels = jit::kernels;
@@ -22,6 +25,7 @@ template <class T> struct HostEnv {
   }
   std::vector<T> poisoned(std::int64_t n) { return std::vector<T>(static_cast<std::size_t>(n), std::numeric_limits<T>::quiet_NaN()); }
   double widen(T v) { return static_cast<double>(v); }
+  double round(double v) { return static_cast<double>(static_cast<T>(v)); }
   std::vector<T> upload(const std::vector<T>& v) { return v; }
   double error(const std::vector<T>& got, const std::vector<double>& expected) { return ref::relative_l2_error(got, expected); }
 };
@@ -129,4 +133,38 @@ TEST_CASE("chain operands that do not fit the steps are refused before anything 
   k.launch({1, x.data(), w.data(), y.data(), 1e-6, {r.data(), out.data()}, {2.0}});
   CHECK(out[0] == 2.0f);
   CHECK(y[0] == Approx(2.0f));
+}
+
+TEST_CASE("an implementation that takes no chains is passed over for a chained get, saying why", "[kernels][chains]") {
+  const auto sm90 = jit::Target::parse("cuda:sm_90");
+  const jit::ParamSet plain{{"dtype", std::string("bf16")}, {"hidden", std::int64_t{4096}}};
+  jit::ParamSet chained = plain;
+  chained.set("prologue", std::string("add>store"));
+  CHECK(jit::choose("rms_norm", plain, sm90).implementation == "cuda-sm90");
+  const auto choice = jit::choose("rms_norm", chained, sm90);
+  CHECK(choice.implementation == "cuda");
+  CHECK_THAT(choice.reason, Contains("takes no fusion chains"));
+  CHECK(jit::implementations_for("rms_norm", sm90) == std::vector<std::string>{"cuda", "cuda-sm90"});
+  CHECK(jit::implementations_for("rms_norm", sm90, chained) == std::vector<std::string>{"cuda"});
+  jit::Selection only;
+  only.implementation = "cuda-sm90";
+  CHECK_THROWS_WITH(jit::choose("rms_norm", chained, sm90, only), Contains("takes no fusion chains"));
+}
+
+TEST_CASE("jitk ls shows how each artifact is launched", "[kernels][tool]") {
+  const auto& rms = jit::detail::find_kernel("rms_norm");
+  const auto& silu = jit::detail::find_kernel("silu_and_mul");
+  auto impl = [](const jit::detail::KernelDef& def, const std::string& name) -> const jit::Implementation& {
+    for (const auto& i : def.implementations)
+      if (i.name == name) return i;
+    throw std::runtime_error("no implementation " + name);
+  };
+  const jit::ParamSet bf16_4096{{"dtype", std::string("bf16")}, {"hidden", std::int64_t{4096}}};
+  CHECK(jit::detail::describe_launch(impl(rms, "cuda"), bf16_4096) == "row/block 128 thr");  // 512 packs, 4 a thread
+  CHECK(jit::detail::describe_launch(impl(rms, "cuda-sm90"), bf16_4096) == "row/block 64 thr");
+  CHECK(jit::detail::describe_launch(impl(silu, "cuda"), bf16_4096) == "256 thr x 8 elem");
+  CHECK(jit::detail::describe_launch(impl(rms, "cpu"), bf16_4096) == "all cores");
+  jit::get<kernels::RmsNorm>({jit::DType::f32, 96}, jit::Target::cpu());
+  auto r = jitk_test::run(jitk_test::kTool + " ls", jitk_test::cache_env(cache_dir));
+  CHECK_THAT(r.output, Contains("LAUNCH") && Contains("all cores"));
 }

@@ -258,6 +258,7 @@ template <class T> struct DeviceEnv {
     return v;
   }
   double widen(T v) { return as_double(v); }
+  double round(double v) { return as_double(from_double<T>(v)); }
   jit::cuda::DeviceArray<T> upload(const std::vector<T>& v) { return jit::cuda::DeviceArray<T>(v); }
   double error(const jit::cuda::DeviceArray<T>& a, const std::vector<double>& expected) { return error_of(a, expected); }
 };
@@ -275,7 +276,8 @@ TEMPLATE_TEST_CASE("GPU fused chains match their steps run one by one, in every 
   jit::cache::warm(items, std::max(2u, std::thread::hardware_concurrency()));
   DeviceEnv<TestType> env;
   for (const auto& c : jitk_test::chain_cases()) {
-    for (const auto& impl : jit::implementations_for(c.kernel, gpu())) {
+    for (const auto& impl :
+         jit::implementations_for(c.kernel, gpu(), jitk_test::chain_case_params(c, jit::dtype_of<TestType>(), 4096))) {
       jit::Selection only;
       only.implementation = impl;
       for (std::int64_t hidden : hiddens) {

@@ -130,18 +130,26 @@ int cmd_ls(bool json) {
                      {"arch", r.arch}, {"compiler", r.compiler}, {"size_bytes", r.size_bytes},
                      {"compile_ms", r.compile_ms}, {"created", iso_time(r.created)},
                      {"last_used", iso_time(r.last_used)}, {"hits", r.hits}, {"implementation", r.implementation},
-                     {"implementation_version", r.implementation_version}});
+                     {"implementation_version", r.implementation_version}, {"launch", r.launch}});
     std::cout << arr.dump(2) << "\n";
     return 0;
   }
-  std::printf("%-14s %-28s %-14s %-7s %-16s %10s %6s %-20s %s\n", "KERNEL", "PARAMS", "IMPLEMENTATION", "BACKEND",
-              "ARCH", "SIZE", "HITS", "LAST USED", "KEY");
+  // Columns as wide as their longest value (params with fusion chains get long).
+  int kernel_w = 14, params_w = 28, launch_w = 6;
+  for (const auto& r : rows) {
+    kernel_w = std::max(kernel_w, static_cast<int>(r.kernel.size()));
+    params_w = std::max(params_w, static_cast<int>(r.params.size()));
+    launch_w = std::max(launch_w, static_cast<int>(r.launch.size()));
+  }
+  std::printf("%-*s %-*s %-14s %-*s %-7s %-16s %10s %6s %-20s %s\n", kernel_w, "KERNEL", params_w, "PARAMS", "IMPLEMENTATION",
+              launch_w, "LAUNCH", "BACKEND", "ARCH", "SIZE", "HITS", "LAST USED", "KEY");
   for (const auto& r : rows) {
     // Artifacts from before implementations (cache format 1) have none: `jitk prune --stale` removes them.
     std::string impl = r.implementation.empty() ? "-" : r.implementation + " v" + std::to_string(r.implementation_version);
-    std::printf("%-14s %-28s %-14s %-7s %-16s %10s %6lld %-20s %s\n", r.kernel.c_str(), r.params.c_str(), impl.c_str(),
-                r.backend.c_str(), r.arch.c_str(), human_bytes(r.size_bytes).c_str(), static_cast<long long>(r.hits),
-                iso_time(r.last_used).c_str(), r.key.c_str());
+    std::printf("%-*s %-*s %-14s %-*s %-7s %-16s %10s %6lld %-20s %s\n", kernel_w, r.kernel.c_str(), params_w, r.params.c_str(),
+                impl.c_str(), launch_w, r.launch.empty() ? "-" : r.launch.c_str(), r.backend.c_str(), r.arch.c_str(),
+                human_bytes(r.size_bytes).c_str(), static_cast<long long>(r.hits), iso_time(r.last_used).c_str(),
+                r.key.c_str());
   }
   std::printf("%zu artifacts\n", rows.size());
   return 0;

@@ -445,6 +445,13 @@ int main(int argc, char** argv) {
       jit::Operands epi{jit::ConstPtr(wb.data(), jit::DType::bf16)};
       double ms = device_ms([&] { k(rows, xb.data(), wb.data(), wb.data(), yb.data(), 1e-5, jit::Operands{}, epi); });
       report("chain_layer_norm_gelu_mul_vec_bf16_8192_GBps", 2.0 * elems * 2, ms, copy_gbs(elems * 2));
+      // the same with cheaper activations: what the exact gelu costs at the end of a row kernel
+      for (const char* epilogue : {"gelu_tanh>mul_vec", "relu>mul_vec"}) {
+        auto k2 = jit::get<kernels::LayerNorm>({jit::DType::bf16, hidden, {}, epilogue});
+        double ms2 = device_ms([&] { k2(rows, xb.data(), wb.data(), wb.data(), yb.data(), 1e-5, jit::Operands{}, epi); });
+        const std::string name = std::string("chain_layer_norm_") + (epilogue[0] == 'r' ? "relu" : "gelu_tanh") + "_mul_vec_bf16_8192_GBps";
+        report(name.c_str(), 2.0 * elems * 2, ms2, copy_gbs(elems * 2));
+      }
     }
     for (auto grad_type : {jit::DType::f32, jit::DType::bf16}) {
       // One AdamW step over `elems` parameters: param, m, v read and written (f32), grads read.

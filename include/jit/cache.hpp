@@ -26,6 +26,10 @@ struct ArtifactInfo {
   std::int64_t hits = 0;
   std::string implementation;  // "" for artifacts of cache format 1 (before implementations)
   int implementation_version = 0;
+  // How a launch covers the work, as the implementation's layout gives it for these params
+  // ("row/block 256 thr", "256 thr x 8 elem", "all cores"); "" when the kernel or its
+  // implementation is no longer known to this jitk.
+  std::string launch;
 };
 
 struct Stats {

@@ -64,6 +64,7 @@ struct Implementation {
   std::string file;
   std::string text;
   std::vector<DType> dtypes;  // the element types it implements (empty: every dtype the kernel allows)
+  bool fusion = true;         // takes the kernel's fusion chains (prologue/epilogue params), where it has them
   GpuLayout layout;
   std::string note;  // one line for `jitk info --kernels`
 };
@@ -117,8 +118,8 @@ struct Choice {
 Choice choose(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection = {});
 
 // The names of a kernel's implementations whose backend is the target's and whose capability
-// range holds its device (parameters and modes aside), in registration order: what a test or a
-// bench runs side by side with Selection::implementation.
-std::vector<std::string> implementations_for(std::string_view kernel, const Target& target);
+// range holds its device, and that take `params` when given (modes aside), in registration order:
+// what a test or a bench runs side by side with Selection::implementation.
+std::vector<std::string> implementations_for(std::string_view kernel, const Target& target, const ParamSet& params = {});
 
 }  // namespace jit
