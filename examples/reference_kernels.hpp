@@ -1,9 +1,11 @@
 // Float64 reference implementations of the shipped kernels, and the relative L2 error used to judge them.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -38,13 +40,19 @@ std::vector<double> rms_norm(std::int64_t rows, std::int64_t hidden, const std::
   return out;
 }
 
+// The max of row r and the sum of exp(x - max) over it.
+template <class T> std::pair<double, double> max_and_exp_sum(const std::vector<T>& x, std::int64_t r, std::int64_t hidden) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (std::int64_t i = 0; i < hidden; ++i) m = std::max(m, double(x[r * hidden + i]));
+  double sum = 0;
+  for (std::int64_t i = 0; i < hidden; ++i) sum += std::exp(double(x[r * hidden + i]) - m);
+  return {m, sum};
+}
+
 template <class T> std::vector<double> softmax(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x) {
   std::vector<double> out(static_cast<std::size_t>(rows * hidden));
   for (std::int64_t r = 0; r < rows; ++r) {
-    double m = -std::numeric_limits<double>::infinity();
-    for (std::int64_t i = 0; i < hidden; ++i) m = std::max(m, double(x[r * hidden + i]));
-    double sum = 0;
-    for (std::int64_t i = 0; i < hidden; ++i) sum += std::exp(double(x[r * hidden + i]) - m);
+    const auto [m, sum] = max_and_exp_sum(x, r, hidden);
     for (std::int64_t i = 0; i < hidden; ++i) out[r * hidden + i] = std::exp(double(x[r * hidden + i]) - m) / sum;
   }
   return out;
@@ -53,10 +61,7 @@ template <class T> std::vector<double> softmax(std::int64_t rows, std::int64_t h
 template <class T> std::vector<double> log_softmax(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x) {
   std::vector<double> out(static_cast<std::size_t>(rows * hidden));
   for (std::int64_t r = 0; r < rows; ++r) {
-    double m = -std::numeric_limits<double>::infinity();
-    for (std::int64_t i = 0; i < hidden; ++i) m = std::max(m, double(x[r * hidden + i]));
-    double sum = 0;
-    for (std::int64_t i = 0; i < hidden; ++i) sum += std::exp(double(x[r * hidden + i]) - m);
+    const auto [m, sum] = max_and_exp_sum(x, r, hidden);
     const double log_sum = std::log(sum);
     for (std::int64_t i = 0; i < hidden; ++i) out[r * hidden + i] = double(x[r * hidden + i]) - m - log_sum;
   }

@@ -6,6 +6,7 @@
 #include "jit/cuda.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
+#include "runtime/gpu_launch.hpp"
 #include "runtime/cuda_api.hpp"
 
 namespace jit::detail {
@@ -14,7 +15,6 @@ namespace {
 using namespace cuda;
 
 constexpr const char* kEntrySymbol = "jitk_entry";
-constexpr std::int64_t kMaxGrid = 2147483647;
 
 class CudaKernel final : public LoadedKernel {
  public:
@@ -22,18 +22,11 @@ class CudaKernel final : public LoadedKernel {
   Backend backend() const override { return Backend::Cuda; }
   void launch(const ArgPack& args) const override {
     if (args.work_items <= 0) return;
-    const std::int64_t elements = args.work_items * shape_.elements_per_item;
-    const std::int64_t grid = (elements + shape_.items_per_block - 1) / shape_.items_per_block;
-    if (grid > kMaxGrid) throw Error(ErrorCode::InvalidArgument, "launch of " + std::to_string(args.work_items) + " items is too large for one grid");
-    // The kernel's last parameter is the number of work items.
-    void* params[ArgPack::kMaxArgs + 1];
-    for (int i = 0; i < args.size(); ++i) params[i] = args.pointers()[i];
-    std::int64_t items = args.work_items;
-    params[args.size()] = &items;
+    const GpuLaunch l(args, shape_);
     make_current(device_);
     const DriverApi* api = driver_api();
-    check(api->cuLaunchKernel(fn_, static_cast<unsigned>(grid), 1, 1, static_cast<unsigned>(shape_.block), 1, 1, 0,
-                              static_cast<CUstream>(args.stream.handle), params, nullptr),
+    check(api->cuLaunchKernel(fn_, l.grid, 1, 1, l.block, 1, 1, 0,
+                              static_cast<CUstream>(args.stream.handle), const_cast<void**>(l.params), nullptr),
           "cuLaunchKernel");
   }
 

@@ -8,12 +8,12 @@
 
 #include "jit/hiprtc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
+#include "runtime/gpu_launch.hpp"
 
 namespace jit::detail {
 namespace {
 
 constexpr const char* kEntrySymbol = "jitk_entry";
-constexpr std::int64_t kMaxGrid = 2147483647;
 // hipDeviceProp_t's layout differs between ROCm versions: it is read into a buffer larger than any
 // of them and its gcnArchName found by content (the only field that starts with "gfx").
 constexpr std::size_t kDevicePropBytes = 8192;
@@ -109,18 +109,11 @@ class HipKernel final : public LoadedKernel {
   Backend backend() const override { return Backend::Hip; }
   void launch(const ArgPack& args) const override {
     if (args.work_items <= 0) return;
-    const std::int64_t elements = args.work_items * shape_.elements_per_item;
-    const std::int64_t grid = (elements + shape_.items_per_block - 1) / shape_.items_per_block;
-    if (grid > kMaxGrid) throw Error(ErrorCode::InvalidArgument, "launch of " + std::to_string(args.work_items) + " items is too large for one grid");
-    // The kernel's last parameter is the number of work items.
-    void* params[ArgPack::kMaxArgs + 1];
-    for (int i = 0; i < args.size(); ++i) params[i] = args.pointers()[i];
-    std::int64_t items = args.work_items;
-    params[args.size()] = &items;
+    const GpuLaunch l(args, shape_);
     const HipApi& api = runtime().api;
     check(api.hipSetDevice(device_), "hipSetDevice");
-    check(api.hipModuleLaunchKernel(fn_, static_cast<unsigned>(grid), 1, 1, static_cast<unsigned>(shape_.block), 1, 1, 0,
-                                    static_cast<hipStream_t>(args.stream.handle), params, nullptr),
+    check(api.hipModuleLaunchKernel(fn_, l.grid, 1, 1, l.block, 1, 1, 0,
+                                    static_cast<hipStream_t>(args.stream.handle), const_cast<void**>(l.params), nullptr),
           "hipModuleLaunchKernel");
   }
 

@@ -471,6 +471,7 @@ int main(int argc, char** argv) {
       const char* name;
       const char* kernel;
       Run run;  // moves 2 bytes read + 2 written per element of xb's first half (fused: half the rows, twice the arrays)
+      const char* prologue = "";  // the chain it asks for (implementations that take no chains are left out)
     };
     std::vector<RowBench> row_benches = {
         {"rms_norm", "rms_norm", [&](std::int64_t r, std::int64_t h, const jit::Selection& s) {
@@ -495,13 +496,15 @@ int main(int argc, char** argv) {
            auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, h, "add>store", "mul_scalar"}, jit::default_target(), s);
            jit::Operands pro{jit::ConstPtr(xb.data() + elems, jit::DType::bf16), jit::MutPtr(xb.data() + elems, jit::DType::bf16)};
            k(r / 2, xb.data(), wb.data(), yb.data(), 1e-6, pro, jit::Operands{0.5});  // as fused_add_rms_norm
-         }},
+         }, "add>store"},
     };
     for (const auto& rb : row_benches)
       for (std::int64_t h : {1024LL, 2048LL, 4096LL, 8192LL, 16384LL}) {
         const std::int64_t r = static_cast<std::int64_t>(elems) / h;
         const double copy = copy_gbs(elems * 2);
-        for (const std::string& impl : jit::implementations_for(rb.kernel, jit::default_target())) {
+        jit::ParamSet params{{"dtype", std::string("bf16")}, {"hidden", h}};
+        if (*rb.prologue) params.set("prologue", std::string(rb.prologue));
+        for (const std::string& impl : jit::implementations_for(rb.kernel, jit::default_target(), params)) {
           jit::Selection only;
           only.implementation = impl;
           rb.run(r, h, only);  // compiles outside the timing

@@ -20,6 +20,14 @@ inline void check_eps(std::string_view kernel, double eps) {
 inline std::int64_t rows_per_task(std::int64_t hidden) {
   return std::max<std::int64_t>(1, kMinElementsPerTask / std::max<std::int64_t>(1, hidden));
 }
+// Each tensor argument of a launch has the kernel's dtype, and is not null when there is work.
+inline void check_tensors(std::string_view kernel, DType dtype, std::int64_t count,
+                          std::initializer_list<std::pair<const char*, ConstPtr>> tensors) {
+  for (const auto& [arg, p] : tensors) {
+    jit::detail::check_dtype(kernel, arg, dtype, p.dtype);
+    jit::detail::check_not_null(kernel, arg, p.data, count);
+  }
+}
 // The type of a kernel's scalar arguments (eps, chain numbers): float, double for f64.
 inline DType scalar_type(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
 // Appends the fusion chains' operands (after the kernel's own arguments, before the row count).
@@ -45,10 +53,7 @@ struct Saxpy {
   static ParamSet to_params(const Params& p) { return {{"dtype", std::string(dtype_name(p.dtype))}}; }
   static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
     jit::detail::check_non_negative(name, "n", a.n);
-    jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
-    jit::detail::check_dtype(name, "y", p.dtype, a.y.dtype);
-    jit::detail::check_not_null(name, "x", a.x.data, a.n);
-    jit::detail::check_not_null(name, "y", a.y.data, a.n);
+    detail::check_tensors(name, p.dtype, a.n, {{"x", a.x}, {"y", a.y}});
     out.add_scalar(a.a, p.dtype);
     out.add_pointer(a.x.data);
     out.add_pointer(a.y.data);
@@ -93,10 +98,7 @@ struct SiluAndMul {
   static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) { pack_as(name, p, a, out); }
   template <class P> static void pack_as(std::string_view name, const P& p, const Args& a, jit::detail::ArgPack& out) {
     jit::detail::check_non_negative(name, "rows", a.rows);
-    jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
-    jit::detail::check_dtype(name, "out", p.dtype, a.out.dtype);
-    jit::detail::check_not_null(name, "x", a.x.data, a.rows);
-    jit::detail::check_not_null(name, "out", a.out.data, a.rows);
+    detail::check_tensors(name, p.dtype, a.rows, {{"x", a.x}, {"out", a.out}});
     out.add_pointer(a.x.data);
     out.add_pointer(a.out.data);
     detail::pack_chains(name, p, a, out);
@@ -121,12 +123,7 @@ struct RmsNorm {
   static ParamSet to_params(const Params& p) { return row_params(p); }
   static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
     jit::detail::check_non_negative(name, "rows", a.rows);
-    jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
-    jit::detail::check_dtype(name, "weight", p.dtype, a.weight.dtype);
-    jit::detail::check_dtype(name, "y", p.dtype, a.y.dtype);
-    jit::detail::check_not_null(name, "x", a.x.data, a.rows);
-    jit::detail::check_not_null(name, "weight", a.weight.data, a.rows);
-    jit::detail::check_not_null(name, "y", a.y.data, a.rows);
+    detail::check_tensors(name, p.dtype, a.rows, {{"x", a.x}, {"weight", a.weight}, {"y", a.y}});
     detail::check_eps(name, a.eps);
     out.add_pointer(a.x.data);
     out.add_pointer(a.weight.data);
@@ -151,10 +148,7 @@ struct Softmax {
   static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) { pack_rows(name, p, a, out); }
   static void pack_rows(std::string_view name, const Params& p, const Args& a, jit::detail::ArgPack& out) {
     jit::detail::check_non_negative(name, "rows", a.rows);
-    jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
-    jit::detail::check_dtype(name, "y", p.dtype, a.y.dtype);
-    jit::detail::check_not_null(name, "x", a.x.data, a.rows);
-    jit::detail::check_not_null(name, "y", a.y.data, a.rows);
+    detail::check_tensors(name, p.dtype, a.rows, {{"x", a.x}, {"y", a.y}});
     out.add_pointer(a.x.data);
     out.add_pointer(a.y.data);
     out.work_items = a.rows;
@@ -185,14 +179,7 @@ struct LayerNorm {
   static ParamSet to_params(const Params& p) { return row_params(p); }
   static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
     jit::detail::check_non_negative(name, "rows", a.rows);
-    jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
-    jit::detail::check_dtype(name, "weight", p.dtype, a.weight.dtype);
-    jit::detail::check_dtype(name, "bias", p.dtype, a.bias.dtype);
-    jit::detail::check_dtype(name, "y", p.dtype, a.y.dtype);
-    jit::detail::check_not_null(name, "x", a.x.data, a.rows);
-    jit::detail::check_not_null(name, "weight", a.weight.data, a.rows);
-    jit::detail::check_not_null(name, "bias", a.bias.data, a.rows);
-    jit::detail::check_not_null(name, "y", a.y.data, a.rows);
+    detail::check_tensors(name, p.dtype, a.rows, {{"x", a.x}, {"weight", a.weight}, {"bias", a.bias}, {"y", a.y}});
     detail::check_eps(name, a.eps);
     out.add_pointer(a.x.data);
     out.add_pointer(a.weight.data);
@@ -244,14 +231,7 @@ struct FusedAddRmsNorm {
   static ParamSet to_params(const Params& p) { return row_params(p); }
   static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
     jit::detail::check_non_negative(name, "rows", a.rows);
-    jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
-    jit::detail::check_dtype(name, "residual", p.dtype, a.residual.dtype);
-    jit::detail::check_dtype(name, "weight", p.dtype, a.weight.dtype);
-    jit::detail::check_dtype(name, "y", p.dtype, a.y.dtype);
-    jit::detail::check_not_null(name, "x", a.x.data, a.rows);
-    jit::detail::check_not_null(name, "residual", a.residual.data, a.rows);
-    jit::detail::check_not_null(name, "weight", a.weight.data, a.rows);
-    jit::detail::check_not_null(name, "y", a.y.data, a.rows);
+    detail::check_tensors(name, p.dtype, a.rows, {{"x", a.x}, {"residual", a.residual}, {"weight", a.weight}, {"y", a.y}});
     detail::check_eps(name, a.eps);
     out.add_pointer(a.x.data);
     out.add_pointer(a.residual.data);
@@ -287,16 +267,11 @@ struct AdamW {
     double weight_decay = 1e-2;
   };
   static ParamSet to_params(const Params& p) { return {{"dtype", std::string(dtype_name(p.dtype))}}; }
-  static DType master(const Params& p) { return p.dtype == DType::f64 ? DType::f64 : DType::f32; }
+  static DType master(const Params& p) { return detail::scalar_type(p.dtype); }
   static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
     jit::detail::check_non_negative(name, "n", a.n);
-    jit::detail::check_dtype(name, "grad", p.dtype, a.grad.dtype);
-    for (auto [arg, dtype] : {std::pair{"param", a.param.dtype}, {"exp_avg", a.exp_avg.dtype}, {"exp_avg_sq", a.exp_avg_sq.dtype}})
-      jit::detail::check_dtype(name, arg, master(p), dtype);
-    jit::detail::check_not_null(name, "param", a.param.data, a.n);
-    jit::detail::check_not_null(name, "grad", a.grad.data, a.n);
-    jit::detail::check_not_null(name, "exp_avg", a.exp_avg.data, a.n);
-    jit::detail::check_not_null(name, "exp_avg_sq", a.exp_avg_sq.data, a.n);
+    detail::check_tensors(name, p.dtype, a.n, {{"grad", a.grad}});
+    detail::check_tensors(name, master(p), a.n, {{"param", a.param}, {"exp_avg", a.exp_avg}, {"exp_avg_sq", a.exp_avg_sq}});
     auto fail = [](const std::string& what) { throw Error(ErrorCode::InvalidArgument, std::string(name) + ": " + what); };
     if (a.step < 1) fail("step must be >= 1 (the first step is 1), got " + std::to_string(a.step));
     if (!(a.lr >= 0)) fail("lr must be >= 0, got " + std::to_string(a.lr));

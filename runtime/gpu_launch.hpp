@@ -1,0 +1,35 @@
+// The grid and kernel parameters of a GPU launch, shared by the CUDA and HIP drivers.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "jit/jit.hpp"
+#include "jit/specializer.hpp"
+
+namespace jit::detail {
+
+// Built on the stack at each launch: the grid covering args.work_items with `shape`, and the
+// parameter array the launch call takes (the descriptor's arguments, then the number of work
+// items, the kernel's last parameter). Not copyable: params points into itself.
+struct GpuLaunch {
+  static constexpr std::int64_t kMaxGrid = 2147483647;
+
+  GpuLaunch(const ArgPack& args, const LaunchShape& shape) : block(static_cast<unsigned>(shape.block)), items(args.work_items) {
+    const std::int64_t elements = args.work_items * shape.elements_per_item;
+    const std::int64_t blocks = (elements + shape.items_per_block - 1) / shape.items_per_block;
+    if (blocks > kMaxGrid)
+      throw Error(ErrorCode::InvalidArgument, "launch of " + std::to_string(args.work_items) + " items is too large for one grid");
+    grid = static_cast<unsigned>(blocks);
+    for (int i = 0; i < args.size(); ++i) params[i] = args.pointers()[i];
+    params[args.size()] = &items;
+  }
+  GpuLaunch(const GpuLaunch&) = delete;
+  GpuLaunch& operator=(const GpuLaunch&) = delete;
+
+  unsigned grid = 0;
+  unsigned block;
+  std::int64_t items;
+  void* params[ArgPack::kMaxArgs + 1];
+};
+
+}  // namespace jit::detail
