@@ -139,7 +139,7 @@ std::vector<KernelDef> shipped_kernels() {
       {"fused_add_rms_norm", "residual += x, then y = rms_norm(residual) * weight, per row (one pass)",
        {dtype_param(), hidden_param()},
        // (cuda-sm90's text serves this kernel too, but measured slower here: 0.79 vs 0.95 of copy at 8192)
-       generic_impls("rms_norm.cpp", "rms_norm.cu", block_per_row, row)},
+       generic_impls("rms_norm.cpp", "rms_norm.cu", {Kind::BlockPerRow, 256, 4, 2}, "one block per row, row and residual in registers")},
   };
 }
 
@@ -226,6 +226,7 @@ std::string implementation_problem(const Implementation& i) {
       return who + ": block of " + std::to_string(l.block) + " threads; use a multiple of 32 in [32, 1024]";
     if (l.kind == Kind::BlockPerRow && (l.packs_per_thread < 1 || l.packs_per_thread > 32))
       return who + ": packs_per_thread must be in [1, 32]";
+    if (l.kind == Kind::BlockPerRow && (l.row_arrays < 1 || l.row_arrays > 4)) return who + ": row_arrays must be in [1, 4]";
   }
   return "";
 }

@@ -99,10 +99,11 @@ template <class V> constexpr int kVector = 16 / sizeof(V);
 
 // A block-per-row kernel's share of a row of h elements per thread (16-byte packs of V), and the
 // blocks an SM should hold for it: 3 (at most 85 registers a thread at 256 threads) up to 32
-// elements a thread, else 2 (3 would spill). Measured on the H100, bf16: log_softmax at hidden
-// 8192 went from 0.56 to 0.99 of copy bandwidth with 3 blocks an SM instead of 2.
+// elements a thread, else 2 (3 would spill); blocks of more than 256 threads: 2 (3 would leave
+// at most 42 registers). Measured on the H100, bf16: log_softmax at hidden 8192 went from 0.56
+// to 0.99 of copy bandwidth with 3 blocks an SM instead of 2.
 template <class V> constexpr int row_share(i64 h) { return (h / kVector<V> + JITK_BLOCK - 1) / JITK_BLOCK * kVector<V>; }
-template <class V> constexpr int row_min_blocks(i64 h) { return row_share<V>(h) > 32 ? 2 : 3; }
+template <class V> constexpr int row_min_blocks(i64 h) { return row_share<V>(h) > 32 || JITK_BLOCK > 256 ? 2 : 3; }
 
 __device__ inline float neg_inf() { return __int_as_float(0xff800000); }
 

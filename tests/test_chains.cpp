@@ -164,6 +164,14 @@ TEST_CASE("jitk ls shows how each artifact is launched", "[kernels][tool]") {
   CHECK(jit::detail::describe_launch(impl(rms, "cuda-sm90"), bf16_4096) == "row/block 64 thr");
   CHECK(jit::detail::describe_launch(impl(silu, "cuda"), bf16_4096) == "256 thr x 8 elem");
   CHECK(jit::detail::describe_launch(impl(rms, "cpu"), bf16_4096) == "all cores");
+  // Long rows: 256 threads a row, twice that when a prologue's tensor (or the residual) is held too.
+  const jit::ParamSet bf16_16384{{"dtype", std::string("bf16")}, {"hidden", std::int64_t{16384}}};
+  jit::ParamSet chained = bf16_16384;
+  chained.set("prologue", std::string("add>store"));
+  CHECK(jit::detail::describe_launch(impl(rms, "cuda"), bf16_16384) == "row/block 256 thr");
+  CHECK(jit::detail::describe_launch(impl(rms, "cuda"), chained) == "row/block 512 thr");
+  CHECK(jit::detail::describe_launch(impl(jit::detail::find_kernel("fused_add_rms_norm"), "cuda"), bf16_16384) ==
+        "row/block 512 thr");
   jit::get<kernels::RmsNorm>({jit::DType::f32, 96}, jit::Target::cpu());
   auto r = jitk_test::run(jitk_test::kTool + " ls", jitk_test::cache_env(cache_dir));
   CHECK_THAT(r.output, Contains("LAUNCH") && Contains("all cores"));

@@ -45,6 +45,10 @@ struct GpuLayout {
   Kind kind = Kind::Elementwise;
   int block = 256;           // threads per block (Elementwise, WarpPerRow); BlockPerRow: the most a row gets
   int packs_per_thread = 4;  // BlockPerRow: how much of the row each thread keeps (more when `block` caps the threads)
+  // BlockPerRow: row-shaped arrays a thread holds at once (fused_add_rms_norm: x and residual; a
+  // prologue's tensors add theirs). Each raises the cap on threads by `block`, so long rows keep
+  // the same registers a thread.
+  int row_arrays = 1;
 };
 
 inline constexpr int kAnyCapability = 1 << 30;
