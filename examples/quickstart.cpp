@@ -2,6 +2,7 @@
 // usable, else the CPU), runs it on random data, checks it against a float64 reference, and prints
 // how long the first get took (a cold compile or a disk-cache hit) and a second get (the memory
 // tier). Run it twice with the same JITK_CACHE_DIR: the second run compiles nothing.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -126,6 +127,20 @@ int main() {
       Buffer x(x0), out(nan_filled(rows * hidden));
       k(rows, x.data(), out.data());
       failures += report("silu_and_mul", t, jitk_reference::relative_l2_error(out.result(), jitk_reference::silu_and_mul(rows, hidden, x0)), tol);
+    }
+    {  // a fusion chain: residual += x, then y = rms_norm(residual) * 0.5, as one kernel (docs/fusion-chains.md)
+      auto [k, t] = timed_get<kernels::RmsNorm>({jit::DType::f32, hidden, "add>store", "mul_scalar"});
+      auto x0 = random_floats(rows * hidden, rng), r0 = random_floats(rows * hidden, rng),
+           w0 = random_floats(hidden, rng, 0.5f, 1.5f);
+      Buffer x(x0), residual(r0), w(w0), y(nan_filled(x0.size()));
+      jit::Operands prologue{residual.data(), residual.data()}, epilogue{0.5};
+      k(rows, x.data(), w.data(), y.data(), 1e-6, prologue, epilogue);
+      std::vector<double> sum = jitk_reference::add_rms_norm_sum(x0, r0);
+      auto ref = jitk_reference::rms_norm(rows, hidden, sum, std::vector<double>(w0.begin(), w0.end()), 1e-6);
+      for (double& v : ref) v *= 0.5;
+      const double error = std::max(jitk_reference::relative_l2_error(y.result(), ref),
+                                    jitk_reference::relative_l2_error(residual.result(), sum));
+      failures += report("add>rms>scale", t, error, tol);
     }
     std::printf("first result (get + run of saxpy) after %.2f ms; whole run %.2f ms\n", first_result_ms, ms_since(start));
     try {
