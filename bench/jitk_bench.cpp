@@ -34,6 +34,7 @@
 // The same kernel text compiled ahead of time by g++ -O3 -march=native (bench/CMakeLists.txt).
 #define JITK_BENCH_AOT(kernel, dtype) extern "C" void aot_##kernel##_##dtype(void* const*, long long, long long);
 #include "aot_table.inc"
+extern "C" void aot_gemm_blocked_f32(void* const*, long long, long long);  // bench/aot_gemm_blocked.cpp
 #undef JITK_BENCH_AOT
 
 namespace {
@@ -646,6 +647,66 @@ template <class T> std::vector<Result> bench_adamw(const Config& cfg, CpuEntry a
   return kernel_results(name, bytes, bw, cfg);
 }
 
+// gemm f32 (row-major, 1024^3 by default: 2 GFLOP a run), GFLOP/s vs a straightforward blocked
+// version compiled ahead of time (bench/aot_gemm_blocked.cpp), both on jitk's pool, and the
+// best of a few tile shapes (what autotuning would pick) vs the default tile.
+std::vector<Result> bench_gemm(const Config& cfg) {
+  const std::int64_t n = cfg.quick ? 256 : 1024;
+  progress(cfg, "gemm_f32: m=n=k=" + std::to_string(n));
+  std::mt19937 rng(8);
+  Buffer<float> a(n * n), b(n * n), c(n * n);
+  a.randomize(rng, -1, 1);
+  b.randomize(rng, -1, 1);
+  const kernels::Gemm::Args args{n, n, n, 1.0, a.data(), n, b.data(), n, 0.0, c.data(), n};
+  // check both against float64 on a few rows
+  auto check_rows = [&](const std::string& what) {
+    double num = 0, den = 0;
+    for (std::int64_t i = 0; i < n; i += n / 8)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (std::int64_t k = 0; k < n; ++k) s += double(a.data()[i * n + k]) * double(b.data()[k * n + j]);
+        num += (c.data()[i * n + j] - s) * (c.data()[i * n + j] - s);
+        den += s * s;
+      }
+    if (!(std::sqrt(num / den) <= 1e-5)) fail(what + ": gemm result off the float64 reference");
+  };
+  const kernels::Gemm::Params def;
+  auto k = jit::get<kernels::Gemm>(def, jit::Target::cpu());
+  c.poison();
+  k.launch(args);
+  check_rows("gemm (jitk)");
+  c.poison();
+  launch_entry<kernels::Gemm>(aot_gemm_blocked_f32, def, args);
+  check_rows("gemm (g++ AOT blocked)");
+  const double flop = 2.0 * n * n * n;
+  auto gflops = [&](auto&& run) {
+    std::vector<double> t;
+    run();
+    for (int r = 0; r < (cfg.quick ? 3 : 7); ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      run();
+      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    return flop / t[t.size() / 2] / 1e9;
+  };
+  const double ours = gflops([&] { k.launch(args); });
+  const double aot = gflops([&] { launch_entry<kernels::Gemm>(aot_gemm_blocked_f32, def, args); });
+  double best = ours;
+  std::string best_tile = "4x64x256";
+  for (auto [tm, tn, tk] : {std::tuple{2, 128, 256}, {8, 32, 256}, {4, 128, 128}, {8, 64, 512}}) {
+    kernels::Gemm::Params p = def;
+    p.tile_m = tm;
+    p.tile_n = tn;
+    p.tile_k = tk;
+    auto kt = jit::get<kernels::Gemm>(p, jit::Target::cpu());
+    const double g = gflops([&] { kt.launch(args); });
+    if (g > best) best = g, best_tile = std::to_string(tm) + "x" + std::to_string(tn) + "x" + std::to_string(tk);
+  }
+  return {make_result("gemm_f32_gflops", ours, "GFLOP/s", aot, "gxx_O3_march_native_blocked", false, "default tile 4x64x256"),
+          make_result("gemm_f32_best_tile_gflops", best, "GFLOP/s", ours, "default_tile", false, "best tile " + best_tile)};
+}
+
 // The row kernels share their shape: inputs read once, one output written once.
 template <class K, class T, class MakeCase>
 std::vector<Result> bench_rows(const Config& cfg, const std::string& kernel, CpuEntry aot, MakeCase make_case) {
@@ -753,7 +814,7 @@ void usage() {
       "  --quick  fewer repetitions (a smoke run)\n"
       "  --filter run only the benches whose group contains TEXT: get_hot, first_use,\n"
       "           cold_compile_overhead, warm_throughput, saxpy_f32, rms_norm_f32, rms_norm_f64, softmax_f32,\n"
-      "           softmax_f64, silu_and_mul_f32, adamw_f32\n"
+      "           softmax_f64, silu_and_mul_f32, adamw_f32, gemm_f32\n"
       "Uses $JITK_CACHE_DIR when set, else a temporary cache removed at exit; child processes always get\n"
       "their own temporary caches.\n");
 }
@@ -787,6 +848,7 @@ int run(const Config& cfg) {
   if (wanted("softmax_f64")) add(bench_softmax<double>(cfg, aot_softmax_f64));
   if (wanted("silu_and_mul_f32")) add(bench_silu_and_mul<float>(cfg, aot_silu_and_mul_f32));
   if (wanted("adamw_f32")) add(bench_adamw<float>(cfg, aot_adamw_f32));
+  if (wanted("gemm_f32")) add(bench_gemm(cfg));
   if (results.empty()) fail("--filter '" + cfg.filter + "' matches no bench");
   if (!cfg.json) print_table(results);
   return 0;

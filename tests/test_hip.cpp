@@ -81,6 +81,9 @@ std::vector<std::pair<std::string, jit::ParamSet>> hip_specializations() {
   const auto& r = jit::detail::registry();
   for (std::size_t k = 0; k < r.shipped; ++k) {
     const auto& def = r.kernels[k];
+    if (std::none_of(def.implementations.begin(), def.implementations.end(),
+                     [](const jit::Implementation& i) { return i.backend == jit::Backend::Hip; }))
+      continue;  // CPU-only so far (gemm)
     const auto& impl = jit::detail::generic_implementation(def, jit::Backend::Hip);
     for (const auto& dtype : jit::detail::dtypes_of(def, impl)) {
       std::vector<std::string> approximations = {""};

@@ -83,7 +83,7 @@ jit::ParamSet sample_params(const jit::KernelSpec& k, const jit::Target& t) {
       bool has = std::find(spec.choices.begin(), spec.choices.end(), want) != spec.choices.end();
       p.set(spec.name, has ? want : spec.choices.front());
     } else {
-      p.set(spec.name, std::clamp<std::int64_t>(4096, spec.min, spec.max));
+      p.set(spec.name, spec.name == "hidden" ? std::clamp<std::int64_t>(4096, spec.min, spec.max) : spec.min);
     }
   }
   return p;

@@ -293,4 +293,76 @@ struct AdamW {
   }
 };
 
+// C = alpha * A B + beta * C, then the epilogue chain on C's elements (jit/chain.hpp; its tensors
+// share C's shape and ldc, its vectors have N values). C is row-major M x N (ldc >= N); A is
+// M x K and B is K x N, each row- or column-major. beta == 0 does not read C. The tile sizes are
+// specialization parameters (tile_m * tile_n <= 4096). CPU (f32, f64) for now.
+struct Gemm {
+  static constexpr const char* name = "gemm";
+  enum class Layout : std::uint8_t { RowMajor, ColMajor };
+  struct Params {
+    DType dtype = DType::f32;
+    Layout a_layout = Layout::RowMajor;
+    Layout b_layout = Layout::RowMajor;
+    std::int64_t tile_m = 4;
+    std::int64_t tile_n = 64;
+    std::int64_t tile_k = 256;
+    Chain epilogue = {};
+    auto fields() const { return std::tie(dtype, a_layout, b_layout, tile_m, tile_n, tile_k, epilogue); }
+  };
+  struct Args {
+    std::int64_t m, n, k;
+    double alpha;
+    ConstPtr a;
+    std::int64_t lda;
+    ConstPtr b;
+    std::int64_t ldb;
+    double beta;
+    MutPtr c;
+    std::int64_t ldc;
+    Operands epilogue = {};
+  };
+  static constexpr std::int64_t kMaxAccumulators = 4096;
+  static ParamSet to_params(const Params& p) {
+    if (p.tile_m * p.tile_n > kMaxAccumulators)
+      throw Error(ErrorCode::InvalidParams, "gemm: tile_m * tile_n = " + std::to_string(p.tile_m * p.tile_n) +
+                                                " accumulators; at most " + std::to_string(kMaxAccumulators));
+    auto layout = [](Layout l) { return std::string(l == Layout::ColMajor ? "col" : "row"); };
+    ParamSet s{{"dtype", std::string(dtype_name(p.dtype))}, {"a_layout", layout(p.a_layout)}, {"b_layout", layout(p.b_layout)},
+               {"tile_m", p.tile_m}, {"tile_n", p.tile_n}, {"tile_k", p.tile_k}};
+    if (!p.epilogue.empty()) s.set("epilogue", p.epilogue.to_string());
+    return s;
+  }
+  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
+    for (auto [what, v] : {std::pair{"m", a.m}, {"n", a.n}, {"k", a.k}}) jit::detail::check_non_negative(name, what, v);
+    auto fail = [](const std::string& what) { throw Error(ErrorCode::InvalidArgument, std::string(name) + ": " + what); };
+    auto check_ld = [&](const char* ld, std::int64_t value, std::int64_t least, const char* why) {
+      if (value < std::max<std::int64_t>(1, least))
+        fail(std::string(ld) + " = " + std::to_string(value) + " is less than " + why + " (" + std::to_string(least) + ")");
+    };
+    const bool a_row = p.a_layout == Layout::RowMajor, b_row = p.b_layout == Layout::RowMajor;
+    check_ld("lda", a.lda, a_row ? a.k : a.m, a_row ? "k (A row-major)" : "m (A column-major)");
+    check_ld("ldb", a.ldb, b_row ? a.n : a.k, b_row ? "n (B row-major)" : "k (B column-major)");
+    check_ld("ldc", a.ldc, a.n, "n");
+    const std::int64_t work = a.m * a.n;  // nothing is read or written when C is empty
+    detail::check_tensors(name, p.dtype, work * a.k, {{"a", a.a}, {"b", a.b}});
+    detail::check_tensors(name, p.dtype, work, {{"c", a.c}});
+    const DType scalar = detail::scalar_type(p.dtype);
+    out.add_i64(a.m);
+    out.add_i64(a.n);
+    out.add_i64(a.k);
+    out.add_scalar(a.alpha, scalar);
+    out.add_pointer(a.a.data);
+    out.add_i64(a.lda);
+    out.add_pointer(a.b.data);
+    out.add_i64(a.ldb);
+    out.add_scalar(a.beta, scalar);
+    out.add_pointer(a.c.data);
+    out.add_i64(a.ldc);
+    jit::detail::pack_chain(name, "epilogue", p.epilogue, a.epilogue, p.dtype, scalar, work, out);
+    out.work_items = work == 0 ? 0 : (a.m + p.tile_m - 1) / p.tile_m;  // row tiles
+    out.min_grain = 1;
+  }
+};
+
 }  // namespace jit::kernels

@@ -1,0 +1,67 @@
+// gemm: C = alpha * A B + beta * C (then the epilogue chain), C row-major M x N with leading
+// dimension ldc; A (M x K) and B (K x N) each row- or column-major (params a_layout, b_layout).
+// Blocked by the tile params: a TILE_M x TILE_N block of C is accumulated over TILE_K-long
+// slices of K, so the B slice it reads stays in cache while the rows of A stream; full tiles
+// have compile-time trip counts (the column loop vectorizes), edge tiles take bounded loops.
+// Work items are row tiles; beta == 0 does not read C (it may hold NaN), as BLAS.
+#include "jitk_cpu.h"
+
+constexpr i64 TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K;
+static_assert(TM * TN <= 4096, "gemm: tile_m * tile_n accumulators must fit in 4096");
+
+#if JITK_A_LAYOUT_COL
+#define JITK_A(i, k) a[(k) * lda + (i)]
+#else
+#define JITK_A(i, k) a[(i) * lda + (k)]
+#endif
+#if JITK_B_LAYOUT_COL
+#define JITK_B(k, j) b[(j) * ldb + (k)]
+#else
+#define JITK_B(k, j) b[(k) * ldb + (j)]
+#endif
+
+// The C tile at (i0, j0), tm x tn of it inside C; Full: tm == TM and tn == TN.
+template <bool Full>
+static inline void gemm_tile(const T* __restrict a, const T* __restrict b, T* __restrict c, i64 i0, i64 j0, i64 tm, i64 tn,
+                             i64 K, i64 lda, i64 ldb, i64 ldc, T alpha, T beta, const jitk_chain& chain) {
+  const i64 rows = Full ? TM : tm, cols = Full ? TN : tn;
+  T acc[TM][TN];
+  for (i64 i = 0; i < TM; ++i)
+    for (i64 j = 0; j < TN; ++j) acc[i][j] = T(0);
+  for (i64 k0 = 0; k0 < K; k0 += TK) {
+    const i64 kend = K - k0 < TK ? K : k0 + TK;
+    for (i64 i = 0; i < rows; ++i)
+      for (i64 k = k0; k < kend; ++k) {
+        const T av = JITK_A(i0 + i, k);
+        for (i64 j = 0; j < cols; ++j) acc[i][j] += av * JITK_B(k, j0 + j);
+      }
+  }
+  for (i64 i = 0; i < rows; ++i) {
+    T* __restrict crow = c + (i0 + i) * ldc + j0;
+    for (i64 j = 0; j < cols; ++j) {
+      const T v = beta == T(0) ? alpha * acc[i][j] : alpha * acc[i][j] + beta * crow[j];
+      crow[j] = chain.epilogue(v, (i0 + i) * ldc + j0 + j, j0 + j);
+    }
+  }
+}
+
+JITK_CPU_KERNEL {
+  const i64 M = JITK_ARG(0, i64), N = JITK_ARG(1, i64), K = JITK_ARG(2, i64);
+  const T alpha = JITK_ARG(3, T);
+  const T* a = JITK_ARG(4, const T*);
+  const i64 lda = JITK_ARG(5, i64);
+  const T* b = JITK_ARG(6, const T*);
+  const i64 ldb = JITK_ARG(7, i64);
+  const T beta = JITK_ARG(8, T);
+  T* c = JITK_ARG(9, T*);
+  const i64 ldc = JITK_ARG(10, i64);
+  const jitk_chain chain = jitk_chain::from(jitk_args + 11);
+  for (i64 t = jitk_begin; t < jitk_end; ++t) {
+    const i64 i0 = t * TM, tm = M - i0 < TM ? M - i0 : TM;
+    for (i64 j0 = 0; j0 < N; j0 += TN) {
+      const i64 tn = N - j0 < TN ? N - j0 : TN;
+      if (tm == TM && tn == TN) gemm_tile<true>(a, b, c, i0, j0, tm, tn, K, lda, ldb, ldc, alpha, beta, chain);
+      else gemm_tile<false>(a, b, c, i0, j0, tm, tn, K, lda, ldb, ldc, alpha, beta, chain);
+    }
+  }
+}

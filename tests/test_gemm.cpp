@@ -1,0 +1,121 @@
+// gemm on the CPU against a float64 reference: every layout, odd sizes, tiles that do and do not
+// divide them, leading dimensions past the minimum, alpha/beta, beta = 0 over NaN, an epilogue chain.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+
+#include "../examples/reference_kernels.hpp"
+#include "jit/kernels.hpp"
+#include "test_support.hpp"
+
+namespace kernels = jit::kernels;
+namespace ref = jitk_reference;
+using Catch::Matchers::Contains;
+using Layout = kernels::Gemm::Layout;
+
+namespace {
+
+const jitk_test::TempDir& cache_dir = jitk_test::own_cache_dir();
+
+template <class T> std::vector<T> random_vector(std::size_t n) {
+  return jitk_test::random_values<T>(n, -1, 1, [](double v) { return static_cast<T>(v); });
+}
+
+// Element (i, j) of an r x c matrix stored row- or column-major with leading dimension ld.
+std::size_t at(Layout l, std::int64_t i, std::int64_t j, std::int64_t ld) {
+  return static_cast<std::size_t>(l == Layout::RowMajor ? i * ld + j : j * ld + i);
+}
+
+struct Shape {
+  std::int64_t m, n, k;
+};
+
+template <class T>
+void check_gemm(const kernels::Gemm::Params& p, Shape s, double alpha, double beta, std::int64_t pad) {
+  const std::int64_t lda = (p.a_layout == Layout::RowMajor ? s.k : s.m) + pad;
+  const std::int64_t ldb = (p.b_layout == Layout::RowMajor ? s.n : s.k) + pad;
+  const std::int64_t ldc = s.n + pad;
+  auto a = random_vector<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, (p.a_layout == Layout::RowMajor ? s.m : s.k) * lda)));
+  auto b = random_vector<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, (p.b_layout == Layout::RowMajor ? s.k : s.n) * ldb)));
+  auto c = random_vector<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, s.m * ldc)));
+  if (beta == 0) std::fill(c.begin(), c.end(), std::numeric_limits<T>::quiet_NaN());  // must not be read
+  // the reference over C's whole storage: padding columns stay as they were
+  std::vector<double> expected(c.begin(), c.end());
+  for (std::int64_t i = 0; i < s.m; ++i)
+    for (std::int64_t j = 0; j < s.n; ++j) {
+      double sum = 0;
+      for (std::int64_t k = 0; k < s.k; ++k)
+        sum += double(a[at(p.a_layout, i, k, lda)]) * double(b[at(p.b_layout, k, j, ldb)]);
+      expected[static_cast<std::size_t>(i * ldc + j)] = alpha * sum + (beta == 0 ? 0 : beta * double(c[static_cast<std::size_t>(i * ldc + j)]));
+    }
+  if (beta == 0)  // NaN stays in the padding, which the check then skips
+    for (std::int64_t i = 0; i < s.m; ++i)
+      for (std::int64_t j = s.n; j < ldc; ++j) expected[static_cast<std::size_t>(i * ldc + j)] = 0, c[static_cast<std::size_t>(i * ldc + j)] = 0;
+  auto k = jit::get<kernels::Gemm>(p, jit::Target::cpu());
+  k(s.m, s.n, s.k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+  const double tol = sizeof(T) == 8 ? 1e-12 : 2e-5;
+  CHECK(ref::relative_l2_error(c, expected) <= tol);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("gemm matches the reference in every layout, tile and odd size", "[kernels][gemm]", float, double) {
+  const Shape shapes[] = {{1, 1, 1}, {7, 13, 5}, {33, 65, 129}, {100, 257, 31}};
+  const std::int64_t tiles[][3] = {{4, 64, 256}, {1, 1, 1}, {3, 17, 7}, {16, 256, 64}};
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
+      for (const auto& t : tiles) {
+        kernels::Gemm::Params p{jit::dtype_of<TestType>(), la, lb, t[0], t[1], t[2]};
+        for (const auto& s : shapes) {
+          INFO("A " << (la == Layout::RowMajor ? "row" : "col") << ", B " << (lb == Layout::RowMajor ? "row" : "col")
+                    << ", tile " << t[0] << "x" << t[1] << "x" << t[2] << ", m n k = " << s.m << " " << s.n << " " << s.k);
+          check_gemm<TestType>(p, s, 1.0, 0.0, 0);
+          check_gemm<TestType>(p, s, -0.5, 1.5, 3);
+        }
+      }
+}
+
+TEST_CASE("gemm with an epilogue chain: bias and activation in the same pass", "[kernels][gemm][chains]") {
+  const std::int64_t m = 37, n = 70, kk = 19;
+  auto a = random_vector<float>(m * kk), b = random_vector<float>(kk * n), bias = random_vector<float>(n);
+  std::vector<float> c(m * n, std::numeric_limits<float>::quiet_NaN());
+  kernels::Gemm::Params p;
+  p.epilogue = "add_vec>gelu";
+  auto k = jit::get<kernels::Gemm>(p, jit::Target::cpu());
+  k(m, n, kk, 1.0, a.data(), kk, b.data(), n, 0.0, c.data(), n, jit::Operands{bias.data()});
+  std::vector<double> expected(c.size());
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double sum = bias[j];
+      for (std::int64_t q = 0; q < kk; ++q) sum += double(a[i * kk + q]) * double(b[q * n + j]);
+      expected[i * n + j] = 0.5 * sum * std::erfc(-sum / std::sqrt(2.0));
+    }
+  CHECK(ref::relative_l2_error(c, expected) <= 2e-5);
+}
+
+TEST_CASE("gemm refuses shapes, strides and tiles it cannot honour, before running", "[kernels][gemm]") {
+  std::vector<float> a(64, 1.0f), b(64, 1.0f), c(64, 42.0f);
+  auto k = jit::get<kernels::Gemm>({}, jit::Target::cpu());
+  CHECK_THROWS_WITH(k(4, 4, 4, 1.0, a.data(), 3, b.data(), 4, 0.0, c.data(), 4), Contains("lda = 3 is less than k"));
+  CHECK_THROWS_WITH(k(4, 4, 4, 1.0, a.data(), 4, b.data(), 4, 0.0, c.data(), 2), Contains("ldc = 2 is less than n"));
+  CHECK_THROWS_WITH(k(-1, 4, 4, 1.0, a.data(), 4, b.data(), 4, 0.0, c.data(), 4), Contains("negative"));
+  CHECK_THROWS_WITH(k(4, 4, 4, 1.0, static_cast<const float*>(nullptr), 4, b.data(), 4, 0.0, c.data(), 4), Contains("'a' is null"));
+  CHECK(c[0] == 42.0f);
+  kernels::Gemm::Params big;
+  big.tile_m = 64;
+  big.tile_n = 256;
+  CHECK_THROWS_WITH(jit::get<kernels::Gemm>(big, jit::Target::cpu()), Contains("at most 4096"));
+  // an empty product writes nothing; k = 0 scales C by beta
+  k(0, 4, 4, 1.0, static_cast<const float*>(nullptr), 4, static_cast<const float*>(nullptr), 4, 0.0, static_cast<float*>(nullptr), 4);
+  k(2, 4, 0, 1.0, static_cast<const float*>(nullptr), 1, static_cast<const float*>(nullptr), 4, 0.5, c.data(), 4);
+  CHECK(c[0] == 21.0f);
+  CHECK(c[8] == 42.0f);
+}
+
+TEST_CASE("gemm's tile sizes are part of the key", "[kernels][gemm]") {
+  auto a = jit::get<kernels::Gemm>({jit::DType::f32, Layout::RowMajor, Layout::RowMajor, 4, 64, 256}, jit::Target::cpu());
+  auto b = jit::get<kernels::Gemm>({jit::DType::f32, Layout::RowMajor, Layout::RowMajor, 8, 64, 256}, jit::Target::cpu());
+  auto c = jit::get<kernels::Gemm>({jit::DType::f32, Layout::RowMajor, Layout::ColMajor, 4, 64, 256}, jit::Target::cpu());
+  CHECK(a.cache_key() != b.cache_key());
+  CHECK(a.cache_key() != c.cache_key());
+}
