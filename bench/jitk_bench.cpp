@@ -27,6 +27,7 @@
 #include "jit/cache.hpp"
 #include "jit/kernels.hpp"
 #include "jit/kernel_catalog.hpp"
+#include "jit/chain_codegen.hpp"
 #include "jit/specializer.hpp"
 #include "raw_clang_orc.hpp"
 #include "runtime/thread_pool.hpp"
@@ -281,10 +282,14 @@ std::string render_row_kernel(const std::string& kernel, const std::string& dtyp
       << impl.name << " v" << impl.version << "\n"
       << "#define JITK_ENTRY jitk_entry\n"
       << "#define JITK_KERNEL_" << upper_kernel << " 1\n"
+      << "#define JITK_IMPLEMENTATION_CPU 1\n"
       << "#define JITK_DTYPE_" << upper_dtype << " 1\n"
       << "typedef " << (dtype == "f64" ? "double" : "float") << " T;\n"
-      << "#define JITK_HIDDEN " << hidden << "LL\n"
-      << kernel_text(impl.file);
+      << "#define JITK_HIDDEN " << hidden << "LL\n";
+  const std::string text = kernel_text(impl.file);
+  if (text.find("jitk_chain") != std::string::npos)  // the (empty) fusion chain, as jitk generates it
+    out << "#include \"jitk_cpu.h\"  // the chain's math\n" << jit::detail::chain_code({}, false);
+  out << text;
   return out.str();
 }
 
