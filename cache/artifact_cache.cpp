@@ -257,6 +257,21 @@ std::int64_t ArtifactCache::bytes() {
   return total;
 }
 
+std::optional<TuningRow> ArtifactCache::find_tuning(const std::string& kernel, const std::string& base_params,
+                                                    const std::string& shape_class, const std::string& device) {
+  SqliteIndex* idx = index_or_null();
+  return idx ? idx->find_tuning(kernel, base_params, shape_class, device) : std::nullopt;
+}
+
+bool ArtifactCache::store_tuning(const TuningRow& row) {
+  SqliteIndex* idx = index_or_null();
+  if (!idx || read_only_) return false;
+  idx->store_tuning(row);
+  return true;
+}
+
+std::vector<TuningRow> ArtifactCache::tuning_rows() { return index().tuning_rows(); }
+
 ArtifactCache::Cleared ArtifactCache::clear() {
   Cleared c;
   auto& idx = index();
@@ -268,6 +283,7 @@ ArtifactCache::Cleared ArtifactCache::clear() {
   }
   std::int64_t rows = idx.remove_all();
   if (rows > c.entries) c.entries = rows;
+  idx.remove_tuning();  // what was measured goes with what was built
   blobs_.remove_stale_temp_files();
   return c;
 }

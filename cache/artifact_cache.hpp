@@ -84,6 +84,12 @@ class ArtifactCache {
   std::optional<std::int64_t> size_limit() const { return size_limit_; }
   std::vector<CacheProblem> verify(bool fix);
 
+  // Autotuning decisions in the index (nullopt / false / empty when the cache is not on disk).
+  std::optional<TuningRow> find_tuning(const std::string& kernel, const std::string& base_params,
+                                       const std::string& shape_class, const std::string& device);
+  bool store_tuning(const TuningRow& row);
+  std::vector<TuningRow> tuning_rows();
+
  private:
   SqliteIndex* index_or_null();  // waits for the background open
   SqliteIndex& index();          // throws when not on disk

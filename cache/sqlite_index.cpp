@@ -165,7 +165,7 @@ void SqliteIndex::open_and_prepare(const std::filesystem::path& file) {
   }
   {
     // A version-0 file holding tables of its own is some other program's database: not ours to change.
-    Statement s(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT IN ('artifacts', 'counters')");
+    Statement s(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT IN ('artifacts', 'counters', 'tuning')");
     s.step();
     if (s.i64(0) > 0) throw IndexFailure(SQLITE_NOTADB, file.string() + " is another program's SQLite database, not a jitk index");
   }
@@ -284,6 +284,68 @@ std::vector<IndexRow> SqliteIndex::rows() {
   std::vector<IndexRow> out;
   while (s.step()) out.push_back(read_row(s));
   return out;
+}
+
+void SqliteIndex::ensure_tuning_table() {
+  exec("CREATE TABLE IF NOT EXISTS tuning(kernel TEXT NOT NULL, base_params TEXT NOT NULL, shape_class TEXT NOT NULL, "
+       "device TEXT NOT NULL, choice TEXT NOT NULL, candidates INTEGER NOT NULL, best_ms REAL NOT NULL, "
+       "default_ms REAL NOT NULL, tuning_ms REAL NOT NULL, created INTEGER NOT NULL, "
+       "PRIMARY KEY(kernel, base_params, shape_class, device))");
+}
+
+namespace {
+constexpr const char* kTuningColumns =
+    "kernel, base_params, shape_class, device, choice, candidates, best_ms, default_ms, tuning_ms, created";
+TuningRow read_tuning(const Statement& s) {
+  TuningRow r;
+  r.kernel = s.text(0);
+  r.base_params = s.text(1);
+  r.shape_class = s.text(2);
+  r.device = s.text(3);
+  r.choice = s.text(4);
+  r.candidates = s.i64(5);
+  r.best_ms = s.f64(6);
+  r.default_ms = s.f64(7);
+  r.tuning_ms = s.f64(8);
+  r.created = s.i64(9);
+  return r;
+}
+}  // namespace
+
+std::optional<TuningRow> SqliteIndex::find_tuning(const std::string& kernel, const std::string& base_params,
+                                                  const std::string& shape_class, const std::string& device) {
+  std::lock_guard lock(mutex_);
+  ensure_tuning_table();
+  Statement s(db_, (std::string("SELECT ") + kTuningColumns +
+                    " FROM tuning WHERE kernel = ? AND base_params = ? AND shape_class = ? AND device = ?").c_str());
+  s.bind(1, kernel).bind(2, base_params).bind(3, shape_class).bind(4, device);
+  if (!s.step()) return std::nullopt;
+  return read_tuning(s);
+}
+
+void SqliteIndex::store_tuning(const TuningRow& r) {
+  std::lock_guard lock(mutex_);
+  ensure_tuning_table();
+  Statement s(db_, (std::string("INSERT OR REPLACE INTO tuning(") + kTuningColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?)").c_str());
+  s.bind(1, r.kernel).bind(2, r.base_params).bind(3, r.shape_class).bind(4, r.device).bind(5, r.choice);
+  s.bind(6, r.candidates).bind(7, r.best_ms).bind(8, r.default_ms).bind(9, r.tuning_ms).bind(10, r.created);
+  s.step();
+}
+
+std::vector<TuningRow> SqliteIndex::tuning_rows() {
+  std::lock_guard lock(mutex_);
+  ensure_tuning_table();
+  Statement s(db_, (std::string("SELECT ") + kTuningColumns + " FROM tuning ORDER BY kernel, base_params, shape_class").c_str());
+  std::vector<TuningRow> out;
+  while (s.step()) out.push_back(read_tuning(s));
+  return out;
+}
+
+std::int64_t SqliteIndex::remove_tuning() {
+  std::lock_guard lock(mutex_);
+  ensure_tuning_table();
+  exec("DELETE FROM tuning");
+  return sqlite3_changes(db_);
 }
 
 IndexCounters SqliteIndex::counters() {

@@ -21,6 +21,15 @@ struct IndexRow {
   std::int64_t implementation_version = 0;
 };
 
+// An autotuning decision: for a kernel's base params, a class of shapes and a device, which
+// candidate params won, measured how (times in ms).
+struct TuningRow {
+  std::string kernel, base_params, shape_class, device, choice;
+  std::int64_t candidates = 0;
+  double best_ms = 0, default_ms = 0, tuning_ms = 0;
+  std::int64_t created = 0;
+};
+
 struct IndexCounters {
   std::int64_t hits = 0, misses = 0, compiles = 0;
 };
@@ -49,9 +58,18 @@ class SqliteIndex {
   std::vector<IndexRow> rows();
   IndexCounters counters();
 
+  // Autotuning decisions, in their own table (made on first use, so older jitks keep reading the
+  // index). `jitk clear` removes them with the artifacts.
+  std::optional<TuningRow> find_tuning(const std::string& kernel, const std::string& base_params,
+                                       const std::string& shape_class, const std::string& device);
+  void store_tuning(const TuningRow& row);
+  std::vector<TuningRow> tuning_rows();
+  std::int64_t remove_tuning();
+
  private:
   void open_and_prepare(const std::filesystem::path& file);
   void exec(const char* sql);
+  void ensure_tuning_table();  // under mutex_
   std::mutex mutex_;
   sqlite3* db_ = nullptr;
   std::filesystem::path file_;

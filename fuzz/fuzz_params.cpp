@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "jit/chain.hpp"
 #include "jit/kernel_catalog.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -35,7 +36,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (auto backend : {jit::Backend::Cpu, jit::Backend::Cuda}) {
       try {
         auto canonical = jit::detail::validate_params(def, params, backend);
-        if (canonical.values().size() != def.params.size()) std::abort();  // every parameter, once
+        // every parameter once, but a fusion chain only when one was given
+        std::size_t required = 0;
+        for (const auto& spec : def.params) required += !spec.chain;
+        if (canonical.values().size() < required || canonical.values().size() > def.params.size()) std::abort();
+        if (const auto* chain = canonical.find("prologue")) jit::Chain::parse(std::get<std::string>(*chain));  // canonical parses
         canonical.to_string();
       } catch (const jit::Error&) {
       }

@@ -2,6 +2,7 @@
 // against the float64 reference and prints one line per kernel: "<name> compiled|disk ok|WRONG".
 // Usage: jitk_test_client [saxpy] [rms_norm] [softmax] [silu_and_mul]   (default: all four, f32)
 //        jitk_test_client soak SECONDS THREADS   (mixed get / clear / prune / verify; prints a summary)
+//        jitk_test_client gemm-tuned M N K      (gemm through jit::get_tuned; prints the chosen params)
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "../examples/reference_kernels.hpp"
 #include "jit/cache.hpp"
 #include "jit/kernels.hpp"
+#include "jit/tuning.hpp"
 
 namespace {
 
@@ -152,8 +154,16 @@ int soak(int seconds, int threads) {
 
 }  // namespace
 
+// Gets gemm (f32) autotuned for an m x n x k problem and prints "gemm-tuned <the chosen params>".
+int gemm_tuned(std::int64_t m, std::int64_t n, std::int64_t k) {
+  auto kernel = jit::get_tuned<jit::kernels::Gemm>({}, {m, n, k}, jit::Target::cpu());
+  std::printf("gemm-tuned %s\n", jit::kernels::Gemm::to_params(kernel.params()).to_string().c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "soak") return soak(std::atoi(argv[2]), std::atoi(argv[3]));
+  if (argc == 5 && std::string(argv[1]) == "gemm-tuned") return gemm_tuned(std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]));
   std::vector<std::string> names(argv + 1, argv + argc);
   if (names.empty()) names = {"saxpy", "rms_norm", "softmax", "silu_and_mul"};
   bool ok = true;

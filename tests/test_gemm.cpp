@@ -5,7 +5,9 @@
 #include <limits>
 
 #include "../examples/reference_kernels.hpp"
+#include "jit/cache.hpp"
 #include "jit/kernels.hpp"
+#include "jit/tuning.hpp"
 #include "test_support.hpp"
 
 namespace kernels = jit::kernels;
@@ -118,4 +120,69 @@ TEST_CASE("gemm's tile sizes are part of the key", "[kernels][gemm]") {
   auto c = jit::get<kernels::Gemm>({jit::DType::f32, Layout::RowMajor, Layout::ColMajor, 4, 64, 256}, jit::Target::cpu());
   CHECK(a.cache_key() != b.cache_key());
   CHECK(a.cache_key() != c.cache_key());
+}
+
+// ---- autotuning (jit/tuning.hpp) ---------------------------------------------------------------
+
+TEST_CASE("get_tuned times gemm's tiles once for a shape class, keeps the winner, and computes right", "[kernels][gemm][tuning]") {
+  jit::cache::clear();  // no decisions from earlier cases
+  const kernels::Gemm::Params base;
+  auto k = jit::get_tuned<kernels::Gemm>(base, {200, 300, 100}, jit::Target::cpu());
+  auto rows = jit::cache::tuning();
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].kernel == "gemm");
+  CHECK(rows[0].shape_class == "m<=256,n<=512,k<=128");
+  CHECK(rows[0].candidates == static_cast<std::int64_t>(kernels::Gemm::candidates(base).size()));
+  CHECK(rows[0].choice == kernels::Gemm::to_params(k.params()).to_string());
+  CHECK(rows[0].best_ms > 0);
+  CHECK(rows[0].best_ms <= rows[0].default_ms);
+  CHECK_THAT(rows[0].device, Contains("cpu "));
+  // another shape of the same class: the same kernel, nothing timed again
+  auto again = jit::get_tuned<kernels::Gemm>(base, {250, 260, 65}, jit::Target::cpu());
+  CHECK(again.cache_key() == k.cache_key());
+  CHECK(jit::cache::tuning().size() == 1);
+  CHECK(jit::cache::tuning()[0].created == rows[0].created);
+  // a different class is tuned on its own
+  jit::get_tuned<kernels::Gemm>(base, {8, 8, 8}, jit::Target::cpu());
+  CHECK(jit::cache::tuning().size() == 2);
+  // the tuned kernel is a gemm like any other
+  const std::int64_t m = 61, n = 77, kk = 45;
+  auto a = random_vector<float>(m * kk), b = random_vector<float>(kk * n);
+  std::vector<float> c(m * n, std::numeric_limits<float>::quiet_NaN());
+  k(m, n, kk, 1.0, a.data(), kk, b.data(), n, 0.0, c.data(), n);
+  std::vector<double> expected(c.size());
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t q = 0; q < kk; ++q) expected[i * n + j] += double(a[i * kk + q]) * double(b[q * n + j]);
+  CHECK(ref::relative_l2_error(c, expected) <= 2e-5);
+}
+
+TEST_CASE("a tuning decision is reused by the next process, shown by jitk ls --tuning, removed by jitk clear", "[tool][gemm][tuning]") {
+  jitk_test::TempDir cache;
+  const auto env = jitk_test::cache_env(cache) + " JITK_LOG_LEVEL=info";
+  auto first = jitk_test::run(jitk_test::kClient + " gemm-tuned 300 200 100", env);
+  INFO(first.output);
+  CHECK(first.exit_code == 0);
+  CHECK_THAT(first.output, Contains("autotuned gemm") && Contains("gemm-tuned dtype=f32"));
+  auto second = jitk_test::run(jitk_test::kClient + " gemm-tuned 290 210 90", env);
+  INFO(second.output);
+  CHECK_THAT(second.output, !Contains("autotuned"));
+  auto choice = [](const std::string& out) { return out.substr(out.find("gemm-tuned ")); };
+  CHECK(choice(second.output) == choice(first.output));
+  auto ls = jitk_test::run(jitk_test::kTool + " ls --tuning", jitk_test::cache_env(cache));
+  CHECK_THAT(ls.output, Contains("gemm (dtype=f32,a_layout=row,b_layout=row,tile_m=4,tile_n=64,tile_k=256) for m<=512,n<=256,k<=128") &&
+                            Contains("1 tuning decisions"));
+  CHECK(jitk_test::run(jitk_test::kTool + " clear", jitk_test::cache_env(cache)).exit_code == 0);
+  CHECK_THAT(jitk_test::run(jitk_test::kTool + " ls --tuning", jitk_test::cache_env(cache)).output, Contains("0 tuning decisions"));
+}
+
+TEST_CASE("JITK_AUTOTUNE=0 gives the base params without timing anything", "[kernels][gemm][tuning]") {
+  jit::cache::clear();
+  ::setenv("JITK_AUTOTUNE", "0", 1);
+  kernels::Gemm::Params base;
+  base.tile_m = 3;
+  auto k = jit::get_tuned<kernels::Gemm>(base, {100, 100, 100}, jit::Target::cpu());
+  ::unsetenv("JITK_AUTOTUNE");
+  CHECK(k.params().tile_m == 3);
+  CHECK(jit::cache::tuning().empty());
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "jit/cache.hpp"
+#include "jit/tuning.hpp"
 #include "jit/cuda.hpp"
 #include "jit/registry.hpp"
 
@@ -118,6 +119,27 @@ int cmd_kernels(const std::vector<std::string>& target_texts) {
       }
     }
   }
+  return 0;
+}
+
+// The autotuning decisions in the index (jit/tuning.hpp).
+int cmd_ls_tuning(bool json) {
+  auto rows = jit::cache::tuning();
+  if (json) {
+    auto arr = nlohmann::json::array();
+    for (const auto& r : rows)
+      arr.push_back({{"kernel", r.kernel}, {"base_params", r.base_params}, {"shape_class", r.shape_class},
+                     {"device", r.device}, {"choice", r.choice}, {"candidates", r.candidates}, {"best_ms", r.best_ms},
+                     {"default_ms", r.default_ms}, {"tuning_ms", r.tuning_ms}, {"created", iso_time(r.created)}});
+    std::cout << arr.dump(2) << "\n";
+    return 0;
+  }
+  for (const auto& r : rows)
+    std::printf("%s (%s) for %s on %s:\n  chose %s: %.3f ms, the base params %.3f ms (%.2fx); %lld candidates timed in %.0f ms, %s\n",
+                r.kernel.c_str(), r.base_params.c_str(), r.shape_class.c_str(), r.device.c_str(), r.choice.c_str(), r.best_ms,
+                r.default_ms, r.best_ms > 0 ? r.default_ms / r.best_ms : 0.0, static_cast<long long>(r.candidates), r.tuning_ms,
+                iso_time(r.created).c_str());
+  std::printf("%zu tuning decisions\n", rows.size());
   return 0;
 }
 
@@ -338,6 +360,8 @@ int main(int argc, char** argv) {
   info->add_option("--target", targets, "with --kernels: a target to choose for (e.g. cuda:sm_90; repeatable; default: cpu and the GPU)");
   auto* ls = app.add_subcommand("ls", "one row per cached artifact");
   ls->add_flag("--json", json, "print a JSON array");
+  bool tuning = false;
+  ls->add_flag("--tuning", tuning, "the autotuning decisions instead of the artifacts");
   auto* stats = app.add_subcommand("stats", "entries, bytes, hits, misses, compiles");
   stats->add_flag("--json", json, "print a JSON object");
   std::string kernel, max_size, older_than;
@@ -366,7 +390,7 @@ int main(int argc, char** argv) {
     if (*info && !kernels && !targets.empty())
       throw jit::Error(jit::ErrorCode::InvalidParams, "--target goes with --kernels (jitk info --kernels --target cuda:sm_90)");
     if (*info) return kernels ? cmd_kernels(targets) : cmd_info();
-    if (*ls) return cmd_ls(json);
+    if (*ls) return tuning ? cmd_ls_tuning(json) : cmd_ls(json);
     if (*stats) return cmd_stats(json);
     if (*clear) return cmd_clear(kernel);
     if (*prune) return cmd_prune(max_size, older_than, stale);

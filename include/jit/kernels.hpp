@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 #include <tuple>
+#include <vector>
 
 #include "jit/chain.hpp"
 #include "jit/jit.hpp"
@@ -362,6 +363,88 @@ struct Gemm {
     jit::detail::pack_chain(name, "epilogue", p.epilogue, a.epilogue, p.dtype, scalar, work, out);
     out.work_items = work == 0 ? 0 : (a.m + p.tile_m - 1) / p.tile_m;  // row tiles
     out.min_grain = 1;
+  }
+
+  // ---- autotuning (jit/tuning.hpp: jit::get_tuned<Gemm>(params, {m, n, k})) ----
+  struct Shape {
+    std::int64_t m, n, k;
+  };
+  // Shapes share a decision when each of m, n, k rounds up to the same power of two (at least 16).
+  static std::string shape_class(const Shape& s) {
+    auto up = [](std::int64_t v) {
+      std::int64_t p = 16;
+      while (p < v) p *= 2;
+      return std::to_string(p);
+    };
+    return "m<=" + up(s.m) + ",n<=" + up(s.n) + ",k<=" + up(s.k);
+  }
+  // The base tile, then tiles of other shapes (all within 4096 accumulators).
+  static std::vector<Params> candidates(const Params& base) {
+    std::vector<Params> out = {base};
+    for (auto [tm, tn, tk] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{4, 64, 256}, {2, 128, 256}, {8, 32, 256},
+                              {4, 128, 128}, {8, 64, 512}, {1, 256, 256}, {16, 64, 128}}) {
+      Params p = base;
+      p.tile_m = tm;
+      p.tile_n = tn;
+      p.tile_k = tk;
+      if (p.fields() != base.fields()) out.push_back(p);
+    }
+    return out;
+  }
+  // Random inputs of the shape on the host (gemm runs on the CPU only, so far), and the epilogue's operands.
+  class TuningData {
+   public:
+    TuningData(const Params& p, const Shape& s) : p_(p), s_(s) {
+      const std::size_t e = dtype_size(p.dtype);
+      a_.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, s.m * s.k)) * e, 0);
+      b_.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, s.k * s.n)) * e, 0);
+      c_.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, s.m * s.n)) * e, 0);
+      auto fill = [&](std::vector<unsigned char>& v) {  // small values, not zeros (they can run faster)
+        for (std::size_t i = 0; i < v.size() / e; ++i) {
+          const double x = static_cast<double>((i * 2654435761u) % 1000) / 1000.0 - 0.5;
+          if (p.dtype == DType::f64) reinterpret_cast<double*>(v.data())[i] = x;
+          else reinterpret_cast<float*>(v.data())[i] = static_cast<float>(x);
+        }
+      };
+      fill(a_);
+      fill(b_);
+      for (int i = 0; i < p.epilogue.size(); ++i) {
+        switch (step_operand(p.epilogue[i])) {
+          case OperandKind::None: break;
+          case OperandKind::Scalar: break;
+          case OperandKind::Vector: extra_.emplace_back(static_cast<std::size_t>(std::max<std::int64_t>(1, s.n)) * e, 0); break;
+          default: extra_.emplace_back(c_.size(), 0); break;
+        }
+      }
+      std::size_t next = 0;
+      Operands ops;
+      for (int i = 0; i < p.epilogue.size(); ++i) {
+        const OperandKind k = step_operand(p.epilogue[i]);
+        if (k == OperandKind::None) continue;
+        if (k == OperandKind::Scalar) ops.add(1.0);
+        else if (k == OperandKind::Output) ops.add(MutPtr(extra_[next++].data(), p.dtype));
+        else ops.add(ConstPtr(extra_[next++].data(), p.dtype));
+      }
+      epilogue_ = ops;
+    }
+    void run(const Kernel<Gemm>& k) {
+      const DType t = p_.dtype;
+      const bool a_row = p_.a_layout == Layout::RowMajor, b_row = p_.b_layout == Layout::RowMajor;
+      k.launch({s_.m, s_.n, s_.k, 1.0, ConstPtr(a_.data(), t), a_row ? s_.k : s_.m, ConstPtr(b_.data(), t), b_row ? s_.n : s_.k,
+                0.0, MutPtr(c_.data(), t), s_.n, epilogue_});
+    }
+
+   private:
+    Params p_;
+    Shape s_;
+    std::vector<unsigned char> a_, b_, c_;
+    std::vector<std::vector<unsigned char>> extra_;
+    Operands epilogue_;
+  };
+  static TuningData tuning_data(const Params& p, const Shape& s, const Target& target) {
+    if (target.backend != Backend::Cpu)
+      throw Error(ErrorCode::BackendUnavailable, "gemm: tuning on " + target.to_string() + ": gemm runs on the CPU only, so far");
+    return TuningData(p, s);
   }
 };
 

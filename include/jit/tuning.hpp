@@ -1,0 +1,140 @@
+// Autotuning: jit::get_tuned<K>(base, shape) times K's candidate specializations (tile sizes,
+// say) for this class of shapes on this device once, keeps the winner in the cache index, and
+// returns it. Later gets in the process, later processes and other programs sharing the cache
+// reuse the decision without timing again. JITK_AUTOTUNE=0 returns the base params unchanged.
+//
+// A descriptor that can be tuned gives:
+//   struct Shape;                                         what the work's size is (gemm: m, n, k)
+//   static std::string shape_class(const Shape&);         shapes that share a decision ("m<=1024,...")
+//   static std::vector<Params> candidates(const Params&); base first, then the variants to try
+//   static TuningData tuning_data(const Params&, const Shape&, const Target&);
+//     synthetic inputs of that shape, with run(const Kernel<K>&) launching on them
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "jit/jit.hpp"
+
+namespace jit {
+
+// One decision, as `jitk ls --tuning` shows it.
+struct TuningInfo {
+  std::string kernel;
+  std::string base_params;  // what was asked for
+  std::string shape_class;
+  std::string device;       // "cpu x86-64-v4 (AMD EPYC, 2 threads)", "cuda sm_90 (NVIDIA H100 80GB HBM3, driver 13000)"
+  std::string choice;       // the params that won
+  std::int64_t candidates = 0;
+  double best_ms = 0, default_ms = 0, tuning_ms = 0;  // the winner's time, the base params' time, the whole tuning
+  std::int64_t created = 0;                           // unix seconds
+};
+
+namespace cache {
+std::vector<TuningInfo> tuning();  // every decision in the cache index
+}  // namespace cache
+
+namespace detail {
+
+struct TuningKey {
+  std::string kernel, base_params, shape_class, device;
+};
+bool autotune_enabled();  // JITK_AUTOTUNE is not "0"
+std::string device_identity(const Target& target);
+std::optional<std::string> find_tuning(const TuningKey& key);  // the winner's params text
+// Stores the decision (an INFO line says it); a cache that is not on disk keeps it nowhere (WARN once).
+void store_tuning(const TuningKey& key, const std::string& choice, std::int64_t candidates, double best_ms,
+                  double default_ms, double tuning_ms);
+void wait_for(const Target& target);  // the device's queued work done (nothing on the CPU)
+void note_skipped_candidate(const TuningKey& key, const std::string& params, const std::string& why);
+
+// One process tunes a key at a time; others wait and then read its decision.
+class TuningLock {
+ public:
+  explicit TuningLock(const TuningKey& key);
+  ~TuningLock();
+  TuningLock(const TuningLock&) = delete;
+  TuningLock& operator=(const TuningLock&) = delete;
+
+ private:
+  std::shared_ptr<void> held_;
+};
+
+template <class K> typename K::Params tune(const TuningKey& key, const typename K::Params& base,
+                                            const typename K::Shape& shape, const Target& target) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  auto data = K::tuning_data(base, shape, target);
+  typename K::Params best = base;
+  double best_ms = std::numeric_limits<double>::infinity(), default_ms = 0;
+  const auto candidates = K::candidates(base);
+  for (const auto& c : candidates) {
+    std::vector<double> times;
+    try {
+      auto k = get<K>(c, target);
+      data.run(k);  // warm-up (and the first touch of the data)
+      wait_for(target);
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto s = clock::now();
+        data.run(k);
+        wait_for(target);
+        times.push_back(std::chrono::duration<double, std::milli>(clock::now() - s).count());
+      }
+    } catch (const Error& e) {
+      note_skipped_candidate(key, K::to_params(c).to_string(), e.what());
+      continue;
+    }
+    std::sort(times.begin(), times.end());
+    const double ms = times[times.size() / 2];
+    if (c.fields() == base.fields()) default_ms = ms;
+    if (ms < best_ms) best_ms = ms, best = c;
+  }
+  const double tuning_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  store_tuning(key, K::to_params(best).to_string(), static_cast<std::int64_t>(candidates.size()), best_ms, default_ms, tuning_ms);
+  return best;
+}
+
+}  // namespace detail
+
+// The kernel for `base` with the best of K::candidates(base) for this shape's class on `target`,
+// tuned once (the first call for a class on a device times every candidate) and remembered.
+template <class K>
+Kernel<K> get_tuned(const typename K::Params& base, const typename K::Shape& shape, const Target& target = default_target()) {
+  using Params = typename K::Params;
+  if (!detail::autotune_enabled()) return get<K>(base, target);
+  const detail::TuningKey key{K::name, K::to_params(base).to_string(), K::shape_class(shape), detail::device_identity(target)};
+  const std::string id = key.base_params + "|" + key.shape_class + "|" + key.device;
+  static std::mutex mutex;
+  static std::unordered_map<std::string, Params> decided;  // this process's decisions
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = decided.find(id); it != decided.end()) return get<K>(it->second, target);
+  }
+  const auto candidates = K::candidates(base);
+  auto known = [&]() -> std::optional<Params> {
+    if (auto choice = detail::find_tuning(key))
+      for (const auto& c : candidates)
+        if (K::to_params(c).to_string() == *choice) return c;
+    return std::nullopt;  // none yet, or a choice that is no longer a candidate: tune again
+  };
+  std::optional<Params> chosen = known();
+  if (!chosen) {
+    detail::TuningLock lock(key);
+    chosen = known();  // another process may have decided while this one waited
+    if (!chosen) chosen = detail::tune<K>(key, base, shape, target);
+  }
+  {
+    std::lock_guard lock(mutex);
+    decided.emplace(id, *chosen);
+  }
+  return get<K>(*chosen, target);
+}
+
+}  // namespace jit

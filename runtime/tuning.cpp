@@ -1,0 +1,111 @@
+// Autotuning decisions: where they are kept (the cache index's tuning table), which device they
+// belong to, and the one-tuner-per-key lock (jit/tuning.hpp has the tuning itself).
+#include "jit/tuning.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "cache/artifact_cache.hpp"
+#include "cache/cache_key.hpp"
+#include "jit/cuda.hpp"
+#include "runtime/backend_driver.hpp"
+#include "runtime/logging.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace jit {
+namespace detail {
+namespace {
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown CPU";
+}
+
+std::int64_t now_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+bool autotune_enabled() {
+  const char* v = std::getenv("JITK_AUTOTUNE");
+  return !(v && std::string(v) == "0");
+}
+
+// A decision holds for the same hardware seen the same way: the arch the compiler targets, the
+// device's name, and (CPU) how many threads jitk runs on.
+std::string device_identity(const Target& target) {
+  const std::string arch = driver_for(target).compiler(target).arch();
+  switch (target.backend) {
+    case Backend::Cpu:
+      return "cpu " + arch + " (" + cpu_model() + ", " + std::to_string(ThreadPool::instance().size()) + " threads)";
+    case Backend::Cuda: {
+      const auto devices = cuda::devices();
+      const std::string name = target.device < static_cast<int>(devices.size()) ? devices[static_cast<std::size_t>(target.device)].name : "?";
+      return "cuda " + arch + " (" + name + ")";
+    }
+    case Backend::Hip: break;
+  }
+  return "hip " + arch;
+}
+
+std::optional<std::string> find_tuning(const TuningKey& key) {
+  try {
+    if (auto row = ArtifactCache::process_cache().find_tuning(key.kernel, key.base_params, key.shape_class, key.device))
+      return row->choice;
+  } catch (const Error& e) {
+    warn_once("tuning-read", std::string("cannot read autotuning decisions from the cache index (tuning again): ") + e.what());
+  }
+  return std::nullopt;
+}
+
+void store_tuning(const TuningKey& key, const std::string& choice, std::int64_t candidates, double best_ms,
+                  double default_ms, double tuning_ms) {
+  log().info("autotuned {} ({}) for {} on {}: {} ({:.3f} ms; the base params {:.3f} ms; {} candidates timed in {:.0f} ms)",
+             key.kernel, key.base_params, key.shape_class, key.device, choice, best_ms, default_ms, candidates, tuning_ms);
+  try {
+    if (!ArtifactCache::process_cache().store_tuning({key.kernel, key.base_params, key.shape_class, key.device, choice,
+                                                      candidates, best_ms, default_ms, tuning_ms, now_seconds()}))
+      warn_once("tuning-store", "the kernel cache is not on disk (or read-only): autotuning decisions last only for this process");
+  } catch (const Error& e) {
+    warn_once("tuning-store", std::string("cannot keep an autotuning decision in the cache index (it lasts for this process): ") + e.what());
+  }
+}
+
+void wait_for(const Target& target) {
+  if (target.backend == Backend::Cuda) cuda::synchronize();
+}
+
+void note_skipped_candidate(const TuningKey& key, const std::string& params, const std::string& why) {
+  log().warn("autotuning {} for {}: candidate ({}) left out: {}", key.kernel, key.shape_class, params, why);
+}
+
+TuningLock::TuningLock(const TuningKey& key) {
+  const std::string id = KeyBuilder().add("tuning", key.kernel).add("base", key.base_params).add("shape", key.shape_class)
+                             .add("device", key.device).finish().hex();
+  std::unique_ptr<FileLock> lock = ArtifactCache::process_cache().lock("tune-" + id);
+  held_ = std::shared_ptr<FileLock>(std::move(lock));
+}
+
+TuningLock::~TuningLock() = default;
+
+}  // namespace detail
+
+namespace cache {
+std::vector<TuningInfo> tuning() {
+  std::vector<TuningInfo> out;
+  for (const auto& r : detail::ArtifactCache::process_cache().tuning_rows())
+    out.push_back({r.kernel, r.base_params, r.shape_class, r.device, r.choice, r.candidates, r.best_ms, r.default_ms,
+                   r.tuning_ms, r.created});
+  return out;
+}
+}  // namespace cache
+
+}  // namespace jit
