@@ -67,6 +67,8 @@ class TuningLock {
   std::shared_ptr<void> held_;
 };
 
+inline constexpr double kSampleMs = 2.0;
+
 template <class K> typename K::Params tune(const TuningKey& key, const typename K::Params& base,
                                             const typename K::Shape& shape, const Target& target) {
   using clock = std::chrono::steady_clock;
@@ -79,13 +81,17 @@ template <class K> typename K::Params tune(const TuningKey& key, const typename 
     std::vector<double> times;
     try {
       auto k = get<K>(c, target);
+      const auto w = clock::now();
       data.run(k);  // warm-up (and the first touch of the data)
       wait_for(target);
+      // Each sample at least kSampleMs long, so short kernels are not timed by the clock's noise.
+      const double once = std::chrono::duration<double, std::milli>(clock::now() - w).count();
+      const int runs = static_cast<int>(std::clamp(kSampleMs / std::max(once, 1e-3), 1.0, 1000.0));
       for (int rep = 0; rep < 5; ++rep) {
         const auto s = clock::now();
-        data.run(k);
+        for (int r = 0; r < runs; ++r) data.run(k);
         wait_for(target);
-        times.push_back(std::chrono::duration<double, std::milli>(clock::now() - s).count());
+        times.push_back(std::chrono::duration<double, std::milli>(clock::now() - s).count() / runs);
       }
     } catch (const Error& e) {
       note_skipped_candidate(key, K::to_params(c).to_string(), e.what());
