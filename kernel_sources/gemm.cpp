@@ -30,11 +30,22 @@ static inline void gemm_tile(const T* __restrict a, const T* __restrict b, T* __
     for (i64 j = 0; j < TN; ++j) acc[i][j] = T(0);
   for (i64 k0 = 0; k0 < K; k0 += TK) {
     const i64 kend = K - k0 < TK ? K : k0 + TK;
-    for (i64 i = 0; i < rows; ++i)
+    if constexpr (Full) {
+      // k outermost: each step of k adds an outer product (TM values of A times TN of B) to the
+      // whole tile, which a small tile keeps in vector registers (4 x 64 floats: 16 AVX-512 registers).
       for (i64 k = k0; k < kend; ++k) {
-        const T av = JITK_A(i0 + i, k);
-        for (i64 j = 0; j < cols; ++j) acc[i][j] += av * JITK_B(k, j0 + j);
+        T av[TM];
+        for (i64 i = 0; i < TM; ++i) av[i] = JITK_A(i0 + i, k);
+        for (i64 i = 0; i < TM; ++i)
+          for (i64 j = 0; j < TN; ++j) acc[i][j] += av[i] * JITK_B(k, j0 + j);
       }
+    } else {
+      for (i64 i = 0; i < rows; ++i)
+        for (i64 k = k0; k < kend; ++k) {
+          const T av = JITK_A(i0 + i, k);
+          for (i64 j = 0; j < cols; ++j) acc[i][j] += av * JITK_B(k, j0 + j);
+        }
+    }
   }
   for (i64 i = 0; i < rows; ++i) {
     T* __restrict crow = c + (i0 + i) * ldc + j0;
