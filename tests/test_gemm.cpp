@@ -186,3 +186,13 @@ TEST_CASE("JITK_AUTOTUNE=0 gives the base params without timing anything", "[ker
   CHECK(k.params().tile_m == 3);
   CHECK(jit::cache::tuning().empty());
 }
+
+TEST_CASE("with no cache on disk, get_tuned still tunes, and keeps the decision for the process only, saying so", "[tool][gemm][tuning]") {
+  jitk_test::TempDir dir;
+  jitk_test::write_file(dir.path() / "file", "not a folder");
+  const std::string env = "JITK_CACHE_DIR='" + (dir.path() / "file" / "jitk").string() + "'";
+  auto r = jitk_test::run(jitk_test::kClient + " gemm-tuned 64 64 64", env);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("gemm-tuned dtype=f32") && Contains("autotuning decisions last only for this process"));
+}
