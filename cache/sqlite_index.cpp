@@ -287,10 +287,12 @@ std::vector<IndexRow> SqliteIndex::rows() {
 }
 
 void SqliteIndex::ensure_tuning_table() {
+  if (tuning_table_ready_) return;
   exec("CREATE TABLE IF NOT EXISTS tuning(kernel TEXT NOT NULL, base_params TEXT NOT NULL, shape_class TEXT NOT NULL, "
        "device TEXT NOT NULL, choice TEXT NOT NULL, candidates INTEGER NOT NULL, best_ms REAL NOT NULL, "
        "default_ms REAL NOT NULL, tuning_ms REAL NOT NULL, created INTEGER NOT NULL, "
        "PRIMARY KEY(kernel, base_params, shape_class, device))");
+  tuning_table_ready_ = true;
 }
 
 namespace {

@@ -69,7 +69,8 @@ class SqliteIndex {
  private:
   void open_and_prepare(const std::filesystem::path& file);
   void exec(const char* sql);
-  void ensure_tuning_table();  // under mutex_
+  void ensure_tuning_table();  // under mutex_; creates it once per connection
+  bool tuning_table_ready_ = false;
   std::mutex mutex_;
   sqlite3* db_ = nullptr;
   std::filesystem::path file_;

@@ -208,9 +208,8 @@ struct GeluAndMul {
   };
   using Args = SiluAndMul::Args;
   static ParamSet to_params(const Params& p) {
-    ParamSet s{{"dtype", std::string(dtype_name(p.dtype))}, {"hidden", p.hidden}};
+    ParamSet s = row_params({p.dtype, p.hidden, p.prologue, p.epilogue});  // params are put in the kernel's order later
     s.set("approximate", std::string(p.approximate == Approximate::Tanh ? "tanh" : "none"));
-    add_chains(s, p.prologue, p.epilogue);
     return s;
   }
   static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) { SiluAndMul::pack_as(name, p, a, out); }
@@ -331,7 +330,7 @@ struct Gemm {
     auto layout = [](Layout l) { return std::string(l == Layout::ColMajor ? "col" : "row"); };
     ParamSet s{{"dtype", std::string(dtype_name(p.dtype))}, {"a_layout", layout(p.a_layout)}, {"b_layout", layout(p.b_layout)},
                {"tile_m", p.tile_m}, {"tile_n", p.tile_n}, {"tile_k", p.tile_k}};
-    if (!p.epilogue.empty()) s.set("epilogue", p.epilogue.to_string());
+    add_chains(s, {}, p.epilogue);
     return s;
   }
   static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
@@ -408,24 +407,18 @@ struct Gemm {
       };
       fill(a_);
       fill(b_);
-      for (int i = 0; i < p.epilogue.size(); ++i) {
-        switch (step_operand(p.epilogue[i])) {
-          case OperandKind::None: break;
-          case OperandKind::Scalar: break;
-          case OperandKind::Vector: extra_.emplace_back(static_cast<std::size_t>(std::max<std::int64_t>(1, s.n)) * e, 0); break;
-          default: extra_.emplace_back(c_.size(), 0); break;
-        }
-      }
-      std::size_t next = 0;
-      Operands ops;
+      extra_.reserve(static_cast<std::size_t>(p.epilogue.size()));  // operands point into it: no reallocation
       for (int i = 0; i < p.epilogue.size(); ++i) {
         const OperandKind k = step_operand(p.epilogue[i]);
         if (k == OperandKind::None) continue;
-        if (k == OperandKind::Scalar) ops.add(1.0);
-        else if (k == OperandKind::Output) ops.add(MutPtr(extra_[next++].data(), p.dtype));
-        else ops.add(ConstPtr(extra_[next++].data(), p.dtype));
+        if (k == OperandKind::Scalar) {
+          epilogue_.add(1.0);
+          continue;
+        }
+        extra_.emplace_back(k == OperandKind::Vector ? static_cast<std::size_t>(std::max<std::int64_t>(1, s.n)) * e : c_.size(), 0);
+        if (k == OperandKind::Output) epilogue_.add(MutPtr(extra_.back().data(), p.dtype));
+        else epilogue_.add(ConstPtr(extra_.back().data(), p.dtype));
       }
-      epilogue_ = ops;
     }
     void run(const Kernel<Gemm>& k) {
       const DType t = p_.dtype;

@@ -70,13 +70,13 @@ class TuningLock {
 inline constexpr double kSampleMs = 2.0;
 
 template <class K> typename K::Params tune(const TuningKey& key, const typename K::Params& base,
+                                            const std::vector<typename K::Params>& candidates,
                                             const typename K::Shape& shape, const Target& target) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   auto data = K::tuning_data(base, shape, target);
   typename K::Params best = base;
   double best_ms = std::numeric_limits<double>::infinity(), default_ms = 0;
-  const auto candidates = K::candidates(base);
   for (const auto& c : candidates) {
     std::vector<double> times;
     try {
@@ -134,7 +134,7 @@ Kernel<K> get_tuned(const typename K::Params& base, const typename K::Shape& sha
   if (!chosen) {
     detail::TuningLock lock(key);
     chosen = known();  // another process may have decided while this one waited
-    if (!chosen) chosen = detail::tune<K>(key, base, shape, target);
+    if (!chosen) chosen = detail::tune<K>(key, base, candidates, shape, target);
   }
   {
     std::lock_guard lock(mutex);
