@@ -90,6 +90,96 @@ std::vector<Implementation> generic_impls(std::string cpu_file, std::string gpu_
   return {cpu_impl(std::move(cpu_file)), std::move(cuda), std::move(hip)};
 }
 
+std::int64_t int_param(const ParamSet& p, const char* name) { return std::get<std::int64_t>(*p.find(name)); }
+bool text_is(const ParamSet& p, const char* name, const char* value) {
+  const auto* v = p.find(name);
+  return v && std::get<std::string>(*v) == value;
+}
+std::string tile_text(const ParamSet& p) {
+  return "tile " + std::to_string(int_param(p, "tile_m")) + "x" + std::to_string(int_param(p, "tile_n")) + "x" +
+         std::to_string(int_param(p, "tile_k"));
+}
+
+// Shared memory the Hopper parts have at most (sm_90: 227 KB a block); a device with less is
+// told at load time.
+constexpr std::int64_t kMaxSharedBytes = 227 * 1024;
+
+TilePlan gemm_cpu_plan(const ParamSet& p) {
+  const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
+  if (tm > 64) return {"tile_m = " + std::to_string(tm) + " is over 64 on the CPU"};
+  if (tm * tn > 4096) return {"tile_m * tile_n = " + std::to_string(tm * tn) + " accumulators; at most 4096 on the CPU"};
+  return {};
+}
+
+// kernel_sources/gemm.cu: warps of 64 x 32 of C (WMMA 16x16x16 fragments) or threads of 8 x 8
+// (f32), so tile_m * tile_n / 64 threads; A and B tiles kept in their global layout, rows padded
+// by 16 bytes; the 16-bit types stage C through shared memory (float) for the epilogue.
+TilePlan gemm_cuda_plan(const ParamSet& p) {
+  const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n"), tk = int_param(p, "tile_k");
+  const std::int64_t stages = int_param(p, "stages");
+  const bool f32 = text_is(p, "dtype", "f32");
+  if (tm % 64 || tn % 32 || tm < 64 || tn < 32)
+    return {tile_text(p) + ": tile_m must be a multiple of 64 and tile_n of 32 on CUDA"};
+  if (tm * tn > 64 * 1024) return {tile_text(p) + ": over 1024 threads (tile_m * tile_n / 64)"};
+  if (tk % 16 || tk > 128) return {tile_text(p) + ": tile_k must be a multiple of 16, at most 128, on CUDA"};
+  if (stages < 2 || stages > 6) return {"stages = " + std::to_string(stages) + ": 2 to 6 on CUDA"};
+  const std::int64_t elem = f32 ? 4 : 2, pad = 16 / elem;
+  const bool a_row = text_is(p, "a_layout", "row"), b_row = text_is(p, "b_layout", "row");
+  const std::int64_t a_tile = a_row ? tm * (tk + pad) : tk * (tm + pad);
+  const std::int64_t b_tile = b_row ? tk * (tn + pad) : tn * (tk + pad);
+  const std::int64_t pipeline = stages * (a_tile + b_tile) * elem;
+  const std::int64_t staging = f32 ? 0 : tm * (tn + 4) * 4;
+  TilePlan plan{"", static_cast<int>(tm * tn / 64), std::max(pipeline, staging)};
+  if (plan.shared_bytes > kMaxSharedBytes)
+    return {tile_text(p) + " x " + std::to_string(stages) + " stages needs " + std::to_string(plan.shared_bytes) +
+            " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
+  return plan;
+}
+
+// kernel_sources/gemm_sm90.cu: a producer warpgroup loads A and B tiles (64 elements of K, 128-byte
+// swizzled rows) through tensor maps; tile_m / 64 consumer warpgroups each multiply 64 rows by
+// the whole tile_n with wgmma.
+TilePlan gemm_sm90a_plan(const ParamSet& p) {
+  const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n"), tk = int_param(p, "tile_k");
+  const std::int64_t stages = int_param(p, "stages");
+  if (!text_is(p, "a_layout", "row") || !text_is(p, "b_layout", "col"))
+    return {"takes A row-major and B column-major only (both K-major, as nn.Linear's x W^T)"};
+  if (tk != 64) return {tile_text(p) + ": tile_k must be 64 (128-byte swizzled rows) on cuda-sm90a"};
+  if (tm != 64 && tm != 128) return {tile_text(p) + ": tile_m must be 64 or 128 on cuda-sm90a (one warpgroup per 64 rows)"};
+  if (tn % 64 || tn < 64) return {tile_text(p) + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
+  if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
+  TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), stages * (tm + tn) * tk * 2 + 1024 + 16 * stages};
+  if (plan.shared_bytes > kMaxSharedBytes)
+    return {tile_text(p) + " x " + std::to_string(stages) + " stages needs " + std::to_string(plan.shared_bytes) +
+            " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
+  return plan;
+}
+
+std::vector<Implementation> gemm_impls() {
+  Implementation cpu = cpu_impl("gemm.cpp");
+  cpu.version = 2;  // v2: tile params of 0 take the defaults; rows as work items
+  cpu.layout = {Kind::Tile, 256, 4, 1, 4, 64, 256, 1};
+  cpu.tile_plan = gemm_cpu_plan;
+  cpu.note = "host CPU, all cores; a tile_m x tile_n block of C in vector registers";
+  Implementation cuda = cuda_generic("gemm.cu", {Kind::Tile, 256, 4, 1, 128, 128, 32, 3}, "");
+  cuda.min_capability = 80;  // cp.async, bf16 WMMA
+  cuda.tile_plan = gemm_cuda_plan;
+  cuda.note = "any layout; WMMA tensor cores (f16, bf16), 8x8 a thread (f32); cp.async stages";
+  Implementation sm90;
+  sm90.name = "cuda-sm90a";
+  sm90.backend = Backend::Cuda;
+  sm90.min_capability = sm90.max_capability = 90;
+  sm90.arch_suffix = "a";
+  sm90.priority = 1;
+  sm90.file = "gemm_sm90.cu";
+  sm90.dtypes = {DType::f16, DType::bf16};
+  sm90.layout = {Kind::Tile, 384, 4, 1, 128, 256, 64, 4};
+  sm90.layout.tensor_maps = true;
+  sm90.tile_plan = gemm_sm90a_plan;
+  sm90.note = "Hopper: wgmma, TMA loads, a producer warpgroup; A row-major, B column-major";
+  return {std::move(cpu), std::move(cuda), std::move(sm90)};
+}
+
 std::vector<KernelDef> shipped_kernels() {
   const GpuLayout elementwise{Kind::Elementwise, 256, 1};
   // At most 256 threads a row: at hidden 16384 (bf16) this was 9-13% faster on the H100 than 512.
@@ -136,15 +226,16 @@ std::vector<KernelDef> shipped_kernels() {
       {"adamw", "one AdamW step in place: float master weights and moments (double for f64), dtype gradients",
        {{"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "the gradients' element type"}},
        generic_impls("adamw.cpp", "adamw.cu", elementwise, "one 16-byte pack of gradients per thread")},
-      {"gemm", "C = alpha * A B + beta * C (A, B row- or column-major), blocked by tile sizes; CPU for now",
-       {{"dtype", {"f32", "f64"}, 0, 0, "element type"},
+      {"gemm", "C = alpha * A B + beta * C (A, B row- or column-major), tiles as parameters, tuned per device",
+       {{"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "element type (accumulation in float, double for f64)"},
         {"a_layout", {"row", "col"}, 0, 0, "A (M x K) row-major (lda >= K) or column-major (lda >= M)"},
         {"b_layout", {"row", "col"}, 0, 0, "B (K x N) row-major (ldb >= N) or column-major (ldb >= K)"},
-        {"tile_m", {}, 1, 64, "rows of C a tile accumulates (tile_m * tile_n <= 4096)"},
-        {"tile_n", {}, 1, 256, "columns of C a tile accumulates"},
-        {"tile_k", {}, 1, 4096, "length of the K slices a tile walks"},
+        {"tile_m", {}, 0, 256, "rows of C a tile covers (0: the implementation's default)"},
+        {"tile_n", {}, 0, 256, "columns of C a tile covers (0: the default)"},
+        {"tile_k", {}, 0, 4096, "length of the K slices a tile walks (0: the default)"},
+        {"stages", {}, 0, 8, "GPU: K slices in flight in shared memory (0: the default)"},
         epilogue_param()},
-       {cpu_impl("gemm.cpp")}},
+       gemm_impls()},
       {"fused_add_rms_norm", "residual += x, then y = rms_norm(residual) * weight, per row (one pass)",
        {dtype_param(), hidden_param()},
        // (cuda-sm90's text serves this kernel too, but measured slower here: 0.79 vs 0.95 of copy at 8192)
@@ -229,7 +320,11 @@ std::string implementation_problem(const Implementation& i) {
                                                   std::to_string(i.max_capability) + "] is empty";
   if (!i.inference && !i.training) return who + " suits no mode (neither inference nor training)";
   if (i.version < 1) return who + ": version must be >= 1";
-  if (i.backend != Backend::Cpu) {
+  if (i.layout.kind == Kind::Tile) {
+    const auto& l = i.layout;
+    if (!i.tile_plan) return who + " has a tile layout but no tile plan";
+    if (l.tile_m < 1 || l.tile_n < 1 || l.tile_k < 1 || l.stages < 1) return who + ": default tile sizes and stages must be >= 1";
+  } else if (i.backend != Backend::Cpu) {
     const auto& l = i.layout;
     if (l.block < 32 || l.block > 1024 || l.block % 32 != 0)
       return who + ": block of " + std::to_string(l.block) + " threads; use a multiple of 32 in [32, 1024]";
@@ -299,11 +394,31 @@ std::string params_problem(const Implementation& impl, const ParamSet& params) {
       return "parameter 'dtype' = '" + dtype + "' is not supported; allowed: one of " + join(names);
     }
   }
+  if (impl.layout.kind == Kind::Tile) {
+    if (!impl.tile_plan) return "has a tile layout but no tile plan";
+    if (std::string problem = tile_plan(impl, params).problem; !problem.empty()) return problem;
+  }
   if (const auto* h = params.find("hidden");
       h && impl.backend != Backend::Cpu && impl.layout.kind != Kind::Elementwise && std::get<std::int64_t>(*h) > kGpuMaxHidden)
     return "parameter 'hidden' = " + std::to_string(std::get<std::int64_t>(*h)) +
            " is out of range; allowed: an integer in [1, " + std::to_string(kGpuMaxHidden) + "]";
   return "";
+}
+
+ParamSet resolve_tile(const Implementation& impl, const ParamSet& params) {
+  if (impl.layout.kind != Kind::Tile) return params;
+  ParamSet out = params;
+  const auto& l = impl.layout;
+  for (auto [name, fallback] : {std::pair<const char*, int>{"tile_m", l.tile_m}, {"tile_n", l.tile_n}, {"tile_k", l.tile_k}, {"stages", l.stages}}) {
+    const auto* v = params.find(name);
+    if (!v || std::get<std::int64_t>(*v) == 0) out.set(name, std::int64_t{fallback});
+  }
+  return out;
+}
+
+TilePlan tile_plan(const Implementation& impl, const ParamSet& params) {
+  if (!impl.tile_plan) return {"has no tile plan"};
+  return impl.tile_plan(resolve_tile(impl, params));
 }
 
 const Implementation& generic_implementation(const KernelDef& def, Backend backend) {

@@ -45,6 +45,11 @@ ParamSet validate_params(const KernelDef& def, const ParamSet& given);
 ParamSet validate_params(const KernelDef& def, const ParamSet& given, Backend backend);
 // Why `impl` cannot take these (validated) params, or "".
 std::string params_problem(const Implementation& impl, const ParamSet& params);
+// Tile layouts: the params with tile_m, tile_n, tile_k and stages of 0 (or absent) replaced by
+// the implementation's defaults; other layouts: the params unchanged.
+ParamSet resolve_tile(const Implementation& impl, const ParamSet& params);
+// Tile layouts: the implementation's plan for these params (resolved here).
+TilePlan tile_plan(const Implementation& impl, const ParamSet& params);
 // The element types an implementation takes.
 std::vector<std::string> dtypes_of(const KernelDef& def, const Implementation& impl);
 

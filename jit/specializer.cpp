@@ -58,6 +58,20 @@ std::int64_t prologue_tensors(const ParamSet& params) {
   return n;
 }
 
+LaunchShape tile_shape(const Implementation& impl, const ParamSet& params) {
+  const ParamSet resolved = resolve_tile(impl, params);
+  const TilePlan plan = tile_plan(impl, resolved);
+  if (!plan.problem.empty()) throw Error(ErrorCode::InvalidParams, impl.name + ": " + plan.problem);
+  LaunchShape shape;
+  shape.block = plan.threads;
+  shape.tile_m = std::get<std::int64_t>(*resolved.find("tile_m"));
+  shape.tile_n = std::get<std::int64_t>(*resolved.find("tile_n"));
+  shape.tile_k = std::get<std::int64_t>(*resolved.find("tile_k"));
+  shape.shared_bytes = plan.shared_bytes;
+  shape.tensor_maps = impl.layout.tensor_maps;
+  return shape;
+}
+
 LaunchShape gpu_shape(const GpuLayout& layout, const ParamSet& params) {
   const auto* d = params.find("dtype");
   const std::int64_t vector = 16 / (d ? dtype_bytes(std::get<std::string>(*d)) : 4);
@@ -90,6 +104,8 @@ LaunchShape gpu_shape(const GpuLayout& layout, const ParamSet& params) {
       shape.items_per_block = layout.block * vector;
       shape.elements_per_item = hidden;  // 1 for kernels without rows (saxpy)
       break;
+    case GpuLayout::Kind::Tile:
+      throw Error(ErrorCode::Internal, "tile layouts are planned by tile_shape");
   }
   return shape;
 }
@@ -137,6 +153,7 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
   SourceUnit unit;
   unit.kernel = def.name;
   unit.params_text = params.to_string();
+  unit.params = params;
   unit.implementation = impl.name;
   unit.implementation_version = impl.version;
 
@@ -148,15 +165,19 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
   prelude << "#define JITK_KERNEL_" << upper(def.name) << " 1\n";
   // ... and several implementations (rms_norm's cuda and cuda-sm90) by this.
   prelude << "#define JITK_IMPLEMENTATION_" << macro_name(impl.name) << " 1\n";
+  const bool tiled = impl.layout.kind == GpuLayout::Kind::Tile;
   if (gpu) {
-    unit.shape = gpu_shape(impl.layout, params);
+    unit.shape = tiled ? tile_shape(impl, params) : gpu_shape(impl.layout, params);
     prelude << "#define JITK_BLOCK " << unit.shape.block << "\n";
+    if (tiled) prelude << "#define JITK_SHARED_BYTES " << unit.shape.shared_bytes << "\n";
     if (impl.layout.kind == GpuLayout::Kind::WarpPerRow)
       prelude << "#define JITK_ROWS_PER_BLOCK " << unit.shape.items_per_block << "\n";
     prelude << "#include \"" << kGpuHeaders[0] << "\"  // defines the 16-bit types T may name\n";
   }
   bool has_type = false;
-  for (const auto& [name, value] : params.values()) {
+  // Tile params of 0 are written as the implementation's defaults.
+  const ParamSet written = tiled ? resolve_tile(impl, params) : params;
+  for (const auto& [name, value] : written.values()) {
     const bool chain = std::any_of(def.params.begin(), def.params.end(), [&](const ParamSpec& s) { return s.chain && s.name == name; });
     if (chain) continue;  // chain_code below writes them
     if (const auto* n = std::get_if<std::int64_t>(&value)) {
@@ -187,13 +208,22 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
 }
 
 std::string describe_launch(const Implementation& impl, const ParamSet& params) {
+  const bool tiled = impl.layout.kind == GpuLayout::Kind::Tile;
+  if (tiled) {
+    const ParamSet r = resolve_tile(impl, params);
+    auto n = [&](const char* name) { return std::to_string(std::get<std::int64_t>(*r.find(name))); };
+    std::string out = "tile " + n("tile_m") + "x" + n("tile_n") + "x" + n("tile_k");
+    if (impl.backend == Backend::Cpu) return out + ", all cores";
+    return out + " " + n("stages") + " st, " + std::to_string(tile_shape(impl, params).block) + " thr";
+  }
   if (impl.backend == Backend::Cpu) return "all cores";
   const LaunchShape shape = gpu_shape(impl.layout, params);
   const std::string threads = std::to_string(shape.block) + " thr";
   switch (impl.layout.kind) {
     case GpuLayout::Kind::BlockPerRow: return "row/block " + threads;
     case GpuLayout::Kind::WarpPerRow: return std::to_string(shape.items_per_block) + " rows/block " + threads;
-    case GpuLayout::Kind::Elementwise: break;
+    case GpuLayout::Kind::Elementwise:
+    case GpuLayout::Kind::Tile: break;
   }
   return threads + " x " + std::to_string(shape.items_per_block / shape.block) + " elem";
 }

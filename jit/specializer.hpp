@@ -19,11 +19,18 @@ struct LaunchShape {
   int block = 1;                     // threads per block
   std::int64_t items_per_block = 1;  // work items one block covers
   std::int64_t elements_per_item = 1;  // e.g. a row of silu_and_mul covers hidden elements
+  // Tile layouts: a block covers tile_m work items (rows) by tile_n work columns, with this much
+  // dynamic shared memory, and takes tensor maps of its operands after the work count.
+  std::int64_t tile_m = 0, tile_n = 0;
+  std::int64_t shared_bytes = 0;
+  bool tensor_maps = false;
+  std::int64_t tile_k = 0;
 };
 
 struct SourceUnit {
   std::string kernel;
   std::string params_text;           // canonical "dtype=f32,hidden=4096"
+  ParamSet params;                   // the same, as given to specialize
   SourceFile main;                   // prelude + kernel text
   std::vector<SourceFile> headers;   // jitk's own headers the text may include
   std::string implementation;        // which implementation's text, e.g. "cuda-sm90"

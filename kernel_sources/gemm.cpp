@@ -3,7 +3,9 @@
 // Blocked by the tile params: a TILE_M x TILE_N block of C is accumulated over TILE_K-long
 // slices of K, so the B slice it reads stays in cache while the rows of A stream; full tiles
 // have compile-time trip counts (the column loop vectorizes), edge tiles take bounded loops.
-// Work items are row tiles; beta == 0 does not read C (it may hold NaN), as BLAS.
+// Work items are rows, tiled from the start of each thread's range; beta == 0 does not read C
+// (it may hold NaN), as BLAS. The prelude gives the tile (0s in the params are resolved to the
+// implementation's defaults before this text sees them).
 #include "jitk_cpu.h"
 
 constexpr i64 TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K;
@@ -67,8 +69,8 @@ JITK_CPU_KERNEL {
   T* c = JITK_ARG(9, T*);
   const i64 ldc = JITK_ARG(10, i64);
   const jitk_chain chain = jitk_chain::from(jitk_args + 11);
-  for (i64 t = jitk_begin; t < jitk_end; ++t) {
-    const i64 i0 = t * TM, tm = M - i0 < TM ? M - i0 : TM;
+  for (i64 i0 = jitk_begin; i0 < jitk_end; i0 += TM) {
+    const i64 tm = jitk_end - i0 < TM ? jitk_end - i0 : TM;
     for (i64 j0 = 0; j0 < N; j0 += TN) {
       const i64 tn = N - j0 < TN ? N - j0 : TN;
       if (tm == TM && tn == TN) gemm_tile<true>(a, b, c, i0, j0, tm, tn, K, lda, ldb, ldc, alpha, beta, chain);

@@ -56,6 +56,9 @@ Loaded& loaded() {
     resolve(lib, a.cuModuleGetFunction, "cuModuleGetFunction", missing);
     resolve(lib, a.cuLaunchKernel, "cuLaunchKernel", missing);
     resolve(lib, a.cuGetErrorString, "cuGetErrorString", missing);
+    resolve(lib, a.cuFuncSetAttribute, "cuFuncSetAttribute", missing);
+    std::string optional;
+    resolve(lib, a.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", optional);
     resolve(lib, a.cuMemAlloc, "cuMemAlloc_v2", missing);
     resolve(lib, a.cuMemFree, "cuMemFree_v2", missing);
     resolve(lib, a.cuMemcpyHtoD, "cuMemcpyHtoD_v2", missing);

@@ -23,6 +23,18 @@ inline constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 inline constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+inline constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+// Tensor maps (sm_90's copy engine): an opaque 128-byte value, and the enum values jitk uses.
+struct alignas(64) CUtensorMap {
+  unsigned long long opaque[16];
+};
+inline constexpr int CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6;
+inline constexpr int CU_TENSOR_MAP_DATA_TYPE_FLOAT32 = 7;
+inline constexpr int CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9;
+inline constexpr int CU_TENSOR_MAP_INTERLEAVE_NONE = 0;
+inline constexpr int CU_TENSOR_MAP_SWIZZLE_128B = 3;
+inline constexpr int CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3;
+inline constexpr int CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0;
 
 struct DriverApi {
   CUresult (*cuInit)(unsigned);
@@ -40,6 +52,10 @@ struct DriverApi {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              CUstream, void**, void**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+  // Absent from drivers before CUDA 12 (nullptr then): only tensor-map kernels need it.
+  CUresult (*cuTensorMapEncodeTiled)(CUtensorMap*, int, unsigned, void*, const unsigned long long*,
+                                     const unsigned long long*, const unsigned*, const unsigned*, int, int, int, int);
   CUresult (*cuMemAlloc)(CUdeviceptr*, std::size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, std::size_t);

@@ -8,6 +8,9 @@
 #include "runtime/backend_driver.hpp"
 #include "runtime/gpu_launch.hpp"
 #include "runtime/cuda_api.hpp"
+#include "runtime/get_kernel.hpp"
+#include "runtime/logging.hpp"
+#include "jit/kernel_catalog.hpp"
 
 namespace jit::detail {
 namespace {
@@ -16,24 +19,91 @@ using namespace cuda;
 
 constexpr const char* kEntrySymbol = "jitk_entry";
 
+// For a kernel that loads through tensor maps: the same kernel and params in the backend's generic
+// implementation, got at the first launch whose matrices the copy engine cannot take.
+struct Fallback {
+  std::string kernel;
+  ParamSet params;
+  Target target;
+  mutable std::once_flag once;
+  mutable std::shared_ptr<const LoadedKernel> loaded;
+  const LoadedKernel& get() const {
+    std::call_once(once, [&] {
+      const std::string generic = generic_implementation(find_kernel(kernel), Backend::Cuda).name;
+      log().warn("{} ({}): a matrix is not 16-byte aligned (address or leading dimension), which the copy engine "
+                 "needs; launches like it use implementation '{}'",
+                 kernel, params.to_string(), generic);
+      Selection s;
+      s.implementation = generic;
+      loaded = get_kernel(kernel, params, target, s).kernel;
+    });
+    return *loaded;
+  }
+};
+
+bool copy_engine_takes(const ArgPack::Matrix& m) {
+  return reinterpret_cast<std::uintptr_t>(m.base) % 16 == 0 && m.row_bytes % 16 == 0;
+}
+
 class CudaKernel final : public LoadedKernel {
  public:
-  CudaKernel(CUfunction fn, LaunchShape shape, int device) : fn_(fn), shape_(shape), device_(device) {}
+  CudaKernel(CUfunction fn, LaunchShape shape, int device, std::unique_ptr<Fallback> fallback)
+      : fn_(fn), shape_(shape), device_(device), fallback_(std::move(fallback)) {}
   Backend backend() const override { return Backend::Cuda; }
   void launch(const ArgPack& args) const override {
-    if (args.work_items <= 0) return;
-    const GpuLaunch l(args, shape_);
+    if (args.work_items <= 0 || args.work_columns <= 0) return;
+    if (shape_.tensor_maps && args.matrix_count == 2 && fallback_ &&
+        !(copy_engine_takes(args.matrices[0]) && copy_engine_takes(args.matrices[1])))
+      return fallback_->get().launch(args);
+    GpuLaunch l(args, shape_);
     make_current(device_);
     const DriverApi* api = driver_api();
-    check(api->cuLaunchKernel(fn_, l.grid, 1, 1, l.block, 1, 1, 0,
+    CUtensorMap maps[2];
+    if (shape_.tensor_maps) {
+      if (args.matrix_count != 2) throw Error(ErrorCode::Internal, "a tensor-map kernel was packed without its two matrices");
+      // A's tiles are tile_m rows of tile_k, B's tile_n rows of tile_k (both K-major).
+      maps[0] = encode(*api, args.matrices[0], shape_.tile_k, shape_.tile_m);
+      maps[1] = encode(*api, args.matrices[1], shape_.tile_k, shape_.tile_n);
+      l.append(&maps[0]);
+      l.append(&maps[1]);
+    }
+    check(api->cuLaunchKernel(fn_, l.grid, 1, 1, l.block, 1, 1, static_cast<unsigned>(shape_.shared_bytes),
                               static_cast<CUstream>(args.stream.handle), const_cast<void**>(l.params), nullptr),
           "cuLaunchKernel");
+  }
+
+  // A matrix as rows of `inner` elements, in boxes of box_inner x box_outer with 128-byte swizzle;
+  // out-of-range elements of an edge box read as zeros.
+  static CUtensorMap encode(const DriverApi& api, const ArgPack::Matrix& m, std::int64_t box_inner, std::int64_t box_outer) {
+    if (!api.cuTensorMapEncodeTiled)
+      throw Error(ErrorCode::BackendUnavailable, "this CUDA driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)");
+    const std::size_t elem = dtype_size(m.dtype);
+    if (!copy_engine_takes(m))
+      throw Error(ErrorCode::InvalidArgument,
+                  "the copy engine needs 16-byte aligned matrices and leading dimensions (here: address " +
+                      std::to_string(reinterpret_cast<std::uintptr_t>(m.base) % 16) + " past 16, leading dimension of " +
+                      std::to_string(m.row_bytes / static_cast<std::int64_t>(elem)) + " elements); pad the leading dimension to a multiple of " +
+                      std::to_string(16 / elem) + " or choose implementation 'cuda'");
+    const int type = m.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                     : m.dtype == DType::f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                             : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    const unsigned long long dims[2] = {static_cast<unsigned long long>(m.inner), static_cast<unsigned long long>(m.outer)};
+    const unsigned long long strides[1] = {static_cast<unsigned long long>(m.row_bytes)};
+    const unsigned box[2] = {static_cast<unsigned>(box_inner), static_cast<unsigned>(box_outer)};
+    const unsigned element_strides[2] = {1, 1};
+    CUtensorMap map;
+    check(api.cuTensorMapEncodeTiled(&map, type, 2, const_cast<void*>(m.base), dims, strides, box, element_strides,
+                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+          "cuTensorMapEncodeTiled", ErrorCode::InvalidArgument);
+    return map;
   }
 
  private:
   CUfunction fn_;
   LaunchShape shape_;
   int device_;
+  std::unique_ptr<Fallback> fallback_;
 };
 
 // Where NVRTC compilers remember toolkit-header fingerprints: beside the artifacts, when the
@@ -78,8 +148,25 @@ class CudaDriver final : public BackendDriver {
     check(api->cuModuleLoadData(&module, image.data()), ("cuModuleLoadData of artifact " + key).c_str(), ErrorCode::LoadFailed);
     CUfunction fn = nullptr;
     check(api->cuModuleGetFunction(&fn, module, kEntrySymbol), "cuModuleGetFunction(jitk_entry)", ErrorCode::LoadFailed);
+    if (unit.shape.shared_bytes > 48 * 1024) {  // over the default a block gets: ask for it
+      const auto& dev = devices()[target.device];
+      if (unit.shape.shared_bytes > dev.shared_mem_per_block_optin)
+        throw Error(ErrorCode::InvalidParams, unit.kernel + " (" + unit.params_text + ") needs " +
+                                                  std::to_string(unit.shape.shared_bytes) + " bytes of shared memory a block; " +
+                                                  dev.name + " gives at most " + std::to_string(dev.shared_mem_per_block_optin) +
+                                                  ": choose smaller tiles or fewer stages");
+      check(api->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(unit.shape.shared_bytes)),
+            "cuFuncSetAttribute(max dynamic shared memory)", ErrorCode::LoadFailed);
+    }
     // Modules live as long as the process: the memory tier hands their functions out.
-    return std::make_shared<CudaKernel>(fn, unit.shape, target.device);
+    std::unique_ptr<Fallback> fallback;
+    if (unit.shape.tensor_maps) {
+      fallback = std::make_unique<Fallback>();
+      fallback->kernel = unit.kernel;
+      fallback->params = unit.params;
+      fallback->target = target;
+    }
+    return std::make_shared<CudaKernel>(fn, unit.shape, target.device, std::move(fallback));
   }
 
  private:

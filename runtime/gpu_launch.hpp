@@ -15,21 +15,30 @@ struct GpuLaunch {
   static constexpr std::int64_t kMaxGrid = 2147483647;
 
   GpuLaunch(const ArgPack& args, const LaunchShape& shape) : block(static_cast<unsigned>(shape.block)), items(args.work_items) {
-    const std::int64_t elements = args.work_items * shape.elements_per_item;
-    const std::int64_t blocks = (elements + shape.items_per_block - 1) / shape.items_per_block;
+    std::int64_t blocks = 0;
+    if (shape.tile_m > 0) {  // a tile layout: blocks over rows x columns
+      blocks = (args.work_items + shape.tile_m - 1) / shape.tile_m * ((args.work_columns + shape.tile_n - 1) / shape.tile_n);
+    } else {
+      const std::int64_t elements = args.work_items * shape.elements_per_item;
+      blocks = (elements + shape.items_per_block - 1) / shape.items_per_block;
+    }
     if (blocks > kMaxGrid)
       throw Error(ErrorCode::InvalidArgument, "launch of " + std::to_string(args.work_items) + " items is too large for one grid");
     grid = static_cast<unsigned>(blocks);
     for (int i = 0; i < args.size(); ++i) params[i] = args.pointers()[i];
     params[args.size()] = &items;
+    count = args.size() + 1;
   }
+  // Appends a by-value parameter after the work count (tensor maps).
+  void append(void* p) { params[count++] = p; }
   GpuLaunch(const GpuLaunch&) = delete;
   GpuLaunch& operator=(const GpuLaunch&) = delete;
 
   unsigned grid = 0;
   unsigned block;
   std::int64_t items;
-  void* params[ArgPack::kMaxArgs + 1];
+  int count = 0;
+  void* params[ArgPack::kMaxArgs + 3];
 };
 
 }  // namespace jit::detail

@@ -112,7 +112,7 @@ class HipKernel final : public LoadedKernel {
     const GpuLaunch l(args, shape_);
     const HipApi& api = runtime().api;
     check(api.hipSetDevice(device_), "hipSetDevice");
-    check(api.hipModuleLaunchKernel(fn_, l.grid, 1, 1, l.block, 1, 1, 0,
+    check(api.hipModuleLaunchKernel(fn_, l.grid, 1, 1, l.block, 1, 1, static_cast<unsigned>(shape_.shared_bytes),
                                     static_cast<hipStream_t>(args.stream.handle), const_cast<void**>(l.params), nullptr),
           "hipModuleLaunchKernel");
   }

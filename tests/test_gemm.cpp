@@ -132,7 +132,7 @@ TEST_CASE("get_tuned times gemm's tiles once for a shape class, keeps the winner
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].kernel == "gemm");
   CHECK(rows[0].shape_class == "m<=256,n<=512,k<=128");
-  CHECK(rows[0].candidates == static_cast<std::int64_t>(kernels::Gemm::candidates(base).size()));
+  CHECK(rows[0].candidates == static_cast<std::int64_t>(kernels::Gemm::candidates(base, jit::Target{}).size()));
   CHECK(rows[0].choice == kernels::Gemm::to_params(k.params()).to_string());
   CHECK(rows[0].best_ms > 0);
   CHECK(rows[0].best_ms <= rows[0].default_ms);

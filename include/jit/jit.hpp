@@ -132,7 +132,7 @@ namespace detail {
 // shape as cuLaunchKernel's kernelParams, plus how much work there is.
 class ArgPack {
  public:
-  static constexpr int kMaxArgs = 16;
+  static constexpr int kMaxArgs = 24;
   void add_pointer(const void* p) { add_bytes(&p, sizeof p); }
   void add_i64(std::int64_t v) { add_bytes(&v, sizeof v); }
   void add_scalar(double v, DType t);  // converted to the kernel's element type
@@ -140,8 +140,20 @@ class ArgPack {
   int size() const { return count_; }
 
   std::int64_t work_items = 0;  // rows or elements the kernel's range covers
+  std::int64_t work_columns = 1;  // Tile kernels: the output's columns (their blocks cover rows x columns)
   std::int64_t min_grain = 1;   // smallest range worth a task of its own (CPU)
   Stream stream;                // GPU launches
+
+  // Tile kernels that load through the copy engine (GpuLayout::tensor_maps): each operand's
+  // matrix as rows of `inner` elements, `row_bytes` apart. The CUDA driver encodes them as
+  // tensor maps (boxes of the tile), passed after the work count; other backends ignore them.
+  struct Matrix {
+    const void* base = nullptr;
+    DType dtype = DType::f32;
+    std::int64_t inner = 0, outer = 0, row_bytes = 0;
+  };
+  Matrix matrices[2];
+  int matrix_count = 0;
 
  private:
   void add_bytes(const void* p, std::size_t n);

@@ -2,11 +2,13 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <utility>
 #include <tuple>
 #include <vector>
 
 #include "jit/chain.hpp"
+#include "jit/cuda.hpp"
 #include "jit/jit.hpp"
 
 namespace jit::kernels {
@@ -295,8 +297,10 @@ struct AdamW {
 
 // C = alpha * A B + beta * C, then the epilogue chain on C's elements (jit/chain.hpp; its tensors
 // share C's shape and ldc, its vectors have N values). C is row-major M x N (ldc >= N); A is
-// M x K and B is K x N, each row- or column-major. beta == 0 does not read C. The tile sizes are
-// specialization parameters (tile_m * tile_n <= 4096). CPU (f32, f64) for now.
+// M x K and B is K x N, each row- or column-major. beta == 0 does not read C. Products
+// accumulate in float (double for f64). The tile sizes and pipeline stages are specialization
+// parameters; 0 takes the chosen implementation's default (CPU 4x64x256; CUDA 128x128x32, 3
+// stages; Hopper's wgmma path 128x256x64, 4 stages), and get_tuned picks them per device.
 struct Gemm {
   static constexpr const char* name = "gemm";
   enum class Layout : std::uint8_t { RowMajor, ColMajor };
@@ -304,11 +308,12 @@ struct Gemm {
     DType dtype = DType::f32;
     Layout a_layout = Layout::RowMajor;
     Layout b_layout = Layout::RowMajor;
-    std::int64_t tile_m = 4;
-    std::int64_t tile_n = 64;
-    std::int64_t tile_k = 256;
+    std::int64_t tile_m = 0;
+    std::int64_t tile_n = 0;
+    std::int64_t tile_k = 0;
+    std::int64_t stages = 0;
     Chain epilogue = {};
-    auto fields() const { return std::tie(dtype, a_layout, b_layout, tile_m, tile_n, tile_k, epilogue); }
+    auto fields() const { return std::tie(dtype, a_layout, b_layout, tile_m, tile_n, tile_k, stages, epilogue); }
   };
   struct Args {
     std::int64_t m, n, k;
@@ -322,14 +327,10 @@ struct Gemm {
     std::int64_t ldc;
     Operands epilogue = {};
   };
-  static constexpr std::int64_t kMaxAccumulators = 4096;
   static ParamSet to_params(const Params& p) {
-    if (p.tile_m * p.tile_n > kMaxAccumulators)
-      throw Error(ErrorCode::InvalidParams, "gemm: tile_m * tile_n = " + std::to_string(p.tile_m * p.tile_n) +
-                                                " accumulators; at most " + std::to_string(kMaxAccumulators));
     auto layout = [](Layout l) { return std::string(l == Layout::ColMajor ? "col" : "row"); };
     ParamSet s{{"dtype", std::string(dtype_name(p.dtype))}, {"a_layout", layout(p.a_layout)}, {"b_layout", layout(p.b_layout)},
-               {"tile_m", p.tile_m}, {"tile_n", p.tile_n}, {"tile_k", p.tile_k}};
+               {"tile_m", p.tile_m}, {"tile_n", p.tile_n}, {"tile_k", p.tile_k}, {"stages", p.stages}};
     add_chains(s, {}, p.epilogue);
     return s;
   }
@@ -360,8 +361,14 @@ struct Gemm {
     out.add_pointer(a.c.data);
     out.add_i64(a.ldc);
     jit::detail::pack_chain(name, "epilogue", p.epilogue, a.epilogue, p.dtype, scalar, work, out);
-    out.work_items = work == 0 ? 0 : (a.m + p.tile_m - 1) / p.tile_m;  // row tiles
-    out.min_grain = 1;
+    out.work_items = work == 0 ? 0 : a.m;  // rows (the CPU splits them), by columns (GPU tiles)
+    out.work_columns = a.n;
+    out.min_grain = 16;
+    // The operands as rows of their contiguous dimension, for kernels that load through the copy engine.
+    const std::int64_t e = static_cast<std::int64_t>(dtype_size(p.dtype));
+    out.matrices[0] = {a.a.data, p.dtype, a_row ? a.k : a.m, a_row ? a.m : a.k, a.lda * e};
+    out.matrices[1] = {a.b.data, p.dtype, b_row ? a.n : a.k, b_row ? a.k : a.n, a.ldb * e};
+    out.matrix_count = 2;
   }
 
   // ---- autotuning (jit/tuning.hpp: jit::get_tuned<Gemm>(params, {m, n, k})) ----
@@ -377,37 +384,36 @@ struct Gemm {
     };
     return "m<=" + up(s.m) + ",n<=" + up(s.n) + ",k<=" + up(s.k);
   }
-  // The base tile, then tiles of other shapes (all within 4096 accumulators).
-  static std::vector<Params> candidates(const Params& base) {
+  // The base tile, then tiles of other shapes for the target's implementations (a candidate no
+  // implementation takes is skipped while tuning, with a note).
+  static std::vector<Params> candidates(const Params& base, const Target& target) {
+    using Tile = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>;  // m, n, k, stages
+    std::vector<Tile> tiles;
+    if (target.backend == Backend::Cpu) {
+      tiles = {{4, 64, 256, 0}, {2, 128, 256, 0}, {8, 32, 256, 0}, {4, 128, 128, 0}, {8, 64, 512, 0}, {1, 256, 256, 0}, {16, 64, 128, 0}};
+    } else {
+      tiles = {{128, 128, 32, 3}, {128, 128, 32, 4}, {128, 256, 32, 3}, {256, 128, 32, 3}, {64, 128, 32, 4},
+               {128, 64, 32, 4},  {64, 64, 64, 4},   {128, 128, 64, 3}};
+      const bool wgmma = base.dtype != DType::f32 && base.a_layout == Layout::RowMajor && base.b_layout == Layout::ColMajor;
+      if (wgmma)  // Hopper's wgmma path (tile_k 64); on other GPUs no implementation takes them
+        for (Tile t : {Tile{128, 256, 64, 4}, {128, 256, 64, 3}, {128, 128, 64, 5}, {128, 192, 64, 4}, {64, 256, 64, 5}, {128, 64, 64, 8}})
+          tiles.push_back(t);
+    }
     std::vector<Params> out = {base};
-    for (auto [tm, tn, tk] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{4, 64, 256}, {2, 128, 256}, {8, 32, 256},
-                              {4, 128, 128}, {8, 64, 512}, {1, 256, 256}, {16, 64, 128}}) {
+    for (auto [tm, tn, tk, st] : tiles) {
       Params p = base;
-      p.tile_m = tm;
-      p.tile_n = tn;
-      p.tile_k = tk;
+      p.tile_m = tm, p.tile_n = tn, p.tile_k = tk, p.stages = st;
       if (p.fields() != base.fields()) out.push_back(p);
     }
     return out;
   }
-  // Random inputs of the shape on the host (gemm runs on the CPU only, so far), and the epilogue's operands.
+  // Random inputs of the shape where the target runs (host or device memory), and the epilogue's operands.
   class TuningData {
    public:
-    TuningData(const Params& p, const Shape& s) : p_(p), s_(s) {
-      const std::size_t e = dtype_size(p.dtype);
-      a_.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, s.m * s.k)) * e, 0);
-      b_.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, s.k * s.n)) * e, 0);
-      c_.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, s.m * s.n)) * e, 0);
-      auto fill = [&](std::vector<unsigned char>& v) {  // small values, not zeros (they can run faster)
-        for (std::size_t i = 0; i < v.size() / e; ++i) {
-          const double x = static_cast<double>((i * 2654435761u) % 1000) / 1000.0 - 0.5;
-          if (p.dtype == DType::f64) reinterpret_cast<double*>(v.data())[i] = x;
-          else reinterpret_cast<float*>(v.data())[i] = static_cast<float>(x);
-        }
-      };
-      fill(a_);
-      fill(b_);
-      extra_.reserve(static_cast<std::size_t>(p.epilogue.size()));  // operands point into it: no reallocation
+    TuningData(const Params& p, const Shape& s, const Target& target) : p_(p), s_(s), target_(target) {
+      a_ = make(s.m * s.k, true);
+      b_ = make(s.k * s.n, true);
+      c_ = make(s.m * s.n, false);
       for (int i = 0; i < p.epilogue.size(); ++i) {
         const OperandKind k = step_operand(p.epilogue[i]);
         if (k == OperandKind::None) continue;
@@ -415,7 +421,7 @@ struct Gemm {
           epilogue_.add(1.0);
           continue;
         }
-        extra_.emplace_back(k == OperandKind::Vector ? static_cast<std::size_t>(std::max<std::int64_t>(1, s.n)) * e : c_.size(), 0);
+        extra_.push_back(make(k == OperandKind::Vector ? s.n : s.m * s.n, true));
         if (k == OperandKind::Output) epilogue_.add(MutPtr(extra_.back().data(), p.dtype));
         else epilogue_.add(ConstPtr(extra_.back().data(), p.dtype));
       }
@@ -428,16 +434,44 @@ struct Gemm {
     }
 
    private:
+    // `count` elements (at least one) on the host or the device; filled with small values, not
+    // zeros (they can run faster), when `fill`.
+    class Buffer {
+     public:
+      Buffer(std::vector<unsigned char> host, const Target& t) : host_(std::move(host)) {
+        if (t.backend == Backend::Cuda) device_ = std::make_shared<cuda::DeviceArray<unsigned char>>(host_, t.device);
+      }
+      void* data() { return device_ ? static_cast<void*>(device_->data()) : host_.data(); }
+
+     private:
+      std::vector<unsigned char> host_;
+      std::shared_ptr<cuda::DeviceArray<unsigned char>> device_;
+    };
+    Buffer make(std::int64_t count, bool fill) const {
+      const std::size_t n = static_cast<std::size_t>(std::max<std::int64_t>(1, count)), e = dtype_size(p_.dtype);
+      std::vector<unsigned char> host(n * e, 0);
+      for (std::size_t i = 0; fill && i < n; ++i) {
+        const double x = static_cast<double>((i * 2654435761u) % 1000) / 1000.0 - 0.5;
+        switch (p_.dtype) {
+          case DType::f64: reinterpret_cast<double*>(host.data())[i] = x; break;
+          case DType::f32: reinterpret_cast<float*>(host.data())[i] = static_cast<float>(x); break;
+          case DType::f16: reinterpret_cast<std::uint16_t*>(host.data())[i] = to_half(static_cast<float>(x)).bits; break;
+          case DType::bf16: reinterpret_cast<std::uint16_t*>(host.data())[i] = to_bfloat16(static_cast<float>(x)).bits; break;
+        }
+      }
+      return Buffer(std::move(host), target_);
+    }
     Params p_;
     Shape s_;
-    std::vector<unsigned char> a_, b_, c_;
-    std::vector<std::vector<unsigned char>> extra_;
+    Target target_;
+    Buffer a_ = Buffer({}, {}), b_ = Buffer({}, {}), c_ = Buffer({}, {});
+    std::vector<Buffer> extra_;
     Operands epilogue_;
   };
   static TuningData tuning_data(const Params& p, const Shape& s, const Target& target) {
-    if (target.backend != Backend::Cpu)
-      throw Error(ErrorCode::BackendUnavailable, "gemm: tuning on " + target.to_string() + ": gemm runs on the CPU only, so far");
-    return TuningData(p, s);
+    if (target.backend != Backend::Cpu && target.backend != Backend::Cuda)
+      throw Error(ErrorCode::BackendUnavailable, "gemm: tuning on " + target.to_string() + ": gemm runs on the CPU and CUDA");
+    return TuningData(p, s, target);
   }
 };
 

@@ -9,6 +9,7 @@
 // A `generic` implementation is the fallback; Selection::allow_fallback = false refuses it.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -41,6 +42,7 @@ struct GpuLayout {
     Elementwise,  // one 16-byte pack per thread, `block` threads a block
     BlockPerRow,  // one block per row; the row in registers, `packs_per_thread` 16-byte packs each
     WarpPerRow,   // one warp per row, `block / 32` rows a block
+    Tile,         // one block per tile_m x tile_n tile of the output (gemm); `tile_plan` gives the threads
   };
   Kind kind = Kind::Elementwise;
   int block = 256;           // threads per block (Elementwise, WarpPerRow); BlockPerRow: the most a row gets
@@ -49,6 +51,19 @@ struct GpuLayout {
   // prologue's tensors add theirs). Each raises the cap on threads by `block`, so long rows keep
   // the same registers a thread.
   int row_arrays = 1;
+  // Tile: the tile a params value of 0 stands for (tile_m, tile_n, tile_k, stages params; the
+  // CPU's tiled texts take them too), and whether the kernel takes its two operands' tiles through
+  // the copy engine (CUDA tensor maps, made at each launch from the ArgPack's tensor_maps).
+  int tile_m = 0, tile_n = 0, tile_k = 0, stages = 1;
+  bool tensor_maps = false;
+};
+
+// What a Tile implementation makes of its resolved tile params (tile_m, tile_n, tile_k, stages,
+// the kernel's others): the launch, or why these params do not suit it.
+struct TilePlan {
+  std::string problem;             // "" when the params suit the implementation
+  int threads = 0;                 // threads a block
+  std::int64_t shared_bytes = 0;   // dynamic shared memory a block
 };
 
 inline constexpr int kAnyCapability = 1 << 30;
@@ -69,7 +84,13 @@ struct Implementation {
   std::string text;
   std::vector<DType> dtypes;  // the element types it implements (empty: every dtype the kernel allows)
   bool fusion = true;         // takes the kernel's fusion chains (prologue/epilogue params), where it has them
+  // Compiled for the device's arch with this suffix: "a" builds sm_90a code (wgmma, setmaxnreg)
+  // that runs on exactly that arch.
+  std::string arch_suffix;
   GpuLayout layout;
+  // Tile layouts: checks params (tile values resolved) and plans the launch. Params never reach
+  // the compiler when it names a problem.
+  std::function<TilePlan(const ParamSet&)> tile_plan;
   std::string note;  // one line for `jitk info --kernels`
 };
 

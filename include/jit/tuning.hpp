@@ -6,7 +6,7 @@
 // A descriptor that can be tuned gives:
 //   struct Shape;                                         what the work's size is (gemm: m, n, k)
 //   static std::string shape_class(const Shape&);         shapes that share a decision ("m<=1024,...")
-//   static std::vector<Params> candidates(const Params&); base first, then the variants to try
+//   static std::vector<Params> candidates(const Params&, const Target&); base first, then the variants to try
 //   static TuningData tuning_data(const Params&, const Shape&, const Target&);
 //     synthetic inputs of that shape, with run(const Kernel<K>&) launching on them
 #pragma once
@@ -123,7 +123,7 @@ Kernel<K> get_tuned(const typename K::Params& base, const typename K::Shape& sha
     std::lock_guard lock(mutex);
     if (auto it = decided.find(id); it != decided.end()) return get<K>(it->second, target);
   }
-  const auto candidates = K::candidates(base);
+  const auto candidates = K::candidates(base, target);
   auto known = [&]() -> std::optional<Params> {
     if (auto choice = detail::find_tuning(key))
       for (const auto& c : candidates)

@@ -1,0 +1,235 @@
+// gemm on any CUDA GPU from sm_80: C = alpha * A B + beta * C, then the epilogue chain; C row-major
+// M x N (ldc), A (M x K) and B (K x N) row- or column-major (JITK_A_LAYOUT_*, JITK_B_LAYOUT_*).
+//
+// One block per TILE_M x TILE_N tile of C (TILE_M * TILE_N / 64 threads), walking K in TILE_K
+// slices that cp.async keeps STAGES deep in shared memory. The slices stay in their global
+// layout (each row padded by 16 bytes against bank conflicts), so every layout loads with
+// 16-byte copies; partial tiles and unaligned matrices fall back to element copies with zeros.
+//   f16, bf16: each warp multiplies 64 x 32 of the tile with WMMA 16x16x16 tensor-core fragments
+//              (float accumulators), staged through shared memory for the epilogue.
+//   f32:       each thread accumulates 8 x 8 (two 4-row by two 4-column blocks) with FMAs.
+// Blocks run in groups of 8 tile rows so neighbouring blocks share A and B in L2.
+#include "jitk_gpu.h"
+#if !JITK_DTYPE_F32
+#include <mma.h>
+#endif
+
+constexpr int TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K, STAGES = JITK_STAGES;
+constexpr int THREADS = JITK_BLOCK;
+static_assert(THREADS == TM * TN / 64, "gemm.cu: the host's tile plan and this text disagree on the threads");
+constexpr int V = 16 / sizeof(T);  // elements in a 16-byte copy, and the row padding
+#if JITK_A_LAYOUT_COL
+constexpr bool A_ROW = false;
+#else
+constexpr bool A_ROW = true;
+#endif
+#if JITK_B_LAYOUT_COL
+constexpr bool B_ROW = false;
+#else
+constexpr bool B_ROW = true;
+#endif
+// Shared-memory slices: A as [TM][TK] (row-major) or [TK][TM]; B as [TK][TN] or [TN][TK].
+constexpr int A_OUTER = A_ROW ? TM : TK, A_INNER = A_ROW ? TK : TM, A_LD = A_INNER + V;
+constexpr int B_OUTER = B_ROW ? TK : TN, B_INNER = B_ROW ? TN : TK, B_LD = B_INNER + V;
+constexpr int A_ELEMS = A_OUTER * A_LD, B_ELEMS = B_OUTER * B_LD;
+constexpr int PIPELINE_BYTES = STAGES * (A_ELEMS + B_ELEMS) * (int)sizeof(T);
+static_assert(PIPELINE_BYTES <= JITK_SHARED_BYTES, "gemm.cu: the slices need more shared memory than the host planned");
+
+__device__ inline void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// One slice of an operand: OUTER rows of INNER elements from g (rows ld apart), starting at row o0
+// and element i0; rows at or past outer_lim and elements at or past inner_lim read as zero.
+template <int OUTER, int INNER, int LD>
+__device__ inline void load_slice(T* s, const T* __restrict__ g, i64 ld, i64 o0, i64 i0, i64 outer_lim, i64 inner_lim, bool vec) {
+  constexpr int CHUNKS = INNER / V;  // TK, TM and TN are multiples of 16
+  for (int c = threadIdx.x; c < OUTER * CHUNKS; c += THREADS) {
+    const int r = c / CHUNKS, q = (c % CHUNKS) * V;
+    const i64 go = o0 + r, gi = i0 + q;
+    i64 valid = go < outer_lim ? inner_lim - gi : 0;
+    valid = valid < 0 ? 0 : valid > V ? V : valid;
+    T* dst = s + r * LD + q;
+    if (vec) {
+      // src_bytes < 16 fills the rest of the 16 bytes with zeros; nothing is read when it is 0.
+      cp_async16(dst, valid > 0 ? g + go * ld + gi : g, static_cast<int>(valid * sizeof(T)));
+    } else {
+#pragma unroll
+      for (int e = 0; e < V; ++e) dst[e] = e < valid ? g[go * ld + gi + e] : jitk::from_float<T>(0.f);
+    }
+  }
+}
+
+struct Slices {
+  const T* __restrict__ a;
+  const T* __restrict__ b;
+  i64 M, N, K, lda, ldb, m0, n0;
+  bool a_vec, b_vec;
+  __device__ void load(T* sa, T* sb, i64 k0) const {
+    if (A_ROW) load_slice<A_OUTER, A_INNER, A_LD>(sa, a, lda, m0, k0, M, K, a_vec);
+    else load_slice<A_OUTER, A_INNER, A_LD>(sa, a, lda, k0, m0, K, M, a_vec);
+    if (B_ROW) load_slice<B_OUTER, B_INNER, B_LD>(sb, b, ldb, k0, n0, K, N, b_vec);
+    else load_slice<B_OUTER, B_INNER, B_LD>(sb, b, ldb, n0, k0, N, K, b_vec);
+  }
+};
+
+// The value written to C at (r, col): alpha * acc (+ beta * C), then the epilogue chain.
+__device__ inline void write_c(T* __restrict__ c, i64 ldc, i64 r, i64 col, float acc, float alpha, float beta,
+                               const jitk_chain& chain) {
+  const i64 at = r * ldc + col;
+  float v[1] = {alpha * acc};
+  if (beta != 0.f) v[0] += beta * jitk::to_float(c[at]);
+  chain.epilogue<1>(v, at, col);
+  c[at] = jitk::from_float<T>(v[0]);
+}
+
+#if !JITK_DTYPE_F32
+using namespace nvcuda;
+constexpr int WARPS_N = TN / 32;
+template <bool Row> struct Major { using type = wmma::row_major; };
+template <> struct Major<false> { using type = wmma::col_major; };
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, typename Major<A_ROW>::type>;
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, typename Major<B_ROW>::type>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+constexpr int C_LD = TN + 4;  // the float staging of C
+static_assert(TM * C_LD * 4 <= JITK_SHARED_BYTES, "gemm.cu: C's staging needs more shared memory than the host planned");
+
+struct Accumulators {
+  FragC f[4][2];  // the warp's 64 x 32: 4 x 2 fragments
+  int wm, wn;
+  __device__ Accumulators() : wm((threadIdx.x / 32) / WARPS_N), wn((threadIdx.x / 32) % WARPS_N) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) wmma::fill_fragment(f[i][j], 0.f);
+  }
+  __device__ void multiply(const T* sa, const T* sb) {
+#pragma unroll
+    for (int kk = 0; kk < TK; kk += 16) {
+      FragA fa[4];
+      FragB fb[2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int m = wm * 64 + i * 16;
+        wmma::load_matrix_sync(fa[i], A_ROW ? sa + m * A_LD + kk : sa + kk * A_LD + m, A_LD);
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int n = wn * 32 + j * 16;
+        wmma::load_matrix_sync(fb[j], B_ROW ? sb + kk * B_LD + n : sb + n * B_LD + kk, B_LD);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(f[i][j], fa[i], fb[j], f[i][j]);
+    }
+  }
+  // Through shared memory (the fragments' element order is the hardware's), then coalesced rows.
+  __device__ void store(float* staging, T* __restrict__ c, i64 M, i64 N, i64 ldc, i64 m0, i64 n0, float alpha, float beta,
+                        const jitk_chain& chain) const {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        wmma::store_matrix_sync(staging + (wm * 64 + i * 16) * C_LD + wn * 32 + j * 16, f[i][j], C_LD, wmma::mem_row_major);
+    __syncthreads();
+    for (int e = threadIdx.x; e < TM * TN; e += THREADS) {
+      const int r = e / TN, col = e % TN;
+      if (m0 + r < M && n0 + col < N) write_c(c, ldc, m0 + r, n0 + col, staging[r * C_LD + col], alpha, beta, chain);
+    }
+  }
+};
+#else
+// Thread (ty, tx) owns rows ty*4 + {0..3} and TM/2 + ty*4 + {0..3}, columns tx*4 + {0..3} and
+// TN/2 + tx*4 + {0..3}: the four-column groups of a warp are contiguous in shared memory.
+constexpr int TX = TN / 8;
+struct Accumulators {
+  float acc[8][8];
+  int ty, tx;
+  __device__ Accumulators() : ty(threadIdx.x / TX), tx(threadIdx.x % TX) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+  }
+  __device__ static int row(int ty, int i) { return (i < 4 ? 0 : TM / 2) + ty * 4 + (i & 3); }
+  __device__ static int col(int tx, int j) { return (j < 4 ? 0 : TN / 2) + tx * 4 + (j & 3); }
+  __device__ void multiply(const float* sa, const float* sb) {
+#pragma unroll 4
+    for (int k = 0; k < TK; ++k) {
+      float av[8], bv[8];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = row(ty, h * 4), n = col(tx, h * 4);
+        if (!A_ROW) {
+          const float4 v = *reinterpret_cast<const float4*>(sa + k * A_LD + m);
+          av[h * 4] = v.x, av[h * 4 + 1] = v.y, av[h * 4 + 2] = v.z, av[h * 4 + 3] = v.w;
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) av[h * 4 + i] = sa[(m + i) * A_LD + k];
+        }
+        if (B_ROW) {
+          const float4 v = *reinterpret_cast<const float4*>(sb + k * B_LD + n);
+          bv[h * 4] = v.x, bv[h * 4 + 1] = v.y, bv[h * 4 + 2] = v.z, bv[h * 4 + 3] = v.w;
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) bv[h * 4 + j] = sb[(n + j) * B_LD + k];
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+    }
+  }
+  __device__ void store(float*, T* __restrict__ c, i64 M, i64 N, i64 ldc, i64 m0, i64 n0, float alpha, float beta,
+                        const jitk_chain& chain) const {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const i64 r = m0 + row(ty, i);
+      if (r >= M) continue;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const i64 cc = n0 + col(tx, j);
+        if (cc < N) write_c(c, ldc, r, cc, acc[i][j], alpha, beta, chain);
+      }
+    }
+  }
+};
+#endif
+
+JITK_GPU_KERNEL(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b, i64 ldb,
+                float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows) {
+  extern __shared__ __align__(128) unsigned char jitk_smem[];
+  const jitk_chain chain{JITK_CHAIN_ARGS};
+  // Tiles in groups of 8 tile rows, column by column within a group.
+  const i64 tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN;
+  const i64 group = 8, per_group = group * tiles_n, bid = blockIdx.x;
+  const i64 first = bid / per_group * group, in_group = tiles_m - first < group ? tiles_m - first : group;
+  const i64 m0 = (first + (bid % per_group) % in_group) * TM, n0 = (bid % per_group) / in_group * TN;
+
+  T* sa = reinterpret_cast<T*>(jitk_smem);
+  T* sb = sa + STAGES * A_ELEMS;
+  const Slices s{a, b, M, N, K, lda, ldb, m0, n0, jitk::aligned16(a) && lda % V == 0, jitk::aligned16(b) && ldb % V == 0};
+  Accumulators acc;
+  const i64 slices = (K + TK - 1) / TK;
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < slices) s.load(sa + st * A_ELEMS, sb + st * B_ELEMS, st * TK);
+    cp_async_commit();
+  }
+  for (i64 kt = 0; kt < slices; ++kt) {
+    cp_async_wait<STAGES - 2>();  // slice kt has landed
+    __syncthreads();              // ... for every thread, and slice kt - 1's slot is free
+    const i64 next = kt + STAGES - 1;
+    if (next < slices) s.load(sa + (next % STAGES) * A_ELEMS, sb + (next % STAGES) * B_ELEMS, next * TK);
+    cp_async_commit();
+    acc.multiply(sa + (kt % STAGES) * A_ELEMS, sb + (kt % STAGES) * B_ELEMS);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the staging of C reuses the slices' memory
+  acc.store(reinterpret_cast<float*>(jitk_smem), c, M, N, ldc, m0, n0, alpha, beta, chain);
+}

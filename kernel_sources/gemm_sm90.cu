@@ -1,0 +1,243 @@
+// gemm on Hopper (sm_90a): C = alpha * A B + beta * C, then the epilogue chain, for f16 and bf16
+// with A row-major and B column-major (both K-major: nn.Linear's x W^T); float accumulators.
+//
+// One block per TILE_M x TILE_N tile of C, 128 * (TILE_M / 64 + 1) threads in warpgroups:
+//   warpgroup 0 (the producer; one thread works) loads 64-wide K slices of A (TILE_M rows) and B
+//     (TILE_N rows) through the copy engine (TMA, tensor maps made by the host at each launch) into
+//     STAGES shared-memory slots of 128-byte swizzled rows, each slot completing on a `full` mbarrier;
+//   warpgroups 1.. (consumers) each multiply 64 rows of the tile by all TILE_N columns with wgmma
+//     (A and B straight from shared memory), then release the slot on its `empty` mbarrier.
+// The copy engine zero-fills what lies outside A and B, so edge tiles and any K need no branches;
+// stores to C are bounds-checked. setmaxnreg moves registers from the producer to the consumers.
+#include "jitk_gpu.h"
+
+constexpr int TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K, STAGES = JITK_STAGES;
+constexpr int CONSUMERS = TM / 64;
+static_assert(TK == 64 && TM % 64 == 0 && TN % 64 == 0 && TN <= 256, "gemm_sm90.cu: tile the host's plan refuses");
+static_assert(JITK_BLOCK == 128 * (CONSUMERS + 1), "gemm_sm90.cu: the host's tile plan and this text disagree on the threads");
+constexpr int A_SLOT = TM * TK, B_SLOT = TN * TK;  // elements; every slot is a multiple of 1024 bytes
+constexpr unsigned SLOT_BYTES = (A_SLOT + B_SLOT) * sizeof(T);
+static_assert(STAGES * SLOT_BYTES + 1024 + 16 * STAGES <= JITK_SHARED_BYTES, "gemm_sm90.cu: more shared memory than planned");
+#if JITK_DTYPE_BF16
+#define WGMMA_TYPE "bf16"
+#else
+#define WGMMA_TYPE "f16"
+#endif
+
+struct __align__(64) TensorMap {  // a CUtensorMap, by value
+  u64 opaque[16];
+};
+
+__device__ inline unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+// ---- mbarriers ----
+__device__ inline void bar_init(u64* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
+}
+__device__ inline void bar_expect_bytes(u64* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ inline void bar_arrive(u64* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// Waits for the completion of the barrier's phase of this parity.
+__device__ inline void bar_wait(u64* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(smem_addr(bar)), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+
+// ---- the copy engine: a box of the map at (inner, outer) into dst, completing on bar ----
+__device__ inline void tma_load(void* dst, const TensorMap* map, u64* bar, int inner, int outer) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
+                   smem_addr(dst)),
+               "l"(reinterpret_cast<u64>(map)), "r"(smem_addr(bar)), "r"(inner), "r"(outer)
+               : "memory");
+}
+
+// ---- wgmma ----
+// A shared-memory matrix descriptor: K-major rows of 128 bytes, 128-byte swizzle, 8-row groups
+// 1024 bytes apart; `p` 1024-byte aligned but for the K offset inside the row.
+__device__ inline u64 descriptor(const T* p) {
+  const u64 addr = smem_addr(p);
+  return ((addr & 0x3FFFF) >> 4) | (u64(16 >> 4) << 16) | (u64(1024 >> 4) << 32) | (u64(1) << 62);
+}
+__device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ inline void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+template <int N> __device__ inline void keep_registers(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+__device__ inline void wgmma_n64(float (&d)[32], u64 da, u64 db, int accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." WGMMA_TYPE "." WGMMA_TYPE " "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+               "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                 "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                 "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                 "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "l"(da), "l"(db), "r"(accumulate));
+}
+__device__ inline void wgmma_n128(float (&d)[64], u64 da, u64 db, int accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." WGMMA_TYPE "." WGMMA_TYPE " "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+               "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
+               "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "
+               "%59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                 "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                 "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                 "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+                 "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                 "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                 "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                 "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+                 "+f"(d[63])
+               : "l"(da), "l"(db), "r"(accumulate));
+}
+__device__ inline void wgmma_n192(float (&d)[96], u64 da, u64 db, int accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n192k16.f32." WGMMA_TYPE "." WGMMA_TYPE " "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+               "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
+               "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "
+               "%59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "
+               "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                 "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                 "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                 "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+                 "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                 "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                 "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                 "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+                 "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+                 "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+                 "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+                 "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+                 "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+               : "l"(da), "l"(db), "r"(accumulate));
+}
+__device__ inline void wgmma_n256(float (&d)[128], u64 da, u64 db, int accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." WGMMA_TYPE "." WGMMA_TYPE " "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+               "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
+               "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "
+               "%59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "
+               "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, "
+               "%97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, "
+               "%114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                 "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                 "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                 "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+                 "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                 "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                 "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                 "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+                 "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+                 "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+                 "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+                 "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+                 "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+                 "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                 "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+                 "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+                 "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+                 "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+               : "l"(da), "l"(db), "r"(accumulate));
+}
+template <int N> struct Wgmma;
+template <> struct Wgmma<64> { __device__ static void run(float (&d)[32], u64 a, u64 b, int acc) { wgmma_n64(d, a, b, acc); } };
+template <> struct Wgmma<128> { __device__ static void run(float (&d)[64], u64 a, u64 b, int acc) { wgmma_n128(d, a, b, acc); } };
+template <> struct Wgmma<192> { __device__ static void run(float (&d)[96], u64 a, u64 b, int acc) { wgmma_n192(d, a, b, acc); } };
+template <> struct Wgmma<256> { __device__ static void run(float (&d)[128], u64 a, u64 b, int acc) { wgmma_n256(d, a, b, acc); } };
+
+JITK_GPU_KERNEL_MIN_BLOCKS(1)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b, i64 ldb,
+                              float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows,
+                              const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b) {
+  extern __shared__ __align__(1024) unsigned char jitk_smem[];
+  // Slots 1024-byte aligned (the swizzle's period), then the barriers.
+  unsigned char* base = jitk_smem + ((1024 - smem_addr(jitk_smem) % 1024) % 1024);
+  T* sa = reinterpret_cast<T*>(base);
+  T* sb = sa + STAGES * A_SLOT;
+  u64* full = reinterpret_cast<u64*>(sb + STAGES * B_SLOT);
+  u64* empty = full + STAGES;
+
+  const i64 tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN;
+  const i64 group = 8, per_group = group * tiles_n, bid = blockIdx.x;
+  const i64 first = bid / per_group * group, in_group = tiles_m - first < group ? tiles_m - first : group;
+  const i64 m0 = (first + (bid % per_group) % in_group) * TM, n0 = (bid % per_group) / in_group * TN;
+  const int slices = static_cast<int>((K + TK - 1) / TK);
+
+  const int warpgroup = threadIdx.x / 128, t = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      bar_init(&full[s], 1);
+      bar_init(&empty[s], CONSUMERS * 128);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {  // the producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (t == 0) {
+      for (int kt = 0; kt < slices; ++kt) {
+        const int s = kt % STAGES, round = kt / STAGES;
+        if (round > 0) bar_wait(&empty[s], (round - 1) & 1);  // the consumers are done with the slot's last use
+        bar_expect_bytes(&full[s], SLOT_BYTES);
+        tma_load(sa + s * A_SLOT, &map_a, &full[s], kt * TK, static_cast<int>(m0));
+        tma_load(sb + s * B_SLOT, &map_b, &full[s], kt * TK, static_cast<int>(n0));
+      }
+    }
+  } else {  // a consumer: rows [64 * (warpgroup - 1), +64) of the tile
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMERS == 1 ? 240 : 232));
+    const int w = warpgroup - 1;
+    float d[TN / 2];
+#pragma unroll
+    for (int i = 0; i < TN / 2; ++i) d[i] = 0.f;
+    for (int kt = 0; kt < slices; ++kt) {
+      const int s = kt % STAGES;
+      bar_wait(&full[s], (kt / STAGES) & 1);
+      const T* as = sa + s * A_SLOT + w * 64 * TK;
+      const T* bs = sb + s * B_SLOT;
+      keep_registers(d);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < TK; kk += 16) Wgmma<TN>::run(d, descriptor(as + kk), descriptor(bs + kk), 1);
+      wgmma_commit();
+      keep_registers(d);
+      wgmma_wait<0>();
+      bar_arrive(&empty[s]);
+    }
+    // Thread t holds, for each 8-column group j, rows w*64 + (t/32)*16 + (t%32)/4 (+8) and
+    // columns j*8 + (t%4)*2 (+1).
+    const jitk_chain chain{JITK_CHAIN_ARGS};
+    const i64 r0 = m0 + w * 64 + (t / 32) * 16 + (t % 32) / 4;
+#pragma unroll
+    for (int i = 0; i < TN / 2; ++i) {
+      const i64 r = r0 + 8 * ((i / 2) % 2), col = n0 + (i / 4) * 8 + (t % 4) * 2 + (i % 2);
+      if (r < M && col < N) {
+        const i64 at = r * ldc + col;
+        float v[1] = {alpha * d[i]};
+        if (beta != 0.f) v[0] += beta * jitk::to_float(c[at]);
+        chain.epilogue<1>(v, at, col);
+        c[at] = jitk::from_float<T>(v[0]);
+      }
+    }
+  }
+}

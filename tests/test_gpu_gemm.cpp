@@ -1,0 +1,235 @@
+// gemm on the GPU against a float64 CPU reference: every implementation that suits the device
+// (the generic WMMA/SIMT text, Hopper's wgmma + TMA text), every layout it takes, odd sizes,
+// leading dimensions past the minimum (aligned and not), alpha/beta, beta = 0 over poisoned C,
+// an epilogue chain, tuning. Without a usable CUDA GPU each test prints "SKIPPED: <reason>".
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "../examples/reference_kernels.hpp"
+#include "jit/cache.hpp"
+#include "jit/cuda.hpp"
+#include "jit/kernels.hpp"
+#include "jit/registry.hpp"
+#include "jit/tuning.hpp"
+#include "test_support.hpp"
+
+namespace kernels = jit::kernels;
+namespace ref = jitk_reference;
+using Layout = kernels::Gemm::Layout;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const jitk_test::TempDir& cache_dir = jitk_test::own_cache_dir();
+
+bool have_gpu() {
+  if (jit::cuda::available()) return true;
+  std::printf("SKIPPED: no usable CUDA GPU: %s\n", jit::cuda::unavailable_reason().c_str());
+  return false;
+}
+jit::Target gpu() { return jit::Target{jit::Backend::Cuda, "", 0}; }
+
+template <class T> jit::DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return jit::DType::f32;
+  else if constexpr (std::is_same_v<T, jit::half>) return jit::DType::f16;
+  else return jit::DType::bf16;
+}
+double as_double(float v) { return v; }
+double as_double(jit::half v) { return jit::to_float(v); }
+double as_double(jit::bfloat16 v) { return jit::to_float(v); }
+template <class T> T from_double(double v) {
+  if constexpr (std::is_same_v<T, float>) return static_cast<float>(v);
+  else if constexpr (std::is_same_v<T, jit::half>) return jit::to_half(static_cast<float>(v));
+  else return jit::to_bfloat16(static_cast<float>(v));
+}
+// METHOD.md: f32 far under 1e-3; 16-bit outputs carry their own rounding (2^-11, 2^-8).
+template <class T> double tolerance() {
+  if constexpr (std::is_same_v<T, float>) return 1e-5;
+  else if constexpr (std::is_same_v<T, jit::half>) return 2e-3;
+  else return 1e-2;
+}
+
+std::size_t at(Layout l, std::int64_t i, std::int64_t j, std::int64_t ld) {
+  return static_cast<std::size_t>(l == Layout::RowMajor ? i * ld + j : j * ld + i);
+}
+
+struct Case {
+  std::int64_t m, n, k;
+  std::int64_t pad;  // added to each leading dimension
+  double alpha, beta;
+};
+
+// Runs one gemm with implementation `impl` and compares all of C's storage (padding included: it
+// must stay as it was) with the float64 reference on the same rounded inputs.
+template <class T>
+double gemm_error(const kernels::Gemm::Params& p, const std::string& impl, const Case& c, const std::string& epilogue = "") {
+  const std::int64_t lda = (p.a_layout == Layout::RowMajor ? c.k : c.m) + c.pad;
+  const std::int64_t ldb = (p.b_layout == Layout::RowMajor ? c.n : c.k) + c.pad;
+  const std::int64_t ldc = c.n + c.pad;
+  const auto rows_a = p.a_layout == Layout::RowMajor ? c.m : c.k, rows_b = p.b_layout == Layout::RowMajor ? c.k : c.n;
+  auto make = [](std::int64_t n) {
+    return jitk_test::random_values<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, n)), -1, 1, [](double v) { return from_double<T>(v); });
+  };
+  const auto a = make(rows_a * lda), b = make(rows_b * ldb), bias = make(c.n);
+  auto cv = make(c.m * ldc);
+  std::vector<double> expected(cv.size());
+  for (std::size_t i = 0; i < cv.size(); ++i) expected[i] = as_double(cv[i]);
+  for (std::int64_t i = 0; i < c.m; ++i)
+    for (std::int64_t j = 0; j < c.n; ++j) {
+      double sum = 0;
+      for (std::int64_t k = 0; k < c.k; ++k) sum += as_double(a[at(p.a_layout, i, k, lda)]) * as_double(b[at(p.b_layout, k, j, ldb)]);
+      double v = c.alpha * sum + (c.beta == 0 ? 0 : c.beta * as_double(cv[static_cast<std::size_t>(i * ldc + j)]));
+      // the epilogue steps in float64 on the value as stored in T (fused == unfused)
+      if (epilogue == "add_vec>gelu") {
+        const double g = as_double(from_double<T>(v)) + as_double(bias[static_cast<std::size_t>(j)]);
+        v = 0.5 * g * std::erfc(-g / std::sqrt(2.0));
+      }
+      expected[static_cast<std::size_t>(i * ldc + j)] = v;
+    }
+  jit::cuda::DeviceArray<T> da(a), db(b), dbias(bias), dc(cv);
+  if (c.beta == 0) {  // beta = 0 must not read C: poison its tile (NaN), keep the padding as it was
+    std::vector<T> poisoned = cv;
+    for (std::int64_t i = 0; i < c.m; ++i)
+      for (std::int64_t j = 0; j < c.n; ++j) poisoned[static_cast<std::size_t>(i * ldc + j)] = from_double<T>(NAN);
+    dc.upload(poisoned);
+  }
+  kernels::Gemm::Params q = p;
+  jit::Operands ops;
+  if (!epilogue.empty()) {
+    q.epilogue = jit::Chain::parse(epilogue);
+    ops.add(jit::ConstPtr(dbias.data(), dtype_of<T>()));
+  }
+  jit::Selection s;
+  s.implementation = impl;
+  auto k = jit::get<kernels::Gemm>(q, gpu(), s);
+  REQUIRE(k.implementation() == impl);
+  k(c.m, c.n, c.k, c.alpha, da.data(), lda, db.data(), ldb, c.beta, dc.data(), ldc, ops);
+  jit::cuda::synchronize();
+  std::vector<double> got;
+  for (const T& v : dc.download()) got.push_back(as_double(v));
+  for (double v : got)
+    if (std::isnan(v)) return INFINITY;
+  return ref::relative_l2_error(got, expected);
+}
+
+kernels::Gemm::Params params(jit::DType t, Layout a, Layout b) {
+  kernels::Gemm::Params p;
+  p.dtype = t;
+  p.a_layout = a;
+  p.b_layout = b;
+  return p;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("GPU gemm matches the reference in every implementation, layout and odd size", "[gpu][gemm]", float, jit::half,
+                   jit::bfloat16) {
+  if (!have_gpu()) return;
+  const jit::DType t = dtype_of<TestType>();
+  const Case cases[] = {{1, 1, 1, 0, 1, 0},          {7, 13, 5, 3, 1, 0},        {33, 65, 100, 8, 0.5, -1.5},
+                        {130, 260, 333, 1, 1, 0},    {257, 129, 64, 16, 2, 0.25}, {129, 300, 77, 0, -1, 1}};
+  int checked = 0;
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor}) {
+      const auto p = params(t, la, lb);
+      for (const auto& impl : jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p)))
+        for (const Case& c : cases) {
+          INFO(impl << " a " << (la == Layout::RowMajor ? "row" : "col") << " b " << (lb == Layout::RowMajor ? "row" : "col") << " m "
+                    << c.m << " n " << c.n << " k " << c.k << " pad " << c.pad << " alpha " << c.alpha << " beta " << c.beta);
+          CHECK(gemm_error<TestType>(p, impl, c) <= tolerance<TestType>());
+          ++checked;
+        }
+    }
+  CHECK(checked >= 4 * 6);  // the generic text takes every layout
+}
+
+TEMPLATE_TEST_CASE("GPU gemm with several K slices, tiles and tile groups, in each implementation", "[gpu][gemm]", float,
+                   jit::bfloat16) {
+  if (!have_gpu()) return;
+  const auto p = params(dtype_of<TestType>(), Layout::RowMajor, Layout::ColMajor);
+  for (const auto& impl : jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p))) {
+    INFO(impl);
+    CHECK(gemm_error<TestType>(p, impl, {1100, 520, 1000, 8, 1, 0}) <= tolerance<TestType>());
+  }
+}
+
+TEST_CASE("GPU gemm tiles other than the default compute the same", "[gpu][gemm]") {
+  if (!have_gpu()) return;
+  using Tile = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
+  for (jit::DType t : {jit::DType::f32, jit::DType::bf16})
+    for (auto [tm, tn, tk, st] : {Tile{64, 64, 16, 2}, {64, 128, 64, 4}, {256, 128, 32, 3}, {128, 64, 64, 6}, {128, 256, 64, 4}, {64, 192, 64, 3}}) {
+      auto p = params(t, Layout::RowMajor, Layout::ColMajor);
+      p.tile_m = tm, p.tile_n = tn, p.tile_k = tk, p.stages = st;
+      for (const auto& impl : jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p))) {
+        INFO(impl << " tile " << tm << "x" << tn << "x" << tk << " stages " << st << " dtype " << jit::dtype_name(t));
+        const Case c{300, 333, 200, 8, 1, 0};
+        const double err = t == jit::DType::f32 ? gemm_error<float>(p, impl, c) : gemm_error<jit::bfloat16>(p, impl, c);
+        CHECK(err <= (t == jit::DType::f32 ? 1e-5 : 1e-2));
+      }
+    }
+}
+
+TEST_CASE("GPU gemm fuses a bias and gelu epilogue in every implementation", "[gpu][gemm][chains]") {
+  if (!have_gpu()) return;
+  const auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);
+  for (const auto& impl : jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p))) {
+    INFO(impl);
+    CHECK(gemm_error<jit::bfloat16>(p, impl, {77, 200, 96, 8, 1, 0}, "add_vec>gelu") <= 1e-2);
+    CHECK(gemm_error<jit::bfloat16>(p, impl, {64, 128, 64, 0, 0.5, 1}, "add_vec>gelu") <= 1e-2);
+  }
+}
+
+TEST_CASE("GPU gemm on matrices the copy engine cannot take runs the generic text, with a warning", "[gpu][gemm]") {
+  if (!have_gpu()) return;
+  const auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);
+  const auto impls = jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p));
+  if (std::find(impls.begin(), impls.end(), "cuda-sm90a") == impls.end()) {
+    std::printf("SKIPPED: not a Hopper GPU (no cuda-sm90a)\n");
+    return;
+  }
+  // lda = 333: rows not 16-byte aligned; the default selection picks cuda-sm90a
+  for (const Case& c : {Case{40, 50, 333, 0, 1, 0}, Case{129, 65, 77, 1, 1, 0.5}}) {
+    INFO("m " << c.m << " n " << c.n << " k " << c.k << " pad " << c.pad);
+    CHECK(gemm_error<jit::bfloat16>(p, "cuda-sm90a", c) <= 1e-2);
+  }
+}
+
+TEST_CASE("GPU gemm refuses tiles an implementation cannot take, before compiling", "[gpu][gemm]") {
+  if (!have_gpu()) return;
+  auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::RowMajor);
+  p.tile_m = 96;  // not a multiple of 64
+  CHECK_THROWS_WITH(jit::get<kernels::Gemm>(p, gpu()), Contains("tile_m must be a multiple of 64"));
+  p.tile_m = 256, p.tile_n = 256;  // 1024 threads is the most; this is 1024 -- then shared memory
+  p.tile_k = 128, p.stages = 6;
+  CHECK_THROWS_WITH(jit::get<kernels::Gemm>(p, gpu()), Contains("shared memory"));
+  auto q = params(jit::DType::bf16, Layout::RowMajor, Layout::RowMajor);
+  jit::Selection s;
+  s.implementation = "cuda-sm90a";
+  q.tile_k = 64;
+  try {
+    jit::get<kernels::Gemm>(q, gpu(), s);
+    FAIL("cuda-sm90a took a row-major B");
+  } catch (const jit::Error& e) {
+    CHECK_THAT(e.what(), Contains("row-major") || Contains("no implementation") || Contains("does not suit"));
+  }
+}
+
+TEST_CASE("GPU gemm tuning times the candidates once, keeps the winner, and the winner computes right", "[gpu][gemm][tuning]") {
+  if (!have_gpu()) return;
+  const auto base = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);
+  const kernels::Gemm::Shape shape{512, 512, 512};
+  auto k = jit::get_tuned<kernels::Gemm>(base, shape, gpu());
+  const auto rows = jit::cache::tuning();
+  const auto mine = std::find_if(rows.begin(), rows.end(), [](const jit::TuningInfo& r) {
+    return r.kernel == "gemm" && r.device.rfind("cuda", 0) == 0 && r.base_params.find("bf16") != std::string::npos;
+  });
+  REQUIRE(mine != rows.end());
+  CHECK(mine->candidates > 4);
+  CHECK(mine->best_ms > 0);
+  CHECK(mine->best_ms <= mine->default_ms);
+  CHECK(gemm_error<jit::bfloat16>(k.params(), k.implementation(), {512, 512, 512, 8, 1, 0}) <= 1e-2);
+  // the second call reuses the decision: same params, nothing timed (no new row)
+  auto again = jit::get_tuned<kernels::Gemm>(base, {500, 400, 300}, gpu());
+  CHECK(kernels::Gemm::to_params(again.params()).to_string() == kernels::Gemm::to_params(k.params()).to_string());
+  CHECK(jit::cache::tuning().size() == rows.size());
+}
