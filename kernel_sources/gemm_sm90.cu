@@ -221,22 +221,41 @@ JITK_GPU_KERNEL_MIN_BLOCKS(1)(i64 M, i64 N, i64 K, float alpha, const T* __restr
       for (int kk = 0; kk < TK; kk += 16) Wgmma<TN>::run(d, descriptor(as + kk), descriptor(bs + kk), 1);
       wgmma_commit();
       keep_registers(d);
-      wgmma_wait<0>();
-      bar_arrive(&empty[s]);
+      // One slice's products stay in flight while the next slice is awaited: once the previous
+      // slice's are done, its slot goes back to the producer.
+      wgmma_wait<1>();
+      if (kt > 0) bar_arrive(&empty[(kt - 1) % STAGES]);
     }
+    wgmma_wait<0>();
+    keep_registers(d);
     // Thread t holds, for each 8-column group j, rows w*64 + (t/32)*16 + (t%32)/4 (+8) and
-    // columns j*8 + (t%4)*2 (+1).
+    // columns j*8 + (t%4)*2 (+1): registers 4j + {0, 1} and 4j + {2, 3}. Pairs of columns are
+    // stored together where C and the chain's tensors allow.
     const jitk_chain chain{JITK_CHAIN_ARGS};
     const i64 r0 = m0 + w * 64 + (t / 32) * 16 + (t % 32) / 4;
+    const bool pairs = ldc % 2 == 0 && jitk::aligned16(c) && chain.aligned();
 #pragma unroll
-    for (int i = 0; i < TN / 2; ++i) {
-      const i64 r = r0 + 8 * ((i / 2) % 2), col = n0 + (i / 4) * 8 + (t % 4) * 2 + (i % 2);
-      if (r < M && col < N) {
-        const i64 at = r * ldc + col;
-        float v[1] = {alpha * d[i]};
-        if (beta != 0.f) v[0] += beta * jitk::to_float(c[at]);
-        chain.epilogue<1>(v, at, col);
-        c[at] = jitk::from_float<T>(v[0]);
+    for (int i = 0; i < TN / 2; i += 2) {
+      const i64 r = r0 + 8 * ((i / 2) % 2), col = n0 + (i / 4) * 8 + (t % 4) * 2;
+      if (r >= M || col >= N) continue;
+      const i64 at = r * ldc + col;
+      if (pairs && col + 1 < N) {
+        float v[2] = {alpha * d[i], alpha * d[i + 1]};
+        if (beta != 0.f) {
+          const auto old = jitk::load<2>(c + at);
+          v[0] += beta * jitk::to_float(old.v[0]), v[1] += beta * jitk::to_float(old.v[1]);
+        }
+        chain.epilogue<2>(v, at, col);
+        jitk::Pack<T, 2> p;
+        p.v[0] = jitk::from_float<T>(v[0]), p.v[1] = jitk::from_float<T>(v[1]);
+        jitk::store<2>(c + at, p);
+      } else {
+        for (int h = 0; h < 2 && col + h < N; ++h) {
+          float v[1] = {alpha * d[i + h]};
+          if (beta != 0.f) v[0] += beta * jitk::to_float(c[at + h]);
+          chain.epilogue<1>(v, at + h, col + h);
+          c[at + h] = jitk::from_float<T>(v[0]);
+        }
       }
     }
   }

@@ -1,22 +1,31 @@
 // GPU benchmarks on one device, each with its baseline from the same run: launch cost vs raw
-// cuLaunchKernel, cold compile vs raw NVRTC, first use in a fresh process, and GB/s vs a D2D copy.
+// cuLaunchKernel, cold compile vs raw NVRTC, first use in a fresh process, GB/s vs a D2D copy, and
+// GEMM TFLOP/s vs cuBLAS (and tuned vs default tiles).
 // Prints one JSON object per line with --json: bench, value, unit, baseline, baseline_name, ratio.
+// --only compile,first_use,launch,bandwidth,gemm runs those sections (default: all, in that order).
 #include <cuda.h>
 #include <nvrtc.h>
 #include <unistd.h>
+#ifdef JITK_BENCH_CUBLAS
+#include <cublas_v2.h>
+#endif
 
 #include <algorithm>
 #include <functional>
 #include <chrono>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "jit/cache.hpp"
 #include "jit/cuda.hpp"
 #include "jit/kernels.hpp"
+#include "jit/tuning.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "jit/specializer.hpp"
 #include "runtime/get_kernel.hpp"
@@ -212,14 +221,370 @@ double run_child(const std::string& self, const std::string& cache, bool* from_d
   return ms;
 }
 
+// This program's own path, to run it again as a child.
+std::string self_path() {
+  char path[4096];
+  ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : "/proc/self/exe";
+}
+
+// ---- GEMM: jitk against cuBLAS on the same inputs, in TFLOP/s --------------------------------------
+
+using Gemm = kernels::Gemm;
+using Layout = Gemm::Layout;
+
+const jit::Target kCuda0{jit::Backend::Cuda, "", 0};
+
+// Relative L2 error limits. A 16-bit C rounds to 8 (bf16) or 11 (f16) bits; an f32 C summed in f32.
+constexpr double kHalfLimit = 1e-2;
+constexpr double kF32Limit = 1e-4;
+// Pure f32 (no TF32) lands near 1e-6 at k = 4096; inputs cut to TF32's 10-bit mantissas near 4e-4.
+constexpr double kNoTf32Limit = 2e-5;
+constexpr int kReferenceSamples = 512;  // entries of C checked against float64 sums
+
+// One GEMM: C (row-major m x n, ldc = n) = A B, A m x k and B k x n in the given layouts, tight strides.
+struct GemmCase {
+  jit::DType dtype;
+  Layout a_layout, b_layout;
+  Gemm::Shape shape;
+  std::string implementation = "";  // "" = the one jitk chooses
+
+  bool a_row() const { return a_layout == Layout::RowMajor; }
+  bool b_row() const { return b_layout == Layout::RowMajor; }
+  std::int64_t lda() const { return a_row() ? shape.k : shape.m; }
+  std::int64_t ldb() const { return b_row() ? shape.n : shape.k; }
+  double flops() const { return 2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) * static_cast<double>(shape.k); }
+  double tflops(double ms) const { return flops() / ms / 1e9; }
+  Gemm::Params params() const {
+    Gemm::Params p;
+    p.dtype = dtype;
+    p.a_layout = a_layout;
+    p.b_layout = b_layout;
+    return p;
+  }
+  std::string name() const {  // "gemm_bf16_row_col_4096x4096x4096"
+    return "gemm_" + std::string(jit::dtype_name(dtype)) + (a_row() ? "_row" : "_col") + (b_row() ? "_row_" : "_col_") +
+           std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k);
+  }
+};
+
+// A and B filled with values uniform in [-1, 1] (zeros can run faster) in the case's dtype and
+// uploaded once; the host keeps their rounded values for the float64 reference. Two outputs: one
+// for jitk, one for the baseline it is compared with.
+class GemmData {
+ public:
+  explicit GemmData(const GemmCase& g)
+      : g_(g),
+        a_(random_matrix(g.shape.m * g.shape.k, 1, a_host_)),
+        b_(random_matrix(g.shape.k * g.shape.n, 2, b_host_)),
+        c_(bytes(g.shape.m * g.shape.n)),
+        c_baseline_(bytes(g.shape.m * g.shape.n)) {}
+
+  const void* a() const { return a_.data(); }
+  const void* b() const { return b_.data(); }
+  void* c() const { return c_.data(); }
+  void* c_baseline() const { return c_baseline_.data(); }
+  Gemm::Args args(void* c) const {
+    const jit::DType t = g_.dtype;
+    return {g_.shape.m, g_.shape.n, g_.shape.k, 1.0, jit::ConstPtr(a(), t), g_.lda(), jit::ConstPtr(b(), t), g_.ldb(),
+            0.0, jit::MutPtr(c, t), g_.shape.n, {}};
+  }
+  std::vector<float> c_values() const { return values(c_); }
+  std::vector<float> baseline_values() const { return values(c_baseline_); }
+  // Relative L2 error of C on sampled entries against sums in float64 of the host's A and B.
+  double error_vs_float64(const std::vector<float>& c) const {
+    const auto [m, n, k] = g_.shape;
+    std::mt19937_64 rng(7);
+    double err = 0, norm = 0;
+    for (int s = 0; s < kReferenceSamples; ++s) {
+      const std::int64_t i = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(m));
+      const std::int64_t j = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n));
+      double sum = 0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        const double a = a_host_[static_cast<std::size_t>(g_.a_row() ? i * g_.lda() + p : p * g_.lda() + i)];
+        const double b = b_host_[static_cast<std::size_t>(g_.b_row() ? p * g_.ldb() + j : j * g_.ldb() + p)];
+        sum += a * b;
+      }
+      const double d = c[static_cast<std::size_t>(i * n + j)] - sum;
+      err += d * d;
+      norm += sum * sum;
+    }
+    return std::sqrt(err / norm);
+  }
+
+ private:
+  std::vector<float> values(const jit::cuda::DeviceArray<unsigned char>& array) const {
+    const std::vector<unsigned char> raw = array.download();
+    std::vector<float> out(raw.size() / jit::dtype_size(g_.dtype));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode(raw.data() + i * jit::dtype_size(g_.dtype));
+    return out;
+  }
+  jit::cuda::DeviceArray<unsigned char> bytes(std::int64_t count) const {
+    return jit::cuda::DeviceArray<unsigned char>(static_cast<std::size_t>(count) * jit::dtype_size(g_.dtype));
+  }
+  jit::cuda::DeviceArray<unsigned char> random_matrix(std::int64_t count, unsigned seed, std::vector<float>& rounded) const {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    const std::size_t n = static_cast<std::size_t>(count), size = jit::dtype_size(g_.dtype);
+    std::vector<unsigned char> raw(n * size);
+    rounded.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float x = uniform(rng);
+      unsigned char* at = raw.data() + i * size;
+      if (g_.dtype == jit::DType::f32) std::memcpy(at, &x, size);
+      else {
+        const std::uint16_t bits = g_.dtype == jit::DType::bf16 ? jit::to_bfloat16(x).bits : jit::to_half(x).bits;
+        std::memcpy(at, &bits, size);
+      }
+      rounded[i] = decode(at);
+    }
+    return jit::cuda::DeviceArray<unsigned char>(raw);
+  }
+  float decode(const unsigned char* at) const {
+    float f;
+    std::uint16_t bits;
+    switch (g_.dtype) {
+      case jit::DType::f32: std::memcpy(&f, at, sizeof f); return f;
+      case jit::DType::bf16: std::memcpy(&bits, at, sizeof bits); return jit::to_float(jit::bfloat16{bits});
+      case jit::DType::f16: std::memcpy(&bits, at, sizeof bits); return jit::to_float(jit::half{bits});
+      case jit::DType::f64: break;
+    }
+    throw jit::Error(jit::ErrorCode::InvalidArgument, "gemm bench: no f64 cases (cuBLAS is called with 32-bit compute)");
+  }
+
+  GemmCase g_;
+  std::vector<float> a_host_, b_host_;  // before a_ and b_, which fill them
+  jit::cuda::DeviceArray<unsigned char> a_, b_, c_, c_baseline_;
+};
+
+double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    err += d * d;
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(err / norm);
+}
+
+// Says one error on stderr; false (and a line that cannot be missed) when it is over the limit or NaN.
+bool check_error(const std::string& what, double error, double limit) {
+  const bool ok = error <= limit;
+  std::fprintf(stderr, "gemm check: %-72s rel. L2 %.2e (limit %.0e)%s\n", what.c_str(), error, limit,
+               ok ? "" : "  <-- GEMM CHECK FAILED");
+  return ok;
+}
+
+enum class CublasMath { F32, Tf32 };  // f32 inputs: exact f32 products, or inputs cut to TF32
+
+#ifdef JITK_BENCH_CUBLAS
+#define CUBLAS(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { std::fprintf(stderr, "%s: %s\n", #x, cublasGetStatusString(s_)); std::exit(1); } } while (0)
+
+// cuBLAS on the legacy default stream, where jitk's launches and device_ms's events also go.
+class Cublas {
+ public:
+  static constexpr bool kAvailable = true;
+  Cublas() {
+    CUBLAS(cublasCreate(&handle_));
+    CUBLAS(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));  // no TF32 unless a call's compute type asks
+  }
+  ~Cublas() { cublasDestroy(handle_); }
+  Cublas(const Cublas&) = delete;
+  Cublas& operator=(const Cublas&) = delete;
+
+  // C = A B for the case, accumulating in f32. cuBLAS is column-major, and a row-major m x n C is
+  // in memory the column-major n x m C^T = B^T A^T: so B is cuBLAS's first operand, A its second,
+  // and the sizes go n, m, k. A row-major operand's memory, read column-major, is already its
+  // transpose (op N); a column-major one is itself, so it needs op T. A row, B col gives (T, N).
+  void gemm(const GemmCase& g, const void* a, const void* b, void* c, CublasMath math = CublasMath::F32) const {
+    const cudaDataType t = g.dtype == jit::DType::f32 ? CUDA_R_32F : g.dtype == jit::DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    const cublasComputeType_t compute = math == CublasMath::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const float alpha = 1.0f, beta = 0.0f;  // CUBLAS_COMPUTE_32F*: float scalars
+    CUBLAS(cublasGemmEx(handle_, g.b_row() ? CUBLAS_OP_N : CUBLAS_OP_T, g.a_row() ? CUBLAS_OP_N : CUBLAS_OP_T,
+                        static_cast<int>(g.shape.n), static_cast<int>(g.shape.m), static_cast<int>(g.shape.k), &alpha,
+                        b, t, static_cast<int>(g.ldb()), a, t, static_cast<int>(g.lda()), &beta, c, t,
+                        static_cast<int>(g.shape.n), compute, CUBLAS_GEMM_DEFAULT));
+  }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+#else
+// Built without cuBLAS: the GEMM benches run with no baseline, and say so.
+class Cublas {
+ public:
+  static constexpr bool kAvailable = false;
+  void gemm(const GemmCase&, const void*, const void*, void*, CublasMath = CublasMath::F32) const {}
+};
+#endif
+
+// One case: jitk's result checked against cuBLAS's and float64 sums, then jitk's TFLOP/s over cuBLAS's.
+bool bench_gemm(const GemmCase& g, const Cublas& cublas) {
+  jit::Selection selection;
+  selection.implementation = g.implementation;
+  const auto k = jit::get<Gemm>(g.params(), kCuda0, selection);
+  const std::string label = g.name() + " " + k.implementation();
+  const bool sixteen_bit = g.dtype != jit::DType::f32;
+  if (sixteen_bit && g.a_row() && !g.b_row() && g.implementation.empty() && k.implementation() != "cuda-sm90a")
+    std::fprintf(stderr, "gemm note: %s chose %s, not cuda-sm90a (not a Hopper GPU?)\n", g.name().c_str(), k.implementation().c_str());
+  GemmData d(g);
+  const auto run_jitk = [&] { k.launch(d.args(d.c())); };
+  const auto run_cublas = [&] { cublas.gemm(g, d.a(), d.b(), d.c_baseline()); };
+  run_jitk();
+  const std::vector<float> c = d.c_values();
+  const double limit = sixteen_bit ? kHalfLimit : kF32Limit;
+  bool ok = check_error(label + " vs float64", d.error_vs_float64(c), limit);
+  double baseline = 0;
+  if (Cublas::kAvailable) {
+    run_cublas();
+    const std::vector<float> c_cublas = d.baseline_values();
+    ok &= check_error(g.name() + " cuBLAS vs float64", d.error_vs_float64(c_cublas), sixteen_bit ? kHalfLimit : kNoTf32Limit);
+    ok &= check_error(label + " vs cuBLAS", rel_l2(c, c_cublas), limit);
+    baseline = g.tflops(device_ms(run_cublas));
+  }
+  const double tflops = g.tflops(device_ms(run_jitk));
+  if (!ok) return false;  // no number for a wrong result
+  emit((g.name() + "_" + k.implementation() + "_TFLOPs").c_str(), tflops, "TFLOP/s", baseline,
+       Cublas::kAvailable ? "cuBLAS GemmEx, f32 accumulate" : "none: built without cuBLAS");
+  if (Cublas::kAvailable && !sixteen_bit) {  // for context: what cuBLAS gets when f32 inputs may be cut to TF32
+    const auto run_tf32 = [&] { cublas.gemm(g, d.a(), d.b(), d.c_baseline(), CublasMath::Tf32); };
+    run_tf32();
+    if (!check_error(g.name() + " cuBLAS TF32 vs float64", d.error_vs_float64(d.baseline_values()), kHalfLimit)) return false;
+    emit((g.name() + "_cublas_tf32_TFLOPs").c_str(), g.tflops(device_ms(run_tf32)), "TFLOP/s", baseline, "cuBLAS f32 without TF32");
+  }
+  return ok;
+}
+
+std::vector<GemmCase> gemm_cases() {
+  const Layout row = Layout::RowMajor, col = Layout::ColMajor;
+  const Gemm::Shape cube{4096, 4096, 4096};
+  return {
+      {jit::DType::bf16, row, col, cube},          // wgmma + TMA on Hopper
+      {jit::DType::f16, row, col, cube},
+      {jit::DType::bf16, row, col, cube, "cuda"},  // the generic implementation on the same work
+      {jit::DType::bf16, row, row, cube},          // generic: the sm90a path takes A row, B col only
+      // LLM projections: activations row-major, weights as nn.Linear keeps them (n x k row-major: B column-major)
+      {jit::DType::bf16, row, col, {8192, 4096, 4096}},   // prefill
+      {jit::DType::bf16, row, col, {16, 4096, 4096}},     // decode: reads the weights; their 32 MB stay in L2 between reps
+      {jit::DType::bf16, row, col, {4096, 11008, 4096}},  // Llama-7B MLP up projection
+      {jit::DType::f32, row, row, cube},
+  };
+}
+
+// Tuned against the default tiles (each in a fresh cache, so the tuning runs).
+std::vector<GemmCase> tuning_cases() {
+  const Gemm::Shape cube{4096, 4096, 4096};
+  return {{jit::DType::bf16, Layout::RowMajor, Layout::ColMajor, cube}, {jit::DType::f32, Layout::RowMajor, Layout::RowMajor, cube}};
+}
+
+// In a fresh process and cache (JITK_CACHE_DIR set by the parent): the first get_tuned of each
+// case, compiles of every candidate included, then the tuned kernel against the default tiles.
+int child_tune() {
+  if (!jit::cuda::available()) return 1;
+  bool ok = true;
+  for (const GemmCase& g : tuning_cases()) {
+    try {
+      const auto t0 = clock_type::now();
+      const auto tuned = jit::get_tuned<Gemm>(g.params(), g.shape, kCuda0);
+      const double tuning_ms = ms_since(t0);
+      const auto base = jit::get<Gemm>(g.params(), kCuda0);
+      bool decided = false;
+      for (const jit::TuningInfo& t : jit::cache::tuning())
+        if (t.base_params == Gemm::to_params(g.params()).to_string() && t.shape_class == Gemm::shape_class(g.shape)) {
+          std::fprintf(stderr, "gemm tuning: %s: %lld candidates in %.0f ms, %s at %.3f ms (default %.3f ms)\n", g.name().c_str(),
+                       static_cast<long long>(t.candidates), t.tuning_ms, t.choice.c_str(), t.best_ms, t.default_ms);
+          decided = true;
+        }
+      if (!decided)
+        std::fprintf(stderr, "gemm tuning: %s: no decision recorded (JITK_AUTOTUNE=0, or no cache on disk?)\n", g.name().c_str());
+      GemmData d(g);
+      const auto run_tuned = [&] { tuned.launch(d.args(d.c())); };
+      const auto run_base = [&] { base.launch(d.args(d.c_baseline())); };
+      run_tuned();
+      run_base();
+      const std::vector<float> c = d.c_values();
+      const double limit = g.dtype == jit::DType::f32 ? kF32Limit : kHalfLimit;
+      const std::string label = g.name() + " tuned " + tuned.implementation();
+      ok &= check_error(label + " vs float64", d.error_vs_float64(c), limit);
+      ok &= check_error(label + " vs default tiles", rel_l2(c, d.baseline_values()), limit);
+      const double tuned_ms = device_ms(run_tuned), base_ms = device_ms(run_base);
+      emit((g.name() + "_tuned_TFLOPs").c_str(), g.tflops(tuned_ms), "TFLOP/s", g.tflops(base_ms), "jitk default tiles, same run");
+      emit((g.name() + "_tuning_ms").c_str(), tuning_ms, "ms", std::max(0.0, base_ms - tuned_ms),
+           "ms saved a call (ratio: calls to repay)");
+    } catch (const jit::Error& e) {
+      std::fprintf(stderr, "gemm tuning: %s failed: %s  <-- GEMM CHECK FAILED\n", g.name().c_str(), e.what());
+      ok = false;
+    }
+  }
+  return ok ? 0 : 1;
+}
+
+// Every GEMM case against cuBLAS, then the tuning in a child with a cache of its own. False when a
+// result was wrong or a kernel could not be had.
+bool gemm_benches() {
+  if (!Cublas::kAvailable) std::fprintf(stderr, "gemm note: built without cuBLAS (no CUDA::cublas): no baselines\n");
+  bool ok = true;
+  {
+    Cublas cublas;
+    for (const GemmCase& g : gemm_cases()) {
+      try {
+        ok &= bench_gemm(g, cublas);
+      } catch (const jit::Error& e) {
+        std::fprintf(stderr, "gemm bench: %s failed: %s  <-- GEMM CHECK FAILED\n", g.name().c_str(), e.what());
+        ok = false;
+      }
+    }
+  }
+  char tmpl[] = "/tmp/jitk-gemm-tune-XXXXXX";
+  if (!::mkdtemp(tmpl)) {
+    std::fprintf(stderr, "gemm tuning: cannot make a cache dir: %s  <-- GEMM CHECK FAILED\n", std::strerror(errno));
+    return false;
+  }
+  const std::string cache = tmpl;
+  std::fflush(stdout);
+  const std::string cmd = "JITK_CACHE_DIR='" + cache + "' '" + self_path() + "' --child-tune" + (g_json ? " --json" : "");
+  if (std::system(cmd.c_str()) != 0) {
+    std::fprintf(stderr, "gemm tuning child failed  <-- GEMM CHECK FAILED\n");
+    ok = false;
+  }
+  std::system(("rm -rf '" + cache + "'").c_str());
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::vector<std::string> sections = {"compile", "first_use", "launch", "bandwidth", "gemm"};
+  std::vector<std::string> only_sections;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json")) g_json = true;
     if (!std::strcmp(argv[i], "--child-first-use")) return child_first_use();
     if (!std::strcmp(argv[i], "--child-compile-series")) return child_compile_series(6);
+    if (!std::strcmp(argv[i], "--child-tune")) {
+      for (int j = i + 1; j < argc; ++j) g_json |= !std::strcmp(argv[j], "--json");
+      return child_tune();
+    }
+    if (!std::strcmp(argv[i], "--only")) {
+      if (i + 1 == argc) {
+        std::fprintf(stderr, "--only needs section names: compile, first_use, launch, bandwidth, gemm\n");
+        return 2;
+      }
+      const std::string list = argv[++i];
+      for (std::size_t at = 0; at <= list.size();) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        only_sections.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
   }
+  for (const auto& name : only_sections)
+    if (std::find(sections.begin(), sections.end(), name) == sections.end()) {
+      std::fprintf(stderr, "--only: no section '%s' (sections: compile, first_use, launch, bandwidth, gemm)\n", name.c_str());
+      return 2;
+    }
+  const auto want = [&](const char* section) {
+    return only_sections.empty() || std::find(only_sections.begin(), only_sections.end(), section) != only_sections.end();
+  };
   if (!jit::cuda::available()) {
     std::printf("SKIPPED: no usable CUDA GPU: %s\n", jit::cuda::unavailable_reason().c_str());
     return 0;
@@ -229,7 +594,7 @@ int main(int argc, char** argv) {
   jit::cuda::synchronize();  // after the library made the primary context current on this thread
 
   // ---- cold compile: jitk vs raw NVRTC on the same text (fresh param value each rep: no cache)
-  {
+  if (want("compile")) {
     std::vector<double> jitk_ms, raw_ms;
     // Distinct texts each time (NVRTC must not see a text twice), alternating order, and row
     // lengths that are all multiples of 16 so both sides instantiate the same code paths.
@@ -256,7 +621,7 @@ int main(int argc, char** argv) {
 
   // ---- a kernel including CUB's block reduce: plain NVRTC vs NVRTC's automatic PCH (-pch), whose
   // first compile in a process builds the PCH and later ones with the same includes reuse it
-  {
+  if (want("compile")) {
     // (cub/cub.cuh itself does not compile under NVRTC 13: it pulls in host-only headers.)
     std::vector<double> lean;
     for (int v = 1; v <= 3; ++v) lean.push_back(nvrtc_ms(cub_text("cub/block/block_reduce.cuh", 10 + v), dev.arch, {}));
@@ -268,10 +633,8 @@ int main(int argc, char** argv) {
   }
 
   // ---- jitk's own cold compiles in a fresh process, with and without JITK_NVRTC_PCH=1
-  {
-    char path[4096];
-    ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
-    std::string self = n > 0 ? std::string(path, static_cast<std::size_t>(n)) : "";
+  if (want("compile")) {
+    const std::string self = self_path();
     auto series = [&](const char* pch, double* first, double* rest) {
       char tmpl[] = "/tmp/jitk-pch-XXXXXX";
       std::string cache = ::mkdtemp(tmpl);
@@ -289,13 +652,10 @@ int main(int argc, char** argv) {
   }
 
   // ---- first use in a fresh process: warm disk cache vs cold
-  {
+  if (want("first_use")) {
     char tmpl[] = "/tmp/jitk-gpu-bench-XXXXXX";
     std::string cache = ::mkdtemp(tmpl);
-    std::string self = "/proc/self/exe";
-    char path[4096];
-    ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
-    if (n > 0) self.assign(path, static_cast<std::size_t>(n));
+    const std::string self = self_path();
     std::vector<double> cold, warm;
     for (int rep = 0; rep < 3; ++rep) {
       std::system(("rm -rf '" + cache + "'").c_str());
@@ -311,7 +671,7 @@ int main(int argc, char** argv) {
   }
 
   // ---- launch cost: jit::Kernel vs raw cuLaunchKernel of the same function
-  {
+  if (want("launch")) {
     const std::int64_t n = 1024;
     jit::cuda::DeviceArray<float> x(n), y(n);
     x.fill_bytes(0);
@@ -349,7 +709,7 @@ int main(int argc, char** argv) {
   }
 
   // ---- bandwidth at large sizes vs a device-to-device copy of the same bytes
-  {
+  if (want("bandwidth")) {
     const std::int64_t rows = 16384, hidden = 8192;
     const std::size_t elems = static_cast<std::size_t>(rows * hidden);
     jit::cuda::DeviceArray<jit::bfloat16> xb(elems * 2), yb(elems * 2), wb(hidden);
@@ -513,6 +873,12 @@ int main(int argc, char** argv) {
           report(name.c_str(), 2.0 * elems * 2, ms, copy);
         }
       }
+  }
+
+  // ---- GEMM vs cuBLAS, and tuned vs default tiles
+  if (want("gemm") && !gemm_benches()) {
+    std::fprintf(stderr, "GEMM CHECK FAILED: see the lines marked above\n");
+    return 1;
   }
   return 0;
 }
