@@ -4,7 +4,7 @@
 # Builds build-gpu (Release), runs the gpu-labelled gemm tests, the GEMM benches against cuBLAS
 # (jitk_gpu_bench --only gemm) and the register/stack use of the kernels they compiled. Logs go to
 # $OUT (or ./gpu-out), at most 8 files: info.txt, tests.log, gemm_bench.jsonl, gemm_bench.err,
-# regs.txt (and build.log when the build fails). Exits non-zero when a test or a GEMM check failed.
+# regs.txt, gemm.png (and build.log when the build fails). Exits non-zero when a test or a GEMM check failed.
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -41,4 +41,6 @@ print(f"{'bench':<58} {'value':>10} {'unit':<8} {'baseline':>10} {'ratio':>7}  b
 for r in rows:
     print(f"{r['bench']:<58} {r['value']:>10.2f} {r['unit']:<8} {r['baseline']:>10.2f} {r['ratio']:>7.3f}  {r['baseline_name']}")
 EOF
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+python3 bench/gpu/plot_gemm.py "$out/gemm_bench.jsonl" "$out/gemm.png" "$gpu_name" 2>> "$out/gemm_bench.err" || echo "plot failed"
 [ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]

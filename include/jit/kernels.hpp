@@ -393,10 +393,11 @@ struct Gemm {
       tiles = {{4, 64, 256, 0}, {2, 128, 256, 0}, {8, 32, 256, 0}, {4, 128, 128, 0}, {8, 64, 512, 0}, {1, 256, 256, 0}, {16, 64, 128, 0}};
     } else {
       tiles = {{128, 128, 32, 3}, {128, 128, 32, 4}, {128, 256, 32, 3}, {256, 128, 32, 3}, {64, 128, 32, 4},
-               {128, 64, 32, 4},  {64, 64, 64, 4},   {128, 128, 64, 3}};
+               {128, 64, 32, 4},  {64, 64, 64, 4},   {128, 128, 64, 3}, {64, 64, 32, 6}};
       const bool wgmma = base.dtype != DType::f32 && base.a_layout == Layout::RowMajor && base.b_layout == Layout::ColMajor;
       if (wgmma)  // Hopper's wgmma path (tile_k 64); on other GPUs no implementation takes them
-        for (Tile t : {Tile{128, 256, 64, 4}, {128, 256, 64, 3}, {128, 128, 64, 5}, {128, 192, 64, 4}, {64, 256, 64, 5}, {128, 64, 64, 8}})
+        for (Tile t : {Tile{128, 256, 64, 4}, {128, 256, 64, 3}, {128, 128, 64, 5}, {128, 192, 64, 4}, {64, 256, 64, 5}, {128, 64, 64, 8},
+                       {64, 128, 64, 6}, {64, 64, 64, 8}})  // the last two: more blocks when M is small (decode)
           tiles.push_back(t);
     }
     std::vector<Params> out = {base};
