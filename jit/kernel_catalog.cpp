@@ -108,32 +108,67 @@ TilePlan gemm_cpu_plan(const ParamSet& p) {
   const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
   if (tm > 64) return {"tile_m = " + std::to_string(tm) + " is over 64 on the CPU"};
   if (tm * tn > 4096) return {"tile_m * tile_n = " + std::to_string(tm * tn) + " accumulators; at most 4096 on the CPU"};
-  return {};
+  return {"", 0, 0, tm, tn, int_param(p, "tile_k")};
 }
 
-// kernel_sources/gemm.cu: warps of 64 x 32 of C (WMMA 16x16x16 fragments) or threads of 8 x 8
-// (f32), so tile_m * tile_n / 64 threads; A and B tiles kept in their global layout, rows padded
-// by 16 bytes; the 16-bit types stage C through shared memory (float) for the epilogue.
-TilePlan gemm_cuda_plan(const ParamSet& p) {
-  const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n"), tk = int_param(p, "tile_k");
+// kernel_sources/gemm.cu's launch for a tile_m x tile_n tile walking tile_k slices, `stages` deep,
+// A and B slices kept in their global layout (rows padded by 16 bytes). f16/bf16: warps of
+// min(64, tile_m) x min(32, tile_n) (WMMA 16x16x16 fragments), C staged through shared memory
+// (float) for the epilogue; f32: 8 x 8 a thread, at least one warp.
+TilePlan cuda_tile_plan(const ParamSet& p, bool a_row, bool b_row, std::int64_t tm, std::int64_t tn, std::int64_t tk) {
   const std::int64_t stages = int_param(p, "stages");
   const bool f32 = text_is(p, "dtype", "f32");
-  if (tm % 64 || tn % 32 || tm < 64 || tn < 32)
-    return {tile_text(p) + ": tile_m must be a multiple of 64 and tile_n of 32 on CUDA"};
-  if (tm * tn > 64 * 1024) return {tile_text(p) + ": over 1024 threads (tile_m * tile_n / 64)"};
-  if (tk % 16 || tk > 128) return {tile_text(p) + ": tile_k must be a multiple of 16, at most 128, on CUDA"};
+  const std::string tile = "tile " + std::to_string(tm) + "x" + std::to_string(tn) + "x" + std::to_string(tk);
+  if (tm < 16 || tn < 16 || tm % 16 || tn % 16 || (tm > 64 && tm % 64) || (tn > 32 && tn % 32))
+    return {tile + ": tile_m must be 16, 32, 48, 64 or a multiple of 64, and tile_n 16 or a multiple of 32, on CUDA"};
+  if (tk % 16 || tk > 128) return {tile + ": tile_k must be a multiple of 16, at most 128, on CUDA"};
   if (stages < 2 || stages > 6) return {"stages = " + std::to_string(stages) + ": 2 to 6 on CUDA"};
+  const std::int64_t threads = f32 ? std::max<std::int64_t>(32, tm * tn / 64)
+                                   : (tm / std::min<std::int64_t>(64, tm)) * (tn / std::min<std::int64_t>(32, tn)) * 32;
+  if (threads > 1024) return {tile + ": over 1024 threads (tile_m * tile_n / 64)"};
   const std::int64_t elem = f32 ? 4 : 2, pad = 16 / elem;
-  const bool a_row = text_is(p, "a_layout", "row"), b_row = text_is(p, "b_layout", "row");
   const std::int64_t a_tile = a_row ? tm * (tk + pad) : tk * (tm + pad);
   const std::int64_t b_tile = b_row ? tk * (tn + pad) : tn * (tk + pad);
   const std::int64_t pipeline = stages * (a_tile + b_tile) * elem;
   const std::int64_t staging = f32 ? 0 : tm * (tn + 4) * 4;
-  TilePlan plan{"", static_cast<int>(tm * tn / 64), std::max(pipeline, staging)};
+  TilePlan plan{"", static_cast<int>(threads), std::max(pipeline, staging), tm, tn, tk};
   if (plan.shared_bytes > kMaxSharedBytes)
-    return {tile_text(p) + " x " + std::to_string(stages) + " stages needs " + std::to_string(plan.shared_bytes) +
+    return {tile + " x " + std::to_string(stages) + " stages needs " + std::to_string(plan.shared_bytes) +
             " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
   return plan;
+}
+
+TilePlan gemm_cuda_plan(const ParamSet& p) {
+  return cuda_tile_plan(p, text_is(p, "a_layout", "row"), text_is(p, "b_layout", "row"), int_param(p, "tile_m"),
+                        int_param(p, "tile_n"), int_param(p, "tile_k"));
+}
+
+// block_sparse_matmul on gemm.cu: a tile is tile_m rows by one block column, walking the blocks
+// of that column (forward) or row (backward_input) one block of K a slice; backward_weight's tile
+// is one block of dW, walking M in 32-row slices. Slices: X and dY row-major; W's blocks row-major
+// (forward) or read transposed (backward_input); X read transposed (backward_weight).
+TilePlan block_sparse_cuda_plan(const ParamSet& p) {
+  const std::int64_t bs = int_param(p, "block_size");
+  if (bs != 16 && bs != 32 && bs != 64) return {"block_size = " + std::to_string(bs) + ": 16, 32 or 64"};
+  if (text_is(p, "op", "backward_weight")) return cuda_tile_plan(p, false, true, bs, bs, 32);
+  return cuda_tile_plan(p, true, text_is(p, "op", "forward"), int_param(p, "tile_m"), bs, bs);
+}
+
+// kernel_sources/gemm_sm90.cu's block_sparse_matmul: 64-wide blocks (128-byte rows), a producer
+// warpgroup and tile_m / 64 consumers (backward_weight: one, its tile a block of dW).
+TilePlan block_sparse_sm90a_plan(const ParamSet& p) {
+  const std::int64_t bs = int_param(p, "block_size"), stages = int_param(p, "stages");
+  if (bs != 64) return {"block_size = " + std::to_string(bs) + ": cuda-sm90a takes 64 (the others run on 'cuda')"};
+  const std::int64_t tm = text_is(p, "op", "backward_weight") ? 64 : int_param(p, "tile_m");
+  if (tm != 64 && tm != 128) return {"tile_m = " + std::to_string(tm) + ": 64 or 128 on cuda-sm90a"};
+  if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
+  return {"", static_cast<int>(128 * (tm / 64 + 1)), stages * (tm + 64) * 64 * 2 + 1024 + 16 * stages, tm, 64, 64};
+}
+
+TilePlan block_sparse_cpu_plan(const ParamSet& p) {
+  const std::int64_t bs = int_param(p, "block_size");
+  if (bs != 16 && bs != 32 && bs != 64) return {"block_size = " + std::to_string(bs) + ": 16, 32 or 64"};
+  return {"", 0, 0, int_param(p, "tile_m"), bs, bs};
 }
 
 // kernel_sources/gemm_sm90.cu: a producer warpgroup loads A and B tiles (64 elements of K, 128-byte
@@ -148,7 +183,7 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   if (tm != 64 && tm != 128) return {tile_text(p) + ": tile_m must be 64 or 128 on cuda-sm90a (one warpgroup per 64 rows)"};
   if (tn % 64 || tn < 64) return {tile_text(p) + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
-  TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), stages * (tm + tn) * tk * 2 + 1024 + 16 * stages};
+  TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), stages * (tm + tn) * tk * 2 + 1024 + 16 * stages, tm, tn, tk};
   if (plan.shared_bytes > kMaxSharedBytes)
     return {tile_text(p) + " x " + std::to_string(stages) + " stages needs " + std::to_string(plan.shared_bytes) +
             " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
@@ -177,6 +212,30 @@ std::vector<Implementation> gemm_impls() {
   sm90.layout.tensor_maps = true;
   sm90.tile_plan = gemm_sm90a_plan;
   sm90.note = "Hopper: wgmma, TMA loads, a producer warpgroup; A row-major, B column-major";
+  return {std::move(cpu), std::move(cuda), std::move(sm90)};
+}
+
+std::vector<Implementation> block_sparse_impls() {
+  Implementation cpu = cpu_impl("block_sparse.cpp");
+  cpu.layout = {Kind::Tile, 256, 4, 1, 16, 64, 64, 1};
+  cpu.tile_plan = block_sparse_cpu_plan;
+  cpu.note = "host CPU, all cores; only the blocks present";
+  Implementation cuda = cuda_generic("gemm.cu", {Kind::Tile, 256, 4, 1, 128, 64, 64, 3}, "");
+  cuda.min_capability = 80;
+  cuda.tile_plan = block_sparse_cuda_plan;
+  cuda.note = "gemm.cu's tiles walking only the blocks present (WMMA f16/bf16, SIMT f32)";
+  Implementation sm90;
+  sm90.name = "cuda-sm90a";
+  sm90.backend = Backend::Cuda;
+  sm90.min_capability = sm90.max_capability = 90;
+  sm90.arch_suffix = "a";
+  sm90.priority = 1;
+  sm90.file = "gemm_sm90.cu";
+  sm90.dtypes = {DType::f16, DType::bf16};
+  sm90.layout = {Kind::Tile, 384, 4, 1, 128, 64, 64, 4};
+  sm90.layout.tensor_maps = true;
+  sm90.tile_plan = block_sparse_sm90a_plan;
+  sm90.note = "Hopper, 64-wide blocks: gemm_sm90.cu's wgmma + TMA pipeline walking only the blocks present";
   return {std::move(cpu), std::move(cuda), std::move(sm90)};
 }
 
@@ -236,6 +295,13 @@ std::vector<KernelDef> shipped_kernels() {
         {"stages", {}, 0, 8, "GPU: K slices in flight in shared memory (0: the default)"},
         epilogue_param()},
        gemm_impls()},
+      {"block_sparse_matmul", "X W, dY W^T, or X^T dY on W's support, W block-sparse (BlockMask)",
+       {{"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "element type (accumulation in float, double for f64)"},
+        {"op", {"forward", "backward_input", "backward_weight"}, 0, 0, "the product: X W, dY W^T, or X^T dY on W's support"},
+        {"block_size", {}, 16, 64, "the mask's blocks: 16, 32 or 64"},
+        {"tile_m", {}, 0, 256, "GPU: rows of X a block covers (0: the default)"},
+        {"stages", {}, 0, 8, "GPU: blocks of W in flight in shared memory (0: the default)"}},
+       block_sparse_impls()},
       {"fused_add_rms_norm", "residual += x, then y = rms_norm(residual) * weight, per row (one pass)",
        {dtype_param(), hidden_param()},
        // (cuda-sm90's text serves this kernel too, but measured slower here: 0.79 vs 0.95 of copy at 8192)
@@ -411,7 +477,7 @@ ParamSet resolve_tile(const Implementation& impl, const ParamSet& params) {
   const auto& l = impl.layout;
   for (auto [name, fallback] : {std::pair<const char*, int>{"tile_m", l.tile_m}, {"tile_n", l.tile_n}, {"tile_k", l.tile_k}, {"stages", l.stages}}) {
     const auto* v = params.find(name);
-    if (!v || std::get<std::int64_t>(*v) == 0) out.set(name, std::int64_t{fallback});
+    if (v && std::get<std::int64_t>(*v) == 0) out.set(name, std::int64_t{fallback});
   }
   return out;
 }

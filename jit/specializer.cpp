@@ -64,9 +64,9 @@ LaunchShape tile_shape(const Implementation& impl, const ParamSet& params) {
   if (!plan.problem.empty()) throw Error(ErrorCode::InvalidParams, impl.name + ": " + plan.problem);
   LaunchShape shape;
   shape.block = plan.threads;
-  shape.tile_m = std::get<std::int64_t>(*resolved.find("tile_m"));
-  shape.tile_n = std::get<std::int64_t>(*resolved.find("tile_n"));
-  shape.tile_k = std::get<std::int64_t>(*resolved.find("tile_k"));
+  shape.tile_m = plan.tile_m;
+  shape.tile_n = plan.tile_n;
+  shape.tile_k = plan.tile_k;
   shape.shared_bytes = plan.shared_bytes;
   shape.tensor_maps = impl.layout.tensor_maps;
   return shape;
@@ -211,10 +211,12 @@ std::string describe_launch(const Implementation& impl, const ParamSet& params) 
   const bool tiled = impl.layout.kind == GpuLayout::Kind::Tile;
   if (tiled) {
     const ParamSet r = resolve_tile(impl, params);
-    auto n = [&](const char* name) { return std::to_string(std::get<std::int64_t>(*r.find(name))); };
-    std::string out = "tile " + n("tile_m") + "x" + n("tile_n") + "x" + n("tile_k");
+    const TilePlan plan = tile_plan(impl, r);
+    std::string out = "tile " + std::to_string(plan.tile_m) + "x" + std::to_string(plan.tile_n) + "x" + std::to_string(plan.tile_k);
     if (impl.backend == Backend::Cpu) return out + ", all cores";
-    return out + " " + n("stages") + " st, " + std::to_string(tile_shape(impl, params).block) + " thr";
+    const auto* stages = r.find("stages");
+    if (stages) out += " " + std::to_string(std::get<std::int64_t>(*stages)) + " st";
+    return out + ", " + std::to_string(plan.threads) + " thr";
   }
   if (impl.backend == Backend::Cpu) return "all cores";
   const LaunchShape shape = gpu_shape(impl.layout, params);

@@ -1,23 +1,40 @@
-// gemm on any CUDA GPU from sm_80: C = alpha * A B + beta * C, then the epilogue chain; C row-major
-// M x N (ldc), A (M x K) and B (K x N) row- or column-major (JITK_A_LAYOUT_*, JITK_B_LAYOUT_*).
+// gemm and block_sparse_matmul on any CUDA GPU from sm_80.
+//   gemm: C = alpha * A B + beta * C, then the epilogue chain; C row-major M x N (ldc), A (M x K)
+//     and B (K x N) row- or column-major (JITK_A_LAYOUT_*, JITK_B_LAYOUT_*).
+//   block_sparse_matmul (W: K x N of BLOCK_SIZE blocks, its support in `index`, its values the
+//     present blocks, row-major each, in block-row order):
+//     forward          Y = alpha X W + beta Y      (X: M x K, Y: M x N)
+//     backward_input   dX = alpha dY W^T + beta dX (dY: M x N, dX: M x K)
+//     backward_weight  dW = alpha X^T dY + beta dW on W's support only
 //
-// One block per TILE_M x TILE_N tile of C (TILE_M * TILE_N / 64 threads), walking K in TILE_K
-// slices that cp.async keeps STAGES deep in shared memory. The slices stay in their global
-// layout (each row padded by 16 bytes against bank conflicts), so every layout loads with
-// 16-byte copies; partial tiles and unaligned matrices fall back to element copies with zeros.
-//   f16, bf16: each warp multiplies 64 x 32 of the tile with WMMA 16x16x16 tensor-core fragments
-//              (float accumulators), staged through shared memory for the epilogue.
+// One block per TM x TN tile of the output, walking K in TK slices that cp.async keeps STAGES
+// deep in shared memory. The slices stay in their global layout (each row padded by 16 bytes
+// against bank conflicts), so every layout loads with 16-byte copies; partial tiles and
+// unaligned matrices fall back to element copies with zeros.
+//   f16, bf16: each warp multiplies min(64, TM) x min(32, TN) of the tile with WMMA 16x16x16
+//              tensor-core fragments (float accumulators), staged through shared memory for the epilogue.
 //   f32:       each thread accumulates 8 x 8 (two 4-row by two 4-column blocks) with FMAs.
-// Blocks run in groups of 8 tile rows so neighbouring blocks share A and B in L2.
+// gemm's blocks run in groups of 8 tile rows so neighbouring blocks share A and B in L2.
 #include "jitk_gpu.h"
 #if !JITK_DTYPE_F32
 #include <mma.h>
 #endif
 
-constexpr int TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K, STAGES = JITK_STAGES;
-constexpr int THREADS = JITK_BLOCK;
-static_assert(THREADS == TM * TN / 64, "gemm.cu: the host's tile plan and this text disagree on the threads");
-constexpr int V = 16 / sizeof(T);  // elements in a 16-byte copy, and the row padding
+#if JITK_KERNEL_BLOCK_SPARSE_MATMUL
+constexpr int BS = JITK_BLOCK_SIZE;
+#if JITK_OP_BACKWARD_WEIGHT
+constexpr int TM = BS, TN = BS, TK = 32;
+constexpr bool A_ROW = false, B_ROW = true;  // A = X^T (X row-major), B = dY
+#else
+constexpr int TM = JITK_TILE_M, TN = BS, TK = BS;
+#if JITK_OP_FORWARD
+constexpr bool A_ROW = true, B_ROW = true;  // A = X, B = a block of W
+#else
+constexpr bool A_ROW = true, B_ROW = false;  // A = dY, B = a block of W read as its transpose
+#endif
+#endif
+#else
+constexpr int TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K;
 #if JITK_A_LAYOUT_COL
 constexpr bool A_ROW = false;
 #else
@@ -28,6 +45,17 @@ constexpr bool B_ROW = false;
 #else
 constexpr bool B_ROW = true;
 #endif
+#endif
+constexpr int STAGES = JITK_STAGES;
+constexpr int THREADS = JITK_BLOCK;
+#if JITK_DTYPE_F32
+constexpr int WORKERS = TM * TN / 64;  // threads with an 8 x 8 share; the rest (small tiles) only load
+#else
+constexpr int WARP_M = TM < 64 ? TM : 64, WARP_N = TN < 32 ? TN : 32;
+constexpr int WORKERS = TM / WARP_M * (TN / WARP_N) * 32;
+#endif
+static_assert(THREADS == (WORKERS < 32 ? 32 : WORKERS), "gemm.cu: the host's tile plan and this text disagree on the threads");
+constexpr int V = 16 / sizeof(T);  // elements in a 16-byte copy, and the row padding
 // Shared-memory slices: A as [TM][TK] (row-major) or [TK][TM]; B as [TK][TN] or [TN][TK].
 constexpr int A_OUTER = A_ROW ? TM : TK, A_INNER = A_ROW ? TK : TM, A_LD = A_INNER + V;
 constexpr int B_OUTER = B_ROW ? TK : TN, B_INNER = B_ROW ? TN : TK, B_LD = B_INNER + V;
@@ -63,18 +91,51 @@ __device__ inline void load_slice(T* s, const T* __restrict__ g, i64 ld, i64 o0,
   }
 }
 
-struct Slices {
+// The slices a tile walks: load(sa, sb, t) copies slice t of A and B into shared memory.
+#if JITK_KERNEL_BLOCK_SPARSE_MATMUL
+// index: row_ptr[block_rows + 1], col_of[nnz], row_of[nnz], col_ptr[block_cols + 1], by_col[nnz]
+// (block ids column by column). Block b's values are at w + b * BS * BS.
+struct Walk {
+  const T* __restrict__ a;
+  const T* __restrict__ b;
+  i64 M, lda, ldb;
+  i64 a_cols, b_cols;  // the columns of A's and B's matrices (X: K, dY: N)
+  const int* __restrict__ ids;    // forward: the blocks walked, by id; backward_input: null (ids first, first + 1, ...)
+  const int* __restrict__ other;  // forward: each block's row; backward_input: its column
+  i64 m0;
+  int first;                  // backward_input: the first block of the row
+  int block_row, block_col;   // backward_weight: the block of dW
+  bool a_vec, b_vec;
+  __device__ void load(T* sa, T* sb, i64 t) const {
+#if JITK_OP_BACKWARD_WEIGHT
+    // A = X^T: rows k0.. of X, the columns of the block row; B: dY's columns of the block column
+    const i64 k0 = t * TK;
+    load_slice<A_OUTER, A_INNER, A_LD>(sa, a, lda, k0, static_cast<i64>(block_row) * BS, M, a_cols, a_vec);
+    load_slice<B_OUTER, B_INNER, B_LD>(sb, b, ldb, k0, static_cast<i64>(block_col) * BS, M, b_cols, b_vec);
+#else
+    // Slice t is one block: A's columns of its row (forward) or column; B the block, copied as it
+    // is (forward reads it as [k][n], backward_input as [n][k]: the transpose).
+    const int id = ids ? ids[t] : first + static_cast<int>(t);
+    load_slice<A_OUTER, A_INNER, A_LD>(sa, a, lda, m0, static_cast<i64>(other[id]) * BS, M, a_cols, a_vec);
+    load_slice<B_OUTER, B_INNER, B_LD>(sb, b + static_cast<i64>(id) * BS * BS, BS, 0, 0, BS, BS, b_vec);
+#endif
+  }
+};
+#else
+struct Walk {
   const T* __restrict__ a;
   const T* __restrict__ b;
   i64 M, N, K, lda, ldb, m0, n0;
   bool a_vec, b_vec;
-  __device__ void load(T* sa, T* sb, i64 k0) const {
+  __device__ void load(T* sa, T* sb, i64 t) const {
+    const i64 k0 = t * TK;
     if (A_ROW) load_slice<A_OUTER, A_INNER, A_LD>(sa, a, lda, m0, k0, M, K, a_vec);
     else load_slice<A_OUTER, A_INNER, A_LD>(sa, a, lda, k0, m0, K, M, a_vec);
     if (B_ROW) load_slice<B_OUTER, B_INNER, B_LD>(sb, b, ldb, k0, n0, K, N, b_vec);
     else load_slice<B_OUTER, B_INNER, B_LD>(sb, b, ldb, n0, k0, N, K, b_vec);
   }
 };
+#endif
 
 // The value written to C at (r, col): alpha * acc (+ beta * C), then the epilogue chain.
 __device__ inline void write_c(T* __restrict__ c, i64 ldc, i64 r, i64 col, float acc, float alpha, float beta,
@@ -88,7 +149,7 @@ __device__ inline void write_c(T* __restrict__ c, i64 ldc, i64 r, i64 col, float
 
 #if !JITK_DTYPE_F32
 using namespace nvcuda;
-constexpr int WARPS_N = TN / 32;
+constexpr int WARPS_N = TN / WARP_N, FM = WARP_M / 16, FN = WARP_N / 16;
 template <bool Row> struct Major { using type = wmma::row_major; };
 template <> struct Major<false> { using type = wmma::col_major; };
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, typename Major<A_ROW>::type>;
@@ -98,43 +159,43 @@ constexpr int C_LD = TN + 4;  // the float staging of C
 static_assert(TM * C_LD * 4 <= JITK_SHARED_BYTES, "gemm.cu: C's staging needs more shared memory than the host planned");
 
 struct Accumulators {
-  FragC f[4][2];  // the warp's 64 x 32: 4 x 2 fragments
+  FragC f[FM][FN];  // the warp's WARP_M x WARP_N
   int wm, wn;
   __device__ Accumulators() : wm((threadIdx.x / 32) / WARPS_N), wn((threadIdx.x / 32) % WARPS_N) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < FM; ++i)
 #pragma unroll
-      for (int j = 0; j < 2; ++j) wmma::fill_fragment(f[i][j], 0.f);
+      for (int j = 0; j < FN; ++j) wmma::fill_fragment(f[i][j], 0.f);
   }
   __device__ void multiply(const T* sa, const T* sb) {
 #pragma unroll
     for (int kk = 0; kk < TK; kk += 16) {
-      FragA fa[4];
-      FragB fb[2];
+      FragA fa[FM];
+      FragB fb[FN];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int m = wm * 64 + i * 16;
+      for (int i = 0; i < FM; ++i) {
+        const int m = wm * WARP_M + i * 16;
         wmma::load_matrix_sync(fa[i], A_ROW ? sa + m * A_LD + kk : sa + kk * A_LD + m, A_LD);
       }
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int n = wn * 32 + j * 16;
+      for (int j = 0; j < FN; ++j) {
+        const int n = wn * WARP_N + j * 16;
         wmma::load_matrix_sync(fb[j], B_ROW ? sb + kk * B_LD + n : sb + n * B_LD + kk, B_LD);
       }
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < FM; ++i)
 #pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::mma_sync(f[i][j], fa[i], fb[j], f[i][j]);
+        for (int j = 0; j < FN; ++j) wmma::mma_sync(f[i][j], fa[i], fb[j], f[i][j]);
     }
   }
   // Through shared memory (the fragments' element order is the hardware's), then coalesced rows.
   __device__ void store(float* staging, T* __restrict__ c, i64 M, i64 N, i64 ldc, i64 m0, i64 n0, float alpha, float beta,
                         const jitk_chain& chain) const {
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < FM; ++i)
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
-        wmma::store_matrix_sync(staging + (wm * 64 + i * 16) * C_LD + wn * 32 + j * 16, f[i][j], C_LD, wmma::mem_row_major);
+      for (int j = 0; j < FN; ++j)
+        wmma::store_matrix_sync(staging + (wm * WARP_M + i * 16) * C_LD + wn * WARP_N + j * 16, f[i][j], C_LD, wmma::mem_row_major);
     __syncthreads();
     for (int e = threadIdx.x; e < TM * TN; e += THREADS) {
       const int r = e / TN, col = e % TN;
@@ -158,6 +219,7 @@ struct Accumulators {
   __device__ static int row(int ty, int i) { return (i < 4 ? 0 : TM / 2) + ty * 4 + (i & 3); }
   __device__ static int col(int tx, int j) { return (j < 4 ? 0 : TN / 2) + tx * 4 + (j & 3); }
   __device__ void multiply(const float* sa, const float* sb) {
+    if (WORKERS < THREADS && threadIdx.x >= WORKERS) return;
 #pragma unroll 4
     for (int k = 0; k < TK; ++k) {
       float av[8], bv[8];
@@ -187,6 +249,7 @@ struct Accumulators {
   }
   __device__ void store(float*, T* __restrict__ c, i64 M, i64 N, i64 ldc, i64 m0, i64 n0, float alpha, float beta,
                         const jitk_chain& chain) const {
+    if (WORKERS < THREADS && threadIdx.x >= WORKERS) return;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const i64 r = m0 + row(ty, i);
@@ -201,10 +264,72 @@ struct Accumulators {
 };
 #endif
 
+// The K walk: STAGES - 1 slices in flight while one is multiplied.
+__device__ inline void run_tile(const Walk& walk, i64 slices, T* sa, T* sb, Accumulators& acc) {
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < slices) walk.load(sa + st * A_ELEMS, sb + st * B_ELEMS, st);
+    cp_async_commit();
+  }
+  for (i64 kt = 0; kt < slices; ++kt) {
+    cp_async_wait<STAGES - 2>();  // slice kt has landed
+    __syncthreads();              // ... for every thread, and slice kt - 1's slot is free
+    const i64 next = kt + STAGES - 1;
+    if (next < slices) walk.load(sa + (next % STAGES) * A_ELEMS, sb + (next % STAGES) * B_ELEMS, next);
+    cp_async_commit();
+    acc.multiply(sa + (kt % STAGES) * A_ELEMS, sb + (kt % STAGES) * B_ELEMS);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the staging of C reuses the slices' memory
+}
+
 // Two blocks an SM (at most 128 registers a thread at 256 threads): one block of 8 warps left
 // the FMA pipes waiting on shared memory (f32 at 4096^3 on the H100: 28 TFLOP/s, 145 registers).
-JITK_GPU_KERNEL_MIN_BLOCKS(2)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b, i64 ldb,
-                float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows) {
+#if JITK_KERNEL_BLOCK_SPARSE_MATMUL
+// M: rows of X (and dY); K x N: W's shape (block_rows x block_cols blocks); a, b, c per op (above).
+JITK_GPU_KERNEL_MIN_BLOCKS(2)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
+                              i64 ldb, float beta, T* __restrict__ c, i64 ldc, const int* __restrict__ index, i64 block_rows,
+                              i64 block_cols, i64 nnz JITK_CHAIN_PARAMS, i64 rows) {
+  extern __shared__ __align__(128) unsigned char jitk_smem[];
+  const jitk_chain chain{JITK_CHAIN_ARGS};
+  const int* row_ptr = index;
+  const int* col_of = row_ptr + block_rows + 1;
+  const int* row_of = col_of + nnz;
+  const int* col_ptr = row_of + nnz;
+  const int* by_col = col_ptr + block_cols + 1;
+  T* sa = reinterpret_cast<T*>(jitk_smem);
+  T* sb = sa + STAGES * A_ELEMS;
+  Accumulators acc;
+#if JITK_OP_BACKWARD_WEIGHT
+  const int id = blockIdx.x;  // one block of dW
+  const Walk walk{a, b, M, lda, ldb, K, N, nullptr, nullptr, 0, 0, row_of[id], col_of[id],
+                  jitk::aligned16(a) && lda % V == 0, jitk::aligned16(b) && ldb % V == 0};
+  run_tile(walk, (M + TK - 1) / TK, sa, sb, acc);
+  acc.store(reinterpret_cast<float*>(jitk_smem), c + static_cast<i64>(id) * BS * BS, BS, BS, BS, 0, 0, alpha, beta, chain);
+#else
+  // forward: tile (rows m0.., block column j) over column j's blocks; backward_input: tile (rows
+  // m0.., dX's block column r = W's block row r) over row r's blocks.
+  const i64 tiles_m = (M + TM - 1) / TM;
+  const i64 m0 = (blockIdx.x % tiles_m) * TM, j = blockIdx.x / tiles_m;
+#if JITK_OP_FORWARD
+  const int* ids = by_col + col_ptr[j];
+  const i64 slices = col_ptr[j + 1] - col_ptr[j];
+  const Walk walk{a, b, M, lda, ldb, K, N, ids, row_of, m0, 0, 0, 0, jitk::aligned16(a) && lda % V == 0, jitk::aligned16(b)};
+  const i64 out_cols = N;
+#else
+  // row r's blocks are ids row_ptr[r] .. row_ptr[r + 1] - 1; ids_from[t] = row_ptr[r] + t
+  const i64 first = row_ptr[j], slices = row_ptr[j + 1] - first;
+  const Walk walk{a, b, M, lda, ldb, N, K, nullptr, col_of, m0, static_cast<int>(first), 0, 0, jitk::aligned16(a) && lda % V == 0,
+                  jitk::aligned16(b)};
+  const i64 out_cols = K;
+#endif
+  run_tile(walk, slices, sa, sb, acc);
+  acc.store(reinterpret_cast<float*>(jitk_smem), c, M, out_cols, ldc, m0, j * BS, alpha, beta, chain);
+#endif
+}
+#else
+JITK_GPU_KERNEL_MIN_BLOCKS(2)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
+                              i64 ldb, float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows) {
   extern __shared__ __align__(128) unsigned char jitk_smem[];
   const jitk_chain chain{JITK_CHAIN_ARGS};
   // Tiles in groups of 8 tile rows, column by column within a group.
@@ -212,26 +337,11 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(i64 M, i64 N, i64 K, float alpha, const T* __restr
   const i64 group = 8, per_group = group * tiles_n, bid = blockIdx.x;
   const i64 first = bid / per_group * group, in_group = tiles_m - first < group ? tiles_m - first : group;
   const i64 m0 = (first + (bid % per_group) % in_group) * TM, n0 = (bid % per_group) / in_group * TN;
-
   T* sa = reinterpret_cast<T*>(jitk_smem);
   T* sb = sa + STAGES * A_ELEMS;
-  const Slices s{a, b, M, N, K, lda, ldb, m0, n0, jitk::aligned16(a) && lda % V == 0, jitk::aligned16(b) && ldb % V == 0};
+  const Walk walk{a, b, M, N, K, lda, ldb, m0, n0, jitk::aligned16(a) && lda % V == 0, jitk::aligned16(b) && ldb % V == 0};
   Accumulators acc;
-  const i64 slices = (K + TK - 1) / TK;
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < slices) s.load(sa + st * A_ELEMS, sb + st * B_ELEMS, st * TK);
-    cp_async_commit();
-  }
-  for (i64 kt = 0; kt < slices; ++kt) {
-    cp_async_wait<STAGES - 2>();  // slice kt has landed
-    __syncthreads();              // ... for every thread, and slice kt - 1's slot is free
-    const i64 next = kt + STAGES - 1;
-    if (next < slices) s.load(sa + (next % STAGES) * A_ELEMS, sb + (next % STAGES) * B_ELEMS, next * TK);
-    cp_async_commit();
-    acc.multiply(sa + (kt % STAGES) * A_ELEMS, sb + (kt % STAGES) * B_ELEMS);
-  }
-  cp_async_wait<0>();
-  __syncthreads();  // the staging of C reuses the slices' memory
+  run_tile(walk, (K + TK - 1) / TK, sa, sb, acc);
   acc.store(reinterpret_cast<float*>(jitk_smem), c, M, N, ldc, m0, n0, alpha, beta, chain);
 }
+#endif

@@ -11,7 +11,25 @@
 // stores to C are bounds-checked. setmaxnreg moves registers from the producer to the consumers.
 #include "jitk_gpu.h"
 
-constexpr int TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K, STAGES = JITK_STAGES;
+#if JITK_KERNEL_BLOCK_SPARSE_MATMUL
+// block_sparse_matmul (block_size 64), as gemm.cu lays the products out: a tile walks the blocks of
+// a block column (forward) or row (backward_input) of W, one block a K slice; backward_weight's
+// tile is one block of dW, walking M. W's blocks are rows of K for backward_input's B (K-major);
+// forward reads them N-major, backward_weight reads X M-major and dY N-major (wgmma transposes).
+constexpr int BS = JITK_BLOCK_SIZE;
+static_assert(BS == 64, "gemm_sm90.cu: block_sparse_matmul takes 64-wide blocks (128-byte rows)");
+#if JITK_OP_BACKWARD_WEIGHT
+constexpr int TM = 64, TA = 1, TB = 1;
+#elif JITK_OP_FORWARD
+constexpr int TM = JITK_TILE_M, TA = 0, TB = 1;
+#else
+constexpr int TM = JITK_TILE_M, TA = 0, TB = 0;
+#endif
+constexpr int TN = 64, TK = 64;
+#else
+constexpr int TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K, TA = 0, TB = 0;
+#endif
+constexpr int STAGES = JITK_STAGES;
 constexpr int CONSUMERS = TM / 64;
 static_assert(TK == 64 && TM % 64 == 0 && TN % 64 == 0 && TN <= 256, "gemm_sm90.cu: tile the host's plan refuses");
 static_assert(JITK_BLOCK == 128 * (CONSUMERS + 1), "gemm_sm90.cu: the host's tile plan and this text disagree on the threads");
@@ -60,12 +78,19 @@ __device__ inline void tma_load(void* dst, const TensorMap* map, u64* bar, int i
 }
 
 // ---- wgmma ----
-// A shared-memory matrix descriptor: K-major rows of 128 bytes, 128-byte swizzle, 8-row groups
-// 1024 bytes apart; `p` 1024-byte aligned but for the K offset inside the row.
-__device__ inline u64 descriptor(const T* p) {
+// A shared-memory matrix descriptor for 128-byte swizzled rows, 8-row groups 1024 bytes apart.
+// K-major (rows of the M or N dimension, K contiguous): `p` 1024-byte aligned but for the K
+// offset inside the row; the leading offset is unused. M/N-major (rows of K, 64 elements of M or N
+// contiguous): the stride offset steps 8 rows of K, the leading one a next 64 elements of M or N
+// (a tile has one).
+__device__ inline u64 descriptor(const T* p, bool mn_major) {
   const u64 addr = smem_addr(p);
-  return ((addr & 0x3FFFF) >> 4) | (u64(16 >> 4) << 16) | (u64(1024 >> 4) << 32) | (u64(1) << 62);
+  const u64 leading = mn_major ? 8192 : 16;
+  return ((addr & 0x3FFFF) >> 4) | (u64(leading >> 4) << 16) | (u64(1024 >> 4) << 32) | (u64(1) << 62);
 }
+// Where k-step kk (16 of K) starts in a slot of `rows` rows: K-major, kk elements into every row;
+// M/N-major, kk rows down.
+__device__ inline const T* k_step(const T* slot, int kk, bool mn_major) { return mn_major ? slot + kk * 64 : slot + kk; }
 __device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ inline void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
@@ -74,25 +99,25 @@ template <int N> __device__ inline void keep_registers(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-__device__ inline void wgmma_n64(float (&d)[32], u64 da, u64 db, int accumulate) {
+template <int TA, int TB> __device__ inline void wgmma_n64(float (&d)[32], u64 da, u64 db, int accumulate) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." WGMMA_TYPE "." WGMMA_TYPE " "
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
-               "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+               "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
                  "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
                  "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
                  "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
                  "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-               : "l"(da), "l"(db), "r"(accumulate));
+               : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
 }
-__device__ inline void wgmma_n128(float (&d)[64], u64 da, u64 db, int accumulate) {
+template <int TA, int TB> __device__ inline void wgmma_n128(float (&d)[64], u64 da, u64 db, int accumulate) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." WGMMA_TYPE "." WGMMA_TYPE " "
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
                "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
                "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "
-               "%59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+               "%59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
                  "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
                  "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
@@ -103,16 +128,16 @@ __device__ inline void wgmma_n128(float (&d)[64], u64 da, u64 db, int accumulate
                  "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
                  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
                  "+f"(d[63])
-               : "l"(da), "l"(db), "r"(accumulate));
+               : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
 }
-__device__ inline void wgmma_n192(float (&d)[96], u64 da, u64 db, int accumulate) {
+template <int TA, int TB> __device__ inline void wgmma_n192(float (&d)[96], u64 da, u64 db, int accumulate) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n192k16.f32." WGMMA_TYPE "." WGMMA_TYPE " "
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
                "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
                "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "
                "%59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "
-               "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+               "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1, %99, %100;\n}\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
                  "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
                  "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
@@ -127,9 +152,9 @@ __device__ inline void wgmma_n192(float (&d)[96], u64 da, u64 db, int accumulate
                  "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
                  "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
                  "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-               : "l"(da), "l"(db), "r"(accumulate));
+               : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
 }
-__device__ inline void wgmma_n256(float (&d)[128], u64 da, u64 db, int accumulate) {
+template <int TA, int TB> __device__ inline void wgmma_n256(float (&d)[128], u64 da, u64 db, int accumulate) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n256k16.f32." WGMMA_TYPE "." WGMMA_TYPE " "
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
@@ -138,7 +163,7 @@ __device__ inline void wgmma_n256(float (&d)[128], u64 da, u64 db, int accumulat
                "%59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "
                "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, "
                "%97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, "
-               "%114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+               "%114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, %131, %132;\n}\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
                  "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
                  "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
@@ -158,17 +183,84 @@ __device__ inline void wgmma_n256(float (&d)[128], u64 da, u64 db, int accumulat
                  "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
                  "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
                  "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-               : "l"(da), "l"(db), "r"(accumulate));
+               : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
 }
-template <int N> struct Wgmma;
-template <> struct Wgmma<64> { __device__ static void run(float (&d)[32], u64 a, u64 b, int acc) { wgmma_n64(d, a, b, acc); } };
-template <> struct Wgmma<128> { __device__ static void run(float (&d)[64], u64 a, u64 b, int acc) { wgmma_n128(d, a, b, acc); } };
-template <> struct Wgmma<192> { __device__ static void run(float (&d)[96], u64 a, u64 b, int acc) { wgmma_n192(d, a, b, acc); } };
-template <> struct Wgmma<256> { __device__ static void run(float (&d)[128], u64 a, u64 b, int acc) { wgmma_n256(d, a, b, acc); } };
 
+// TA, TB: A, B M- or N-major (transposed: rows of K in shared memory) instead of K-major.
+template <int N, int TA, int TB> struct Wgmma;
+template <int TA, int TB> struct Wgmma<64, TA, TB> {
+  __device__ static void run(float (&d)[32], u64 a, u64 b, int acc) { wgmma_n64<TA, TB>(d, a, b, acc); }
+};
+template <int TA, int TB> struct Wgmma<128, TA, TB> {
+  __device__ static void run(float (&d)[64], u64 a, u64 b, int acc) { wgmma_n128<TA, TB>(d, a, b, acc); }
+};
+template <int TA, int TB> struct Wgmma<192, TA, TB> {
+  __device__ static void run(float (&d)[96], u64 a, u64 b, int acc) { wgmma_n192<TA, TB>(d, a, b, acc); }
+};
+template <int TA, int TB> struct Wgmma<256, TA, TB> {
+  __device__ static void run(float (&d)[128], u64 a, u64 b, int acc) { wgmma_n256<TA, TB>(d, a, b, acc); }
+};
+
+// Where a tile reads and writes: slice t's A and B box coordinates (inner, outer), and C's block.
+struct Plan {
+  i64 m0, n0;           // C's rows and columns the tile starts at
+  T* c;                 // C (backward_weight: the block of dW)
+  i64 ldc, rows, cols;  // C's leading dimension and bounds
+  int slices;
+#if JITK_KERNEL_BLOCK_SPARSE_MATMUL
+  const int* ids;        // forward: the blocks walked by id; backward_input: null (first, first + 1, ...)
+  const int* other;      // forward: each block's row; backward_input: its column
+  int first, block_row, block_col;
+  __device__ void coords(int t, int& a_in, int& a_out, int& b_in, int& b_out) const {
+#if JITK_OP_BACKWARD_WEIGHT
+    a_in = block_row * BS, a_out = t * TK, b_in = block_col * BS, b_out = t * TK;
+#else
+    const int id = ids ? ids[t] : first + t;
+    a_in = other[id] * BS, a_out = static_cast<int>(m0), b_in = 0, b_out = id * BS;
+#endif
+  }
+#else
+  __device__ void coords(int t, int& a_in, int& a_out, int& b_in, int& b_out) const {
+    a_in = t * TK, a_out = static_cast<int>(m0), b_in = t * TK, b_out = static_cast<int>(n0);
+  }
+#endif
+};
+
+#if JITK_KERNEL_BLOCK_SPARSE_MATMUL
+JITK_GPU_KERNEL_MIN_BLOCKS(1)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b, i64 ldb,
+                              float beta, T* __restrict__ c, i64 ldc, const int* __restrict__ index, i64 block_rows,
+                              i64 block_cols, i64 nnz JITK_CHAIN_PARAMS, i64 rows, const __grid_constant__ TensorMap map_a,
+                              const __grid_constant__ TensorMap map_b) {
+  const int* row_ptr = index;
+  const int* col_of = row_ptr + block_rows + 1;
+  const int* row_of = col_of + nnz;
+  const int* col_ptr = row_of + nnz;
+  const int* by_col = col_ptr + block_cols + 1;
+  Plan plan;
+#if JITK_OP_BACKWARD_WEIGHT
+  const int id = blockIdx.x;
+  plan = {0, 0, c + static_cast<i64>(id) * BS * BS, BS, BS, BS, static_cast<int>((M + TK - 1) / TK), nullptr, nullptr, 0,
+          row_of[id], col_of[id]};
+#else
+  const i64 tiles_m = (M + TM - 1) / TM, m0 = (blockIdx.x % tiles_m) * TM;
+  const int j = static_cast<int>(blockIdx.x / tiles_m);
+#if JITK_OP_FORWARD
+  plan = {m0, j * BS, c, ldc, M, N, col_ptr[j + 1] - col_ptr[j], by_col + col_ptr[j], row_of, 0, 0, 0};
+#else
+  plan = {m0, j * BS, c, ldc, M, K, row_ptr[j + 1] - row_ptr[j], nullptr, col_of, row_ptr[j], 0, 0};
+#endif
+#endif
+#else
 JITK_GPU_KERNEL_MIN_BLOCKS(1)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b, i64 ldb,
                               float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows,
                               const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b) {
+  // Tiles in groups of 8 tile rows, column by column within a group.
+  const i64 tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN;
+  const i64 group = 8, per_group = group * tiles_n, bid = blockIdx.x;
+  const i64 first = bid / per_group * group, in_group = tiles_m - first < group ? tiles_m - first : group;
+  const Plan plan{(first + (bid % per_group) % in_group) * TM, (bid % per_group) / in_group * TN, c, ldc, M, N,
+                  static_cast<int>((K + TK - 1) / TK)};
+#endif
   extern __shared__ __align__(1024) unsigned char jitk_smem[];
   // Slots 1024-byte aligned (the swizzle's period), then the barriers.
   unsigned char* base = jitk_smem + ((1024 - smem_addr(jitk_smem) % 1024) % 1024);
@@ -176,12 +268,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(1)(i64 M, i64 N, i64 K, float alpha, const T* __restr
   T* sb = sa + STAGES * A_SLOT;
   u64* full = reinterpret_cast<u64*>(sb + STAGES * B_SLOT);
   u64* empty = full + STAGES;
-
-  const i64 tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN;
-  const i64 group = 8, per_group = group * tiles_n, bid = blockIdx.x;
-  const i64 first = bid / per_group * group, in_group = tiles_m - first < group ? tiles_m - first : group;
-  const i64 m0 = (first + (bid % per_group) % in_group) * TM, n0 = (bid % per_group) / in_group * TN;
-  const int slices = static_cast<int>((K + TK - 1) / TK);
+  const int slices = plan.slices;
 
   const int warpgroup = threadIdx.x / 128, t = threadIdx.x % 128;
   if (threadIdx.x == 0) {
@@ -199,9 +286,11 @@ JITK_GPU_KERNEL_MIN_BLOCKS(1)(i64 M, i64 N, i64 K, float alpha, const T* __restr
       for (int kt = 0; kt < slices; ++kt) {
         const int s = kt % STAGES, round = kt / STAGES;
         if (round > 0) bar_wait(&empty[s], (round - 1) & 1);  // the consumers are done with the slot's last use
+        int a_in, a_out, b_in, b_out;
+        plan.coords(kt, a_in, a_out, b_in, b_out);
         bar_expect_bytes(&full[s], SLOT_BYTES);
-        tma_load(sa + s * A_SLOT, &map_a, &full[s], kt * TK, static_cast<int>(m0));
-        tma_load(sb + s * B_SLOT, &map_b, &full[s], kt * TK, static_cast<int>(n0));
+        tma_load(sa + s * A_SLOT, &map_a, &full[s], a_in, a_out);
+        tma_load(sb + s * B_SLOT, &map_b, &full[s], b_in, b_out);
       }
     }
   } else {  // a consumer: rows [64 * (warpgroup - 1), +64) of the tile
@@ -213,12 +302,13 @@ JITK_GPU_KERNEL_MIN_BLOCKS(1)(i64 M, i64 N, i64 K, float alpha, const T* __restr
     for (int kt = 0; kt < slices; ++kt) {
       const int s = kt % STAGES;
       bar_wait(&full[s], (kt / STAGES) & 1);
-      const T* as = sa + s * A_SLOT + w * 64 * TK;
+      const T* as = sa + s * A_SLOT + w * 64 * TK;  // (M-major A: one consumer, w = 0)
       const T* bs = sb + s * B_SLOT;
       keep_registers(d);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < TK; kk += 16) Wgmma<TN>::run(d, descriptor(as + kk), descriptor(bs + kk), 1);
+      for (int kk = 0; kk < TK; kk += 16)
+        Wgmma<TN, TA, TB>::run(d, descriptor(k_step(as, kk, TA), TA), descriptor(k_step(bs, kk, TB), TB), 1);
       wgmma_commit();
       keep_registers(d);
       // One slice's products stay in flight while the next slice is awaited: once the previous
@@ -232,29 +322,31 @@ JITK_GPU_KERNEL_MIN_BLOCKS(1)(i64 M, i64 N, i64 K, float alpha, const T* __restr
     // columns j*8 + (t%4)*2 (+1): registers 4j + {0, 1} and 4j + {2, 3}. Pairs of columns are
     // stored together where C and the chain's tensors allow.
     const jitk_chain chain{JITK_CHAIN_ARGS};
-    const i64 r0 = m0 + w * 64 + (t / 32) * 16 + (t % 32) / 4;
-    const bool pairs = ldc % 2 == 0 && jitk::aligned16(c) && chain.aligned();
+    T* __restrict__ out = plan.c;
+    const i64 ld = plan.ldc, M_out = plan.rows, N_out = plan.cols;
+    const i64 r0 = plan.m0 + w * 64 + (t / 32) * 16 + (t % 32) / 4;
+    const bool pairs = ld % 2 == 0 && jitk::aligned16(out) && chain.aligned();
 #pragma unroll
     for (int i = 0; i < TN / 2; i += 2) {
-      const i64 r = r0 + 8 * ((i / 2) % 2), col = n0 + (i / 4) * 8 + (t % 4) * 2;
-      if (r >= M || col >= N) continue;
-      const i64 at = r * ldc + col;
-      if (pairs && col + 1 < N) {
+      const i64 r = r0 + 8 * ((i / 2) % 2), col = plan.n0 + (i / 4) * 8 + (t % 4) * 2;
+      if (r >= M_out || col >= N_out) continue;
+      const i64 at = r * ld + col;
+      if (pairs && col + 1 < N_out) {
         float v[2] = {alpha * d[i], alpha * d[i + 1]};
         if (beta != 0.f) {
-          const auto old = jitk::load<2>(c + at);
+          const auto old = jitk::load<2>(out + at);
           v[0] += beta * jitk::to_float(old.v[0]), v[1] += beta * jitk::to_float(old.v[1]);
         }
         chain.epilogue<2>(v, at, col);
         jitk::Pack<T, 2> p;
         p.v[0] = jitk::from_float<T>(v[0]), p.v[1] = jitk::from_float<T>(v[1]);
-        jitk::store<2>(c + at, p);
+        jitk::store<2>(out + at, p);
       } else {
-        for (int h = 0; h < 2 && col + h < N; ++h) {
+        for (int h = 0; h < 2 && col + h < N_out; ++h) {
           float v[1] = {alpha * d[i + h]};
-          if (beta != 0.f) v[0] += beta * jitk::to_float(c[at + h]);
+          if (beta != 0.f) v[0] += beta * jitk::to_float(out[at + h]);
           chain.epilogue<1>(v, at + h, col + h);
-          c[at + h] = jitk::from_float<T>(v[0]);
+          out[at + h] = jitk::from_float<T>(v[0]);
         }
       }
     }

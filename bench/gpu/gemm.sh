@@ -2,7 +2,7 @@
 # The GEMM check on the device machine, run in one call from the repo root:
 #   carry [".gpu-deps"], command: bash bench/gpu/gemm.sh
 # Builds build-gpu (Release), runs the gpu-labelled gemm tests, the GEMM benches against cuBLAS
-# (jitk_gpu_bench --only gemm) and the register/stack use of the kernels they compiled. Logs go to
+# (jitk_gpu_bench --only gemm,block_sparse) and the register/stack use of the kernels they compiled. Logs go to
 # $OUT (or ./gpu-out), at most 8 files: info.txt, tests.log, gemm_bench.jsonl, gemm_bench.err,
 # regs.txt, gemm.png (and build.log when the build fails). Exits non-zero when a test or a GEMM check failed.
 set -uo pipefail
@@ -17,11 +17,11 @@ grep -q "JITK_BENCH_CUBLAS" build-gpu/build.ninja || echo "note: built without c
 export JITK_CACHE_DIR=$(mktemp -d /tmp/jitk-gemm-XXXXXX)
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; ./build-gpu/jitk info; } 2>&1 | tee "$out/info.txt"
 
-(cd build-gpu && ctest -L gpu -R gemm --output-on-failure) > "$out/tests.log" 2>&1
+(cd build-gpu && ctest -L gpu -R "gemm|block_sparse" --output-on-failure) > "$out/tests.log" 2>&1
 tests_rc=$?
 echo "gemm gpu tests exit: $tests_rc"; tail -5 "$out/tests.log"
 
-./build-gpu/bench/gpu/jitk_gpu_bench --json --only gemm > "$out/gemm_bench.jsonl" 2> "$out/gemm_bench.err"
+./build-gpu/bench/gpu/jitk_gpu_bench --json --only gemm,block_sparse > "$out/gemm_bench.jsonl" 2> "$out/gemm_bench.err"
 bench_rc=$?
 echo "gemm bench exit: $bench_rc"
 grep -E "FAILED|failed|note" "$out/gemm_bench.err"
@@ -29,10 +29,10 @@ grep -E "FAILED|failed|note" "$out/gemm_bench.err"
 # the kernels the benches compiled into this cache (the tuning child's cache is gone by now)
 bash bench/gpu/regs.sh "$JITK_CACHE_DIR" ./build-gpu/jitk > "$out/regs.txt" 2>&1
 echo "--- registers, stack, shared memory of the gemm kernels"
-grep -E "^gemm" "$out/regs.txt"
+grep -E "^(gemm|block_sparse)" "$out/regs.txt"
 
 echo "--- the checks (rel. L2 error against float64 sums and against the baseline)"
-grep -E "^gemm (check|tuning)" "$out/gemm_bench.err"
+grep -E "^(gemm (check|tuning)|block_sparse check)" "$out/gemm_bench.err"
 echo "--- jitk vs its baseline (ratio = jitk / baseline)"
 python3 - "$out/gemm_bench.jsonl" <<'EOF'
 import json, sys

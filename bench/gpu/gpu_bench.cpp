@@ -1,8 +1,10 @@
 // GPU benchmarks on one device, each with its baseline from the same run: launch cost vs raw
-// cuLaunchKernel, cold compile vs raw NVRTC, first use in a fresh process, GB/s vs a D2D copy, and
-// GEMM TFLOP/s vs cuBLAS (and tuned vs default tiles).
+// cuLaunchKernel, cold compile vs raw NVRTC, first use in a fresh process, GB/s vs a D2D copy,
+// GEMM TFLOP/s vs cuBLAS (and tuned vs default tiles), and block-sparse matmul's speed-up over
+// dense cuBLAS on the same shape.
 // Prints one JSON object per line with --json: bench, value, unit, baseline, baseline_name, ratio.
-// --only compile,first_use,launch,bandwidth,gemm runs those sections (default: all, in that order).
+// --only compile,first_use,launch,bandwidth,gemm,block_sparse runs those sections (default: all,
+// in that order).
 #include <cuda.h>
 #include <nvrtc.h>
 #include <unistd.h>
@@ -12,7 +14,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <chrono>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -268,17 +272,64 @@ struct GemmCase {
   }
 };
 
-// A and B filled with values uniform in [-1, 1] (zeros can run faster) in the case's dtype and
-// uploaded once; the host keeps their rounded values for the float64 reference. Two outputs: one
-// for jitk, one for the baseline it is compared with.
+// A 16-bit or f32 value at `at` as a float.
+float decode(jit::DType dtype, const unsigned char* at) {
+  float f;
+  std::uint16_t bits;
+  switch (dtype) {
+    case jit::DType::f32: std::memcpy(&f, at, sizeof f); return f;
+    case jit::DType::bf16: std::memcpy(&bits, at, sizeof bits); return jit::to_float(jit::bfloat16{bits});
+    case jit::DType::f16: std::memcpy(&bits, at, sizeof bits); return jit::to_float(jit::half{bits});
+    case jit::DType::f64: break;
+  }
+  throw jit::Error(jit::ErrorCode::InvalidArgument, "gpu bench: no f64 cases (cuBLAS is called with 32-bit compute)");
+}
+
+// `count` values uniform in [-1, 1] (zeros can run faster) in dtype's bytes, from `seed`; `rounded`,
+// when given, gets the values they hold (for float64 references).
+std::vector<unsigned char> random_values(jit::DType dtype, std::int64_t count, unsigned seed, std::vector<float>* rounded = nullptr) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const std::size_t n = static_cast<std::size_t>(count), size = jit::dtype_size(dtype);
+  std::vector<unsigned char> raw(n * size);
+  if (rounded) rounded->resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float x = uniform(rng);
+    unsigned char* at = raw.data() + i * size;
+    if (dtype == jit::DType::f32) std::memcpy(at, &x, size);
+    else {
+      const std::uint16_t bits = dtype == jit::DType::bf16 ? jit::to_bfloat16(x).bits : jit::to_half(x).bits;
+      std::memcpy(at, &bits, size);
+    }
+    if (rounded) (*rounded)[i] = decode(dtype, at);
+  }
+  return raw;
+}
+
+// Room on the device for `count` values of dtype.
+jit::cuda::DeviceArray<unsigned char> device_values(jit::DType dtype, std::int64_t count) {
+  return jit::cuda::DeviceArray<unsigned char>(static_cast<std::size_t>(count) * jit::dtype_size(dtype));
+}
+
+// A device array of dtype's values, downloaded as floats.
+std::vector<float> download_values(jit::DType dtype, const jit::cuda::DeviceArray<unsigned char>& array) {
+  const std::vector<unsigned char> raw = array.download();
+  std::vector<float> out(raw.size() / jit::dtype_size(dtype));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode(dtype, raw.data() + i * jit::dtype_size(dtype));
+  return out;
+}
+
+// A and B filled with random_values in the case's dtype and uploaded once; the host keeps their
+// rounded values for the float64 reference. Two outputs: one for jitk, one for the baseline it is
+// compared with.
 class GemmData {
  public:
   explicit GemmData(const GemmCase& g)
       : g_(g),
-        a_(random_matrix(g.shape.m * g.shape.k, 1, a_host_)),
-        b_(random_matrix(g.shape.k * g.shape.n, 2, b_host_)),
-        c_(bytes(g.shape.m * g.shape.n)),
-        c_baseline_(bytes(g.shape.m * g.shape.n)) {}
+        a_(random_values(g.dtype, g.shape.m * g.shape.k, 1, &a_host_)),
+        b_(random_values(g.dtype, g.shape.k * g.shape.n, 2, &b_host_)),
+        c_(device_values(g.dtype, g.shape.m * g.shape.n)),
+        c_baseline_(device_values(g.dtype, g.shape.m * g.shape.n)) {}
 
   const void* a() const { return a_.data(); }
   const void* b() const { return b_.data(); }
@@ -289,8 +340,8 @@ class GemmData {
     return {g_.shape.m, g_.shape.n, g_.shape.k, 1.0, jit::ConstPtr(a(), t), g_.lda(), jit::ConstPtr(b(), t), g_.ldb(),
             0.0, jit::MutPtr(c, t), g_.shape.n, {}};
   }
-  std::vector<float> c_values() const { return values(c_); }
-  std::vector<float> baseline_values() const { return values(c_baseline_); }
+  std::vector<float> c_values() const { return download_values(g_.dtype, c_); }
+  std::vector<float> baseline_values() const { return download_values(g_.dtype, c_baseline_); }
   // Relative L2 error of C on sampled entries against sums in float64 of the host's A and B.
   double error_vs_float64(const std::vector<float>& c) const {
     const auto [m, n, k] = g_.shape;
@@ -313,45 +364,6 @@ class GemmData {
   }
 
  private:
-  std::vector<float> values(const jit::cuda::DeviceArray<unsigned char>& array) const {
-    const std::vector<unsigned char> raw = array.download();
-    std::vector<float> out(raw.size() / jit::dtype_size(g_.dtype));
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode(raw.data() + i * jit::dtype_size(g_.dtype));
-    return out;
-  }
-  jit::cuda::DeviceArray<unsigned char> bytes(std::int64_t count) const {
-    return jit::cuda::DeviceArray<unsigned char>(static_cast<std::size_t>(count) * jit::dtype_size(g_.dtype));
-  }
-  jit::cuda::DeviceArray<unsigned char> random_matrix(std::int64_t count, unsigned seed, std::vector<float>& rounded) const {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    const std::size_t n = static_cast<std::size_t>(count), size = jit::dtype_size(g_.dtype);
-    std::vector<unsigned char> raw(n * size);
-    rounded.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const float x = uniform(rng);
-      unsigned char* at = raw.data() + i * size;
-      if (g_.dtype == jit::DType::f32) std::memcpy(at, &x, size);
-      else {
-        const std::uint16_t bits = g_.dtype == jit::DType::bf16 ? jit::to_bfloat16(x).bits : jit::to_half(x).bits;
-        std::memcpy(at, &bits, size);
-      }
-      rounded[i] = decode(at);
-    }
-    return jit::cuda::DeviceArray<unsigned char>(raw);
-  }
-  float decode(const unsigned char* at) const {
-    float f;
-    std::uint16_t bits;
-    switch (g_.dtype) {
-      case jit::DType::f32: std::memcpy(&f, at, sizeof f); return f;
-      case jit::DType::bf16: std::memcpy(&bits, at, sizeof bits); return jit::to_float(jit::bfloat16{bits});
-      case jit::DType::f16: std::memcpy(&bits, at, sizeof bits); return jit::to_float(jit::half{bits});
-      case jit::DType::f64: break;
-    }
-    throw jit::Error(jit::ErrorCode::InvalidArgument, "gemm bench: no f64 cases (cuBLAS is called with 32-bit compute)");
-  }
-
   GemmCase g_;
   std::vector<float> a_host_, b_host_;  // before a_ and b_, which fill them
   jit::cuda::DeviceArray<unsigned char> a_, b_, c_, c_baseline_;
@@ -367,11 +379,14 @@ double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
   return std::sqrt(err / norm);
 }
 
-// Says one error on stderr; false (and a line that cannot be missed) when it is over the limit or NaN.
-bool check_error(const std::string& what, double error, double limit) {
+// Says one error on stderr as "<section> check: ..."; false (and a line that cannot be missed,
+// "<-- <SECTION> CHECK FAILED") when it is over the limit or NaN.
+bool check_error(const std::string& what, double error, double limit, const std::string& section = "gemm") {
   const bool ok = error <= limit;
-  std::fprintf(stderr, "gemm check: %-72s rel. L2 %.2e (limit %.0e)%s\n", what.c_str(), error, limit,
-               ok ? "" : "  <-- GEMM CHECK FAILED");
+  std::string loud = section;
+  for (char& ch : loud) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  std::fprintf(stderr, "%s check: %-72s rel. L2 %.2e (limit %.0e)%s\n", section.c_str(), what.c_str(), error, limit,
+               ok ? "" : ("  <-- " + loud + " CHECK FAILED").c_str());
   return ok;
 }
 
@@ -551,10 +566,224 @@ bool gemm_benches() {
   return ok;
 }
 
+// ---- block-sparse matmul: jitk's sparse products against dense cuBLAS on the full shape -----------
+
+using BlockSparse = kernels::BlockSparseMatmul;
+using SparseOp = BlockSparse::Op;
+
+constexpr SparseOp kSparseOps[] = {SparseOp::Forward, SparseOp::BackwardInput, SparseOp::BackwardWeight};
+constexpr double kSparseCheckDensity = 0.25;  // the support on which each op is checked against dense cuBLAS
+
+// One support of W (K x N) with its values (random, in id order), on the host and the device.
+struct SparseWeight {
+  double target_density;  // what the mask was drawn with (mask.density() is what it got)
+  jit::BlockMask mask;
+  std::vector<unsigned char> values_host;
+  jit::cuda::DeviceArray<unsigned char> values;
+  jit::cuda::DeviceArray<std::int32_t> index;
+
+  SparseWeight(std::int64_t K, std::int64_t N, std::int64_t block, double density, jit::DType dtype, unsigned seed)
+      : target_density(density),
+        mask(jit::BlockMask::random(K, N, block, density, seed)),
+        values_host(random_values(dtype, mask.nnz() * block * block, seed + 100)),
+        values(values_host),
+        index(mask.index()) {}
+
+  // W dense (K x N row-major): the values at their blocks, zeros elsewhere.
+  std::vector<unsigned char> dense(jit::DType dtype) const {
+    const std::int64_t bs = mask.block(), N = mask.cols();
+    const std::size_t size = jit::dtype_size(dtype);
+    std::vector<unsigned char> w(static_cast<std::size_t>(mask.rows() * N) * size, 0);
+    for (std::int64_t id = 0; id < mask.nnz(); ++id)
+      for (std::int64_t i = 0; i < bs; ++i)
+        std::memcpy(w.data() + static_cast<std::size_t>((mask.row_of(id) * bs + i) * N + mask.col_of(id) * bs) * size,
+                    values_host.data() + static_cast<std::size_t>(id * bs * bs + i * bs) * size, static_cast<std::size_t>(bs) * size);
+    return w;
+  }
+  // A dense K x N (row-major) cut down to the support's blocks, in the values' order.
+  std::vector<float> gather(const std::vector<float>& dense) const {
+    const std::int64_t bs = mask.block(), N = mask.cols();
+    std::vector<float> out;
+    out.reserve(static_cast<std::size_t>(mask.nnz() * bs * bs));
+    for (std::int64_t id = 0; id < mask.nnz(); ++id)
+      for (std::int64_t i = 0; i < bs; ++i) {
+        const auto row = dense.begin() + (mask.row_of(id) * bs + i) * N + mask.col_of(id) * bs;
+        out.insert(out.end(), row, row + bs);
+      }
+    return out;
+  }
+  std::string name(jit::DType dtype, SparseOp op) const {  // "block_sparse_bf16_forward_b64_d0.10"
+    char density[16];
+    std::snprintf(density, sizeof density, "%.2f", target_density);
+    return "block_sparse_" + std::string(jit::dtype_name(dtype)) + "_" + BlockSparse::op_name(op) + "_b" +
+           std::to_string(mask.block()) + "_d" + density;
+  }
+};
+
+// X (m x K) and dY (m x N), random and uploaded once, a random dense W (K x N) for the dense
+// baseline's timing, and two outputs (jitk's and cuBLAS's), each large enough for any op's.
+class BlockSparseData {
+ public:
+  BlockSparseData(jit::DType dtype, std::int64_t m, std::int64_t K, std::int64_t N)
+      : dtype_(dtype), m_(m), K_(K), N_(N),
+        x_(random_values(dtype, m * K, 1)),
+        dy_(random_values(dtype, m * N, 2)),
+        w_full_(random_values(dtype, K * N, 3)),
+        out_(device_values(dtype, std::max({m * N, m * K, K * N}))),
+        out_dense_(device_values(dtype, std::max({m * N, m * K, K * N}))) {
+    out_.fill_bytes(0);  // beta = 0 everywhere, but no NaN garbage in what a check reads
+    out_dense_.fill_bytes(0);
+  }
+
+  void* out() const { return out_.data(); }
+  void* out_dense() const { return out_dense_.data(); }
+  std::vector<float> out_values() const { return download_values(dtype_, out_); }
+  std::vector<float> out_dense_values() const { return download_values(dtype_, out_dense_); }
+  const void* w_full() const { return w_full_.data(); }
+  std::int64_t m() const { return m_; }
+  jit::DType dtype() const { return dtype_; }
+
+  // The kernel's arguments for `op` with W = w, writing `c` (beta = 0).
+  BlockSparse::Args args(SparseOp op, const SparseWeight& w, void* c) const {
+    const jit::DType t = dtype_;
+    const jit::ConstPtr values(w.values.data(), t);
+    switch (op) {
+      case SparseOp::Forward:  // Y = X W
+        return {m_, 1.0, jit::ConstPtr(x_.data(), t), K_, values, 0, 0.0, jit::MutPtr(c, t), N_, &w.mask, w.index.data()};
+      case SparseOp::BackwardInput:  // dX = dY W^T
+        return {m_, 1.0, jit::ConstPtr(dy_.data(), t), N_, values, 0, 0.0, jit::MutPtr(c, t), K_, &w.mask, w.index.data()};
+      case SparseOp::BackwardWeight:  // dW = X^T dY on W's support
+        break;
+    }
+    return {m_, 1.0, jit::ConstPtr(x_.data(), t), K_, jit::ConstPtr(dy_.data(), t), N_, 0.0, jit::MutPtr(c, t), 0, &w.mask, w.index.data()};
+  }
+
+  // The dense GEMM doing op's work with a dense W (K x N row-major), C row-major and tight. A
+  // row-major matrix's memory read column-major is its transpose: W's gives W^T, X's gives X^T.
+  GemmCase dense_case(SparseOp op) const {
+    const Layout row = Layout::RowMajor, col = Layout::ColMajor;
+    switch (op) {
+      case SparseOp::Forward: return {dtype_, row, row, {m_, N_, K_}};        // X W
+      case SparseOp::BackwardInput: return {dtype_, row, col, {m_, K_, N_}};  // dY W^T
+      case SparseOp::BackwardWeight: break;
+    }
+    return {dtype_, col, row, {K_, N_, m_}};  // X^T dY
+  }
+  // cuBLAS on op's dense GEMM with W = w (dense K x N on the device), into c.
+  void dense(SparseOp op, const Cublas& cublas, const void* w, void* c) const {
+    const GemmCase g = dense_case(op);
+    switch (op) {
+      case SparseOp::Forward: cublas.gemm(g, x_.data(), w, c); return;
+      case SparseOp::BackwardInput: cublas.gemm(g, dy_.data(), w, c); return;
+      case SparseOp::BackwardWeight: cublas.gemm(g, x_.data(), dy_.data(), c); return;
+    }
+  }
+  // Values op writes: Y's, dX's or dW's (the support's blocks).
+  std::int64_t outputs(SparseOp op, const SparseWeight& w) const {
+    return op == SparseOp::Forward ? m_ * N_ : op == SparseOp::BackwardInput ? m_ * K_ : w.mask.nnz() * w.mask.block() * w.mask.block();
+  }
+
+ private:
+  jit::DType dtype_;
+  std::int64_t m_, K_, N_;
+  jit::cuda::DeviceArray<unsigned char> x_, dy_, w_full_, out_, out_dense_;
+};
+
+BlockSparse::Params block_sparse_params(jit::DType dtype, SparseOp op, std::int64_t block) {
+  BlockSparse::Params p;
+  p.dtype = dtype;
+  p.op = op;
+  p.block_size = block;
+  return p;
+}
+
+// Each op's output on w against cuBLAS on the dense W (zeros off the support); backward_weight's
+// against the dense X^T dY gathered at the support's blocks. False when one is over the limit.
+bool check_block_sparse(const BlockSparseData& d, const SparseWeight& w, const Cublas& cublas) {
+  const jit::DType t = d.dtype();
+  const jit::cuda::DeviceArray<unsigned char> dense_w(w.dense(t));
+  bool ok = true;
+  for (SparseOp op : kSparseOps) {
+    const auto k = jit::get<BlockSparse>(block_sparse_params(t, op, w.mask.block()), kCuda0);
+    k.launch(d.args(op, w, d.out()));
+    d.dense(op, cublas, dense_w.data(), d.out_dense());
+    const std::size_t n = static_cast<std::size_t>(d.outputs(op, w));
+    std::vector<float> got = d.out_values(), want = d.out_dense_values();
+    got.resize(n);
+    if (op == SparseOp::BackwardWeight) want = w.gather(want);
+    want.resize(n);
+    char density[32];
+    std::snprintf(density, sizeof density, " (density %.3f)", w.mask.density());
+    ok &= check_error(w.name(t, op) + density + " " + k.implementation() + " vs dense cuBLAS", rel_l2(got, want), kHalfLimit,
+                      "block_sparse");
+  }
+  return ok;
+}
+
+// bf16 block-sparse products at m = K = N = 4096 for two block sizes and three densities, each op
+// against dense cuBLAS doing the same op on the full shape: the speed-up over dense (baseline: the
+// ideal 1 / density) and the sparse kernel's effective TFLOP/s. Every op is checked first on the
+// supports of density kSparseCheckDensity; false (and no timing) when a check fails or a kernel
+// could not be had.
+bool block_sparse_benches() {
+  if (!Cublas::kAvailable) {
+    std::fprintf(stderr, "block_sparse note: built without cuBLAS (no CUDA::cublas): no dense baseline, section skipped\n");
+    return true;
+  }
+  const jit::DType t = jit::DType::bf16;
+  const std::int64_t m = 4096, K = 4096, N = 4096;
+  Cublas cublas;
+  const BlockSparseData d(t, m, K, N);
+  std::vector<SparseWeight> weights;
+  weights.reserve(6);
+  for (std::int64_t block : {64, 32})
+    for (double density : {0.5, 0.25, 0.1}) weights.emplace_back(K, N, block, density, t, 42);
+
+  bool ok = true;
+  for (const SparseWeight& w : weights)
+    if (w.target_density == kSparseCheckDensity) {
+      try {
+        ok &= check_block_sparse(d, w, cublas);
+      } catch (const jit::Error& e) {
+        std::fprintf(stderr, "block_sparse check: b%lld failed: %s  <-- BLOCK_SPARSE CHECK FAILED\n",
+                     static_cast<long long>(w.mask.block()), e.what());
+        ok = false;
+      }
+    }
+  if (!ok) return false;  // no number for a wrong result
+
+  double dense_ms[std::size(kSparseOps)];
+  for (std::size_t o = 0; o < std::size(kSparseOps); ++o)
+    dense_ms[o] = device_ms([&] { d.dense(kSparseOps[o], cublas, d.w_full(), d.out_dense()); });
+  for (const SparseWeight& w : weights)
+    for (std::size_t o = 0; o < std::size(kSparseOps); ++o) {
+      const SparseOp op = kSparseOps[o];
+      const std::string name = w.name(t, op);
+      try {
+        const auto k = jit::get<BlockSparse>(block_sparse_params(t, op, w.mask.block()), kCuda0);
+        const BlockSparse::Args args = d.args(op, w, d.out());
+        const double ms = device_ms([&] { k.launch(args); });
+        const double bs = static_cast<double>(w.mask.block());
+        const double sparse_tflops = 2.0 * static_cast<double>(m) * static_cast<double>(w.mask.nnz()) * bs * bs / ms / 1e9;
+        std::fprintf(stderr, "block_sparse time: %-44s %-10s density %.3f: %.4f ms, dense cuBLAS %.4f ms\n", name.c_str(),
+                     k.implementation().c_str(), w.mask.density(), ms, dense_ms[o]);
+        emit((name + "_speedup").c_str(), dense_ms[o] / ms, "x", 1.0 / w.mask.density(), "1/density (ideal)");
+        emit((name + "_TFLOPs").c_str(), sparse_tflops, "TFLOP/s", d.dense_case(op).tflops(dense_ms[o]),
+             "dense cuBLAS GemmEx, f32 accumulate");
+      } catch (const jit::Error& e) {
+        std::fprintf(stderr, "block_sparse bench: %s failed: %s  <-- BLOCK_SPARSE CHECK FAILED\n", name.c_str(), e.what());
+        ok = false;
+      }
+    }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> sections = {"compile", "first_use", "launch", "bandwidth", "gemm"};
+  const std::vector<std::string> sections = {"compile", "first_use", "launch", "bandwidth", "gemm", "block_sparse"};
+  std::string section_list;
+  for (const auto& name : sections) section_list += (section_list.empty() ? "" : ", ") + name;
   std::vector<std::string> only_sections;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json")) g_json = true;
@@ -566,7 +795,7 @@ int main(int argc, char** argv) {
     }
     if (!std::strcmp(argv[i], "--only")) {
       if (i + 1 == argc) {
-        std::fprintf(stderr, "--only needs section names: compile, first_use, launch, bandwidth, gemm\n");
+        std::fprintf(stderr, "--only needs section names: %s\n", section_list.c_str());
         return 2;
       }
       const std::string list = argv[++i];
@@ -579,7 +808,7 @@ int main(int argc, char** argv) {
   }
   for (const auto& name : only_sections)
     if (std::find(sections.begin(), sections.end(), name) == sections.end()) {
-      std::fprintf(stderr, "--only: no section '%s' (sections: compile, first_use, launch, bandwidth, gemm)\n", name.c_str());
+      std::fprintf(stderr, "--only: no section '%s' (sections: %s)\n", name.c_str(), section_list.c_str());
       return 2;
     }
   const auto want = [&](const char* section) {
@@ -875,10 +1104,16 @@ int main(int argc, char** argv) {
       }
   }
 
-  // ---- GEMM vs cuBLAS, and tuned vs default tiles
+  // ---- GEMM vs cuBLAS, and tuned vs default tiles; then block-sparse matmul vs dense cuBLAS (each
+  // runs when the other failed; the exit status says whether either did)
+  int rc = 0;
   if (want("gemm") && !gemm_benches()) {
     std::fprintf(stderr, "GEMM CHECK FAILED: see the lines marked above\n");
-    return 1;
+    rc = 1;
   }
-  return 0;
+  if (want("block_sparse") && !block_sparse_benches()) {
+    std::fprintf(stderr, "BLOCK_SPARSE CHECK FAILED: see the lines marked above\n");
+    rc = 1;
+  }
+  return rc;
 }

@@ -51,8 +51,8 @@ struct GpuLayout {
   // prologue's tensors add theirs). Each raises the cap on threads by `block`, so long rows keep
   // the same registers a thread.
   int row_arrays = 1;
-  // Tile: the tile a params value of 0 stands for (tile_m, tile_n, tile_k, stages params; the
-  // CPU's tiled texts take them too), and whether the kernel takes its two operands' tiles through
+  // Tile: what a tile_m, tile_n, tile_k or stages param of 0 stands for (the CPU's tiled texts
+  // take them too), and whether the kernel takes its two operands' tiles through
   // the copy engine (CUDA tensor maps, made at each launch from the ArgPack's tensor_maps).
   int tile_m = 0, tile_n = 0, tile_k = 0, stages = 1;
   bool tensor_maps = false;
@@ -64,6 +64,8 @@ struct TilePlan {
   std::string problem;             // "" when the params suit the implementation
   int threads = 0;                 // threads a block
   std::int64_t shared_bytes = 0;   // dynamic shared memory a block
+  // The tile a block covers: tile_m work items (rows) by tile_n work columns, walking tile_k.
+  std::int64_t tile_m = 0, tile_n = 0, tile_k = 0;
 };
 
 inline constexpr int kAnyCapability = 1 << 30;

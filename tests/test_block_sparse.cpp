@@ -1,0 +1,58 @@
+// block_sparse_matmul on the CPU: forward, backward_input and backward_weight against float64 dense
+// references on random masks (block sizes 16, 32, 64; densities 0.1 to 1), odd row counts, padded
+// leading dimensions, alpha/beta, beta = 0 over NaN; and the mask and argument errors.
+#include "block_sparse_support.hpp"
+#include "jit/cache.hpp"
+
+namespace kernels = jit::kernels;
+namespace bss = block_sparse_support;
+using Catch::Matchers::Contains;
+
+namespace {
+const jitk_test::TempDir& cache_dir = jitk_test::own_cache_dir();
+
+template <class T> std::vector<double> run_cpu(const kernels::BlockSparseMatmul::Params& p, const bss::Case& c, const jit::BlockMask& mask,
+                                               const std::vector<T>& a, std::int64_t lda, const std::vector<T>& b, std::int64_t ldb,
+                                               std::vector<T> out, std::int64_t ldc) {
+  auto k = jit::get<kernels::BlockSparseMatmul>(p, jit::Target::cpu());
+  k(c.m, c.alpha, a.data(), lda, b.data(), ldb, c.beta, out.data(), ldc, &mask, mask.index().data());
+  return std::vector<double>(out.begin(), out.end());
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("block_sparse_matmul's three products match dense references on the CPU", "[kernels][block_sparse]", float, double) {
+  const double tol = sizeof(TestType) == 8 ? 1e-12 : 2e-5;
+  bss::check_all<TestType>(sizeof(TestType) == 8 ? jit::DType::f64 : jit::DType::f32, tol,
+                           [](double v) { return static_cast<TestType>(v); },
+                           [](auto&&... args) { return run_cpu<TestType>(args...); });
+}
+
+TEST_CASE("BlockMask builds row-wise and column-wise indexes and refuses what it cannot hold", "[kernels][block_sparse]") {
+  // 2 x 3 blocks: present (0,1), (1,0), (1,2)
+  const jit::BlockMask mask(32, 48, 16, {0, 1, 0, 1, 0, 1});
+  CHECK(mask.nnz() == 3);
+  CHECK(mask.density() == Approx(0.5));
+  // row_ptr [0 1 3], col_of [1 0 2], row_of [0 1 1], col_ptr [0 1 2 3], by_col [1 0 2]
+  CHECK(mask.index() == std::vector<std::int32_t>{0, 1, 3, 1, 0, 2, 0, 1, 1, 0, 1, 2, 3, 1, 0, 2});
+  CHECK(mask.row_of(2) == 1);
+  CHECK(mask.col_of(2) == 2);
+  CHECK_THROWS_WITH(jit::BlockMask(30, 48, 16, {}), Contains("multiple of the block"));
+  CHECK_THROWS_WITH(jit::BlockMask(32, 48, 24, {}), Contains("16, 32 or 64"));
+  CHECK_THROWS_WITH(jit::BlockMask(32, 48, 16, {1, 1}), Contains("need 6"));
+}
+
+TEST_CASE("block_sparse_matmul refuses a mask of another block size, short leading dimensions, no index", "[kernels][block_sparse]") {
+  const auto mask = jit::BlockMask::random(64, 64, 32, 0.5);
+  std::vector<float> x(10 * 64), w(static_cast<std::size_t>(mask.nnz() * 32 * 32)), y(10 * 64);
+  kernels::BlockSparseMatmul::Params p;
+  p.block_size = 16;
+  auto k16 = jit::get<kernels::BlockSparseMatmul>(p, jit::Target::cpu());
+  CHECK_THROWS_WITH(k16(10, 1.0, x.data(), 64, w.data(), 0, 0.0, y.data(), 64, &mask, mask.index().data()), Contains("block_size 16"));
+  p.block_size = 32;
+  auto k = jit::get<kernels::BlockSparseMatmul>(p, jit::Target::cpu());
+  CHECK_THROWS_WITH(k(10, 1.0, x.data(), 63, w.data(), 0, 0.0, y.data(), 64, &mask, mask.index().data()), Contains("lda = 63"));
+  CHECK_THROWS_WITH(k(10, 1.0, x.data(), 64, w.data(), 0, 0.0, y.data(), 64, &mask, nullptr), Contains("no index"));
+  CHECK_THROWS_WITH(k(10, 1.0, x.data(), 64, w.data(), 0, 0.0, y.data(), 64, nullptr, nullptr), Contains("no mask"));
+  p.block_size = 48;
+  CHECK_THROWS_WITH(jit::get<kernels::BlockSparseMatmul>(p, jit::Target::cpu()), Contains("16, 32 or 64"));
+}
