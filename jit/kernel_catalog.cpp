@@ -162,7 +162,7 @@ TilePlan block_sparse_sm90a_plan(const ParamSet& p) {
   const std::int64_t tm = text_is(p, "op", "backward_weight") ? 64 : int_param(p, "tile_m");
   if (tm != 64 && tm != 128) return {"tile_m = " + std::to_string(tm) + ": 64 or 128 on cuda-sm90a"};
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
-  return {"", static_cast<int>(128 * (tm / 64 + 1)), stages * (tm + 64) * 64 * 2 + 1024 + 16 * stages, tm, 64, 64};
+  return {"", static_cast<int>(128 * (tm / 64 + 1)), stages * (tm + 64) * 64 * 2 + 1024 + 16 * stages, tm, 64, 64, 2};
 }
 
 TilePlan block_sparse_cpu_plan(const ParamSet& p) {
@@ -183,7 +183,8 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   if (tm != 64 && tm != 128) return {tile_text(p) + ": tile_m must be 64 or 128 on cuda-sm90a (one warpgroup per 64 rows)"};
   if (tn % 64 || tn < 64) return {tile_text(p) + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
-  TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), stages * (tm + tn) * tk * 2 + 1024 + 16 * stages, tm, tn, tk};
+  TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), stages * (tm + tn) * tk * 2 + 1024 + 16 * stages, tm, tn, tk,
+                tn <= 64 ? 2 : 1};
   if (plan.shared_bytes > kMaxSharedBytes)
     return {tile_text(p) + " x " + std::to_string(stages) + " stages needs " + std::to_string(plan.shared_bytes) +
             " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};

@@ -69,6 +69,7 @@ LaunchShape tile_shape(const Implementation& impl, const ParamSet& params) {
   shape.tile_k = plan.tile_k;
   shape.shared_bytes = plan.shared_bytes;
   shape.tensor_maps = impl.layout.tensor_maps;
+  shape.blocks_per_sm = plan.blocks_per_sm;
   return shape;
 }
 
@@ -170,6 +171,7 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
     unit.shape = tiled ? tile_shape(impl, params) : gpu_shape(impl.layout, params);
     prelude << "#define JITK_BLOCK " << unit.shape.block << "\n";
     if (tiled) prelude << "#define JITK_SHARED_BYTES " << unit.shape.shared_bytes << "\n";
+    if (tiled && unit.shape.blocks_per_sm > 0) prelude << "#define JITK_BLOCKS_PER_SM " << unit.shape.blocks_per_sm << "\n";
     if (impl.layout.kind == GpuLayout::Kind::WarpPerRow)
       prelude << "#define JITK_ROWS_PER_BLOCK " << unit.shape.items_per_block << "\n";
     prelude << "#include \"" << kGpuHeaders[0] << "\"  // defines the 16-bit types T may name\n";

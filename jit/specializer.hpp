@@ -25,6 +25,7 @@ struct LaunchShape {
   std::int64_t shared_bytes = 0;
   bool tensor_maps = false;
   std::int64_t tile_k = 0;
+  int blocks_per_sm = 0;  // persistent: the grid is at most this many blocks per SM
 };
 
 struct SourceUnit {

@@ -1,7 +1,8 @@
 // gemm on Hopper (sm_90a): C = alpha * A B + beta * C, then the epilogue chain, for f16 and bf16
 // with A row-major and B column-major (both K-major: nn.Linear's x W^T); float accumulators.
 //
-// One block per TILE_M x TILE_N tile of C, 128 * (TILE_M / 64 + 1) threads in warpgroups:
+// Blocks of 128 * (TILE_M / 64 + 1) threads in warpgroups, persistent (at most JITK_BLOCKS_PER_SM
+// an SM, each looping over TILE_M x TILE_N tiles of C):
 //   warpgroup 0 (the producer; one thread works) loads 64-wide K slices of A (TILE_M rows) and B
 //     (TILE_N rows) through the copy engine (TMA, tensor maps made by the host at each launch) into
 //     STAGES shared-memory slots of 128-byte swizzled rows, each slot completing on a `full` mbarrier;
@@ -31,6 +32,16 @@ constexpr int TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K, TA = 0, TB =
 #endif
 constexpr int STAGES = JITK_STAGES;
 constexpr int CONSUMERS = TM / 64;
+// Registers: a 64-wide tile needs few accumulators (32 a thread), so two blocks share an SM and
+// one's pipeline fill and epilogue hide behind the other's products (block-sparse tiles walk a few
+// blocks each). setmaxnreg then moves the producer's registers to the consumers within what the
+// block got at entry (the launch bound caps it; the pool must cover the new split).
+constexpr int BLOCKS_PER_SM = JITK_BLOCKS_PER_SM;  // the host's plan: 2 when TN <= 64
+static_assert(BLOCKS_PER_SM == (TN <= 64 ? 2 : 1), "gemm_sm90.cu: the host's plan and this text disagree on blocks an SM");
+constexpr int REGS_AT_ENTRY = 65536 / (JITK_BLOCK * BLOCKS_PER_SM) / 8 * 8;
+constexpr int PRODUCER_REGS = BLOCKS_PER_SM == 1 ? 40 : 24;
+constexpr int CONSUMER_SHARE = (REGS_AT_ENTRY * JITK_BLOCK - 128 * PRODUCER_REGS) / (128 * CONSUMERS) / 8 * 8;
+constexpr int CONSUMER_REGS = CONSUMER_SHARE < 240 ? CONSUMER_SHARE : 240;
 static_assert(TK == 64 && TM % 64 == 0 && TN % 64 == 0 && TN <= 256, "gemm_sm90.cu: tile the host's plan refuses");
 static_assert(JITK_BLOCK == 128 * (CONSUMERS + 1), "gemm_sm90.cu: the host's tile plan and this text disagree on the threads");
 constexpr int A_SLOT = TM * TK, B_SLOT = TN * TK;  // elements; every slot is a multiple of 1024 bytes
@@ -226,40 +237,104 @@ struct Plan {
 #endif
 };
 
+// Thread t of consumer w holds, for each 8-column group j, rows w*64 + (t/32)*16 + (t%32)/4 (+8)
+// and columns j*8 + (t%4)*2 (+1): registers 4j + {0, 1} and 4j + {2, 3}. Pairs of columns are
+// stored together where C and the chain's tensors allow.
+__device__ inline void store(const Plan& plan, const float (&d)[TN / 2], int w, int t, float alpha, float beta,
+                             const jitk_chain& chain) {
+  T* __restrict__ out = plan.c;
+  const i64 ld = plan.ldc, M_out = plan.rows, N_out = plan.cols;
+  const i64 r0 = plan.m0 + w * 64 + (t / 32) * 16 + (t % 32) / 4;
+  const bool pairs = ld % 2 == 0 && jitk::aligned16(out) && chain.aligned();
+#pragma unroll
+  for (int i = 0; i < TN / 2; i += 2) {
+    const i64 r = r0 + 8 * ((i / 2) % 2), col = plan.n0 + (i / 4) * 8 + (t % 4) * 2;
+    if (r >= M_out || col >= N_out) continue;
+    const i64 at = r * ld + col;
+    if (pairs && col + 1 < N_out) {
+      float v[2] = {alpha * d[i], alpha * d[i + 1]};
+      if (beta != 0.f) {
+        const auto old = jitk::load<2>(out + at);
+        v[0] += beta * jitk::to_float(old.v[0]), v[1] += beta * jitk::to_float(old.v[1]);
+      }
+      chain.epilogue<2>(v, at, col);
+      jitk::Pack<T, 2> p;
+      p.v[0] = jitk::from_float<T>(v[0]), p.v[1] = jitk::from_float<T>(v[1]);
+      jitk::store<2>(out + at, p);
+    } else {
+      for (int h = 0; h < 2 && col + h < N_out; ++h) {
+        float v[1] = {alpha * d[i + h]};
+        if (beta != 0.f) v[0] += beta * jitk::to_float(out[at + h]);
+        chain.epilogue<1>(v, at + h, col + h);
+        out[at + h] = jitk::from_float<T>(v[0]);
+      }
+    }
+  }
+}
+
+// The tiles of a launch, and each one's plan.
+struct Tiles {
+  i64 M, N, K;
+  T* c;
+  i64 ldc;
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
-JITK_GPU_KERNEL_MIN_BLOCKS(1)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b, i64 ldb,
-                              float beta, T* __restrict__ c, i64 ldc, const int* __restrict__ index, i64 block_rows,
-                              i64 block_cols, i64 nnz JITK_CHAIN_PARAMS, i64 rows, const __grid_constant__ TensorMap map_a,
-                              const __grid_constant__ TensorMap map_b) {
-  const int* row_ptr = index;
-  const int* col_of = row_ptr + block_rows + 1;
+  const int *row_ptr, *col_of, *row_of, *col_ptr, *by_col;
+  i64 block_rows, block_cols, nnz;
+  __device__ i64 count() const {
+#if JITK_OP_BACKWARD_WEIGHT
+    return nnz;
+#else
+#if JITK_OP_FORWARD
+    return (M + TM - 1) / TM * block_cols;  // tiles of rows by W's block columns
+#else
+    return (M + TM - 1) / TM * block_rows;  // tiles of rows by dX's block columns, W's block rows
+#endif
+#endif
+  }
+  __device__ Plan plan(i64 tile) const {
+#if JITK_OP_BACKWARD_WEIGHT
+    const int id = static_cast<int>(tile);
+    return {0, 0, c + static_cast<i64>(id) * BS * BS, BS, BS, BS, static_cast<int>((M + TK - 1) / TK), nullptr, nullptr, 0,
+            row_of[id], col_of[id]};
+#else
+    const i64 tiles_m = (M + TM - 1) / TM, m0 = (tile % tiles_m) * TM;
+    const int j = static_cast<int>(tile / tiles_m);
+#if JITK_OP_FORWARD
+    return {m0, static_cast<i64>(j) * BS, c, ldc, M, N, col_ptr[j + 1] - col_ptr[j], by_col + col_ptr[j], row_of, 0, 0, 0};
+#else
+    return {m0, static_cast<i64>(j) * BS, c, ldc, M, K, row_ptr[j + 1] - row_ptr[j], nullptr, col_of, row_ptr[j], 0, 0};
+#endif
+#endif
+  }
+#else
+  __device__ i64 count() const { return (M + TM - 1) / TM * ((N + TN - 1) / TN); }
+  // Tiles in groups of 8 tile rows, column by column within a group (neighbours share A and B in L2).
+  __device__ Plan plan(i64 tile) const {
+    const i64 tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN;
+    const i64 group = 8, per_group = group * tiles_n;
+    const i64 first = tile / per_group * group, in_group = tiles_m - first < group ? tiles_m - first : group;
+    return {(first + (tile % per_group) % in_group) * TM, (tile % per_group) / in_group * TN, c, ldc, M, N,
+            static_cast<int>((K + TK - 1) / TK)};
+  }
+#endif
+};
+
+// Persistent: the grid holds at most BLOCKS_PER_SM blocks an SM, each taking tiles blockIdx.x,
+// + gridDim.x, ... The producer runs ahead into the next tile while the consumers store the last.
+#if JITK_KERNEL_BLOCK_SPARSE_MATMUL
+JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
+                                          i64 ldb, float beta, T* __restrict__ c, i64 ldc, const int* __restrict__ index,
+                                          i64 block_rows, i64 block_cols, i64 nnz JITK_CHAIN_PARAMS, i64 rows,
+                                          const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b) {
+  const int* col_of = index + block_rows + 1;
   const int* row_of = col_of + nnz;
   const int* col_ptr = row_of + nnz;
-  const int* by_col = col_ptr + block_cols + 1;
-  Plan plan;
-#if JITK_OP_BACKWARD_WEIGHT
-  const int id = blockIdx.x;
-  plan = {0, 0, c + static_cast<i64>(id) * BS * BS, BS, BS, BS, static_cast<int>((M + TK - 1) / TK), nullptr, nullptr, 0,
-          row_of[id], col_of[id]};
+  const Tiles tiles{M, N, K, c, ldc, index, col_of, row_of, col_ptr, col_ptr + block_cols + 1, block_rows, block_cols, nnz};
 #else
-  const i64 tiles_m = (M + TM - 1) / TM, m0 = (blockIdx.x % tiles_m) * TM;
-  const int j = static_cast<int>(blockIdx.x / tiles_m);
-#if JITK_OP_FORWARD
-  plan = {m0, j * BS, c, ldc, M, N, col_ptr[j + 1] - col_ptr[j], by_col + col_ptr[j], row_of, 0, 0, 0};
-#else
-  plan = {m0, j * BS, c, ldc, M, K, row_ptr[j + 1] - row_ptr[j], nullptr, col_of, row_ptr[j], 0, 0};
-#endif
-#endif
-#else
-JITK_GPU_KERNEL_MIN_BLOCKS(1)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b, i64 ldb,
-                              float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows,
-                              const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b) {
-  // Tiles in groups of 8 tile rows, column by column within a group.
-  const i64 tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN;
-  const i64 group = 8, per_group = group * tiles_n, bid = blockIdx.x;
-  const i64 first = bid / per_group * group, in_group = tiles_m - first < group ? tiles_m - first : group;
-  const Plan plan{(first + (bid % per_group) % in_group) * TM, (bid % per_group) / in_group * TN, c, ldc, M, N,
-                  static_cast<int>((K + TK - 1) / TK)};
+JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
+                                          i64 ldb, float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows,
+                                          const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b) {
+  const Tiles tiles{M, N, K, c, ldc};
 #endif
   extern __shared__ __align__(1024) unsigned char jitk_smem[];
   // Slots 1024-byte aligned (the swizzle's period), then the barriers.
@@ -268,7 +343,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(1)(i64 M, i64 N, i64 K, float alpha, const T* __restr
   T* sb = sa + STAGES * A_SLOT;
   u64* full = reinterpret_cast<u64*>(sb + STAGES * B_SLOT);
   u64* empty = full + STAGES;
-  const int slices = plan.slices;
+  const i64 count = tiles.count();
 
   const int warpgroup = threadIdx.x / 128, t = threadIdx.x % 128;
   if (threadIdx.x == 0) {
@@ -280,75 +355,56 @@ JITK_GPU_KERNEL_MIN_BLOCKS(1)(i64 M, i64 N, i64 K, float alpha, const T* __restr
   }
   __syncthreads();
 
+  // `it` counts the slices this block has walked over all its tiles: slot it % STAGES, in its
+  // (it / STAGES)-th use.
   if (warpgroup == 0) {  // the producer
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
     if (t == 0) {
-      for (int kt = 0; kt < slices; ++kt) {
-        const int s = kt % STAGES, round = kt / STAGES;
-        if (round > 0) bar_wait(&empty[s], (round - 1) & 1);  // the consumers are done with the slot's last use
-        int a_in, a_out, b_in, b_out;
-        plan.coords(kt, a_in, a_out, b_in, b_out);
-        bar_expect_bytes(&full[s], SLOT_BYTES);
-        tma_load(sa + s * A_SLOT, &map_a, &full[s], a_in, a_out);
-        tma_load(sb + s * B_SLOT, &map_b, &full[s], b_in, b_out);
+      int it = 0;
+      for (i64 tile = blockIdx.x; tile < count; tile += gridDim.x) {
+        const Plan plan = tiles.plan(tile);
+        for (int kt = 0; kt < plan.slices; ++kt, ++it) {
+          const int s = it % STAGES, round = it / STAGES;
+          if (round > 0) bar_wait(&empty[s], (round - 1) & 1);  // the consumers are done with the slot's last use
+          int a_in, a_out, b_in, b_out;
+          plan.coords(kt, a_in, a_out, b_in, b_out);
+          bar_expect_bytes(&full[s], SLOT_BYTES);
+          tma_load(sa + s * A_SLOT, &map_a, &full[s], a_in, a_out);
+          tma_load(sb + s * B_SLOT, &map_b, &full[s], b_in, b_out);
+        }
       }
     }
-  } else {  // a consumer: rows [64 * (warpgroup - 1), +64) of the tile
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMERS == 1 ? 240 : 232));
+  } else {  // a consumer: rows [64 * (warpgroup - 1), +64) of each tile
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
     const int w = warpgroup - 1;
-    float d[TN / 2];
-#pragma unroll
-    for (int i = 0; i < TN / 2; ++i) d[i] = 0.f;
-    for (int kt = 0; kt < slices; ++kt) {
-      const int s = kt % STAGES;
-      bar_wait(&full[s], (kt / STAGES) & 1);
-      const T* as = sa + s * A_SLOT + w * 64 * TK;  // (M-major A: one consumer, w = 0)
-      const T* bs = sb + s * B_SLOT;
-      keep_registers(d);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < TK; kk += 16)
-        Wgmma<TN, TA, TB>::run(d, descriptor(k_step(as, kk, TA), TA), descriptor(k_step(bs, kk, TB), TB), 1);
-      wgmma_commit();
-      keep_registers(d);
-      // One slice's products stay in flight while the next slice is awaited: once the previous
-      // slice's are done, its slot goes back to the producer.
-      wgmma_wait<1>();
-      if (kt > 0) bar_arrive(&empty[(kt - 1) % STAGES]);
-    }
-    wgmma_wait<0>();
-    keep_registers(d);
-    // Thread t holds, for each 8-column group j, rows w*64 + (t/32)*16 + (t%32)/4 (+8) and
-    // columns j*8 + (t%4)*2 (+1): registers 4j + {0, 1} and 4j + {2, 3}. Pairs of columns are
-    // stored together where C and the chain's tensors allow.
     const jitk_chain chain{JITK_CHAIN_ARGS};
-    T* __restrict__ out = plan.c;
-    const i64 ld = plan.ldc, M_out = plan.rows, N_out = plan.cols;
-    const i64 r0 = plan.m0 + w * 64 + (t / 32) * 16 + (t % 32) / 4;
-    const bool pairs = ld % 2 == 0 && jitk::aligned16(out) && chain.aligned();
+    int it = 0;
+    for (i64 tile = blockIdx.x; tile < count; tile += gridDim.x) {
+      const Plan plan = tiles.plan(tile);
+      float d[TN / 2];
 #pragma unroll
-    for (int i = 0; i < TN / 2; i += 2) {
-      const i64 r = r0 + 8 * ((i / 2) % 2), col = plan.n0 + (i / 4) * 8 + (t % 4) * 2;
-      if (r >= M_out || col >= N_out) continue;
-      const i64 at = r * ld + col;
-      if (pairs && col + 1 < N_out) {
-        float v[2] = {alpha * d[i], alpha * d[i + 1]};
-        if (beta != 0.f) {
-          const auto old = jitk::load<2>(out + at);
-          v[0] += beta * jitk::to_float(old.v[0]), v[1] += beta * jitk::to_float(old.v[1]);
-        }
-        chain.epilogue<2>(v, at, col);
-        jitk::Pack<T, 2> p;
-        p.v[0] = jitk::from_float<T>(v[0]), p.v[1] = jitk::from_float<T>(v[1]);
-        jitk::store<2>(out + at, p);
-      } else {
-        for (int h = 0; h < 2 && col + h < N_out; ++h) {
-          float v[1] = {alpha * d[i + h]};
-          if (beta != 0.f) v[0] += beta * jitk::to_float(out[at + h]);
-          chain.epilogue<1>(v, at + h, col + h);
-          out[at + h] = jitk::from_float<T>(v[0]);
-        }
+      for (int i = 0; i < TN / 2; ++i) d[i] = 0.f;
+      for (int kt = 0; kt < plan.slices; ++kt, ++it) {
+        const int s = it % STAGES;
+        bar_wait(&full[s], (it / STAGES) & 1);
+        const T* as = sa + s * A_SLOT + w * 64 * TK;  // (M-major A: one consumer, w = 0)
+        const T* bs = sb + s * B_SLOT;
+        keep_registers(d);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < TK; kk += 16)
+          Wgmma<TN, TA, TB>::run(d, descriptor(k_step(as, kk, TA), TA), descriptor(k_step(bs, kk, TB), TB), 1);
+        wgmma_commit();
+        keep_registers(d);
+        // One slice's products stay in flight while the next slice is awaited: once the previous
+        // slice's are done, its slot goes back to the producer.
+        wgmma_wait<1>();
+        if (kt > 0) bar_arrive(&empty[(it - 1) % STAGES]);
       }
+      wgmma_wait<0>();
+      keep_registers(d);
+      if (plan.slices > 0) bar_arrive(&empty[(it - 1) % STAGES]);  // the tile's last slot
+      store(plan, d, w, t, alpha, beta, chain);
     }
   }
 }

@@ -48,7 +48,10 @@ bool copy_engine_takes(const ArgPack::Matrix& m) {
 class CudaKernel final : public LoadedKernel {
  public:
   CudaKernel(CUfunction fn, LaunchShape shape, int device, std::unique_ptr<Fallback> fallback)
-      : fn_(fn), shape_(shape), device_(device), fallback_(std::move(fallback)) {}
+      : fn_(fn), shape_(shape), device_(device), fallback_(std::move(fallback)) {
+    // A persistent kernel's blocks loop over the tiles: no more of them than the SMs hold at once.
+    if (shape_.blocks_per_sm > 0) persistent_grid_ = static_cast<unsigned>(devices()[device].sm_count * shape_.blocks_per_sm);
+  }
   Backend backend() const override { return Backend::Cuda; }
   void launch(const ArgPack& args) const override {
     if (args.work_items <= 0 || args.work_columns <= 0) return;
@@ -56,6 +59,7 @@ class CudaKernel final : public LoadedKernel {
         !(copy_engine_takes(args.matrices[0]) && copy_engine_takes(args.matrices[1])))
       return fallback_->get().launch(args);
     GpuLaunch l(args, shape_);
+    if (persistent_grid_ > 0 && l.grid > persistent_grid_) l.grid = persistent_grid_;
     make_current(device_);
     const DriverApi* api = driver_api();
     CUtensorMap maps[2];
@@ -104,6 +108,7 @@ class CudaKernel final : public LoadedKernel {
   LaunchShape shape_;
   int device_;
   std::unique_ptr<Fallback> fallback_;
+  unsigned persistent_grid_ = 0;
 };
 
 // Where NVRTC compilers remember toolkit-header fingerprints: beside the artifacts, when the

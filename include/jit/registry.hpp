@@ -66,6 +66,9 @@ struct TilePlan {
   std::int64_t shared_bytes = 0;   // dynamic shared memory a block
   // The tile a block covers: tile_m work items (rows) by tile_n work columns, walking tile_k.
   std::int64_t tile_m = 0, tile_n = 0, tile_k = 0;
+  // Persistent kernels: blocks an SM holds at once; the grid is then at most that many per SM and
+  // each block loops over tiles (the text reads it as JITK_BLOCKS_PER_SM). 0: one block a tile.
+  int blocks_per_sm = 0;
 };
 
 inline constexpr int kAnyCapability = 1 << 30;
