@@ -171,14 +171,12 @@ TilePlan block_sparse_cpu_plan(const ParamSet& p) {
   return {"", 0, 0, int_param(p, "tile_m"), bs, bs};
 }
 
-// kernel_sources/gemm_sm90.cu: a producer warpgroup loads A and B tiles (64 elements of K, 128-byte
-// swizzled rows) through tensor maps; tile_m / 64 consumer warpgroups each multiply 64 rows by
+// kernel_sources/gemm_sm90.cu: a producer warpgroup loads A and B tiles (64 elements of K, or 64 of M
+// or N for a transposed operand, in 128-byte swizzled rows) through tensor maps; tile_m / 64 consumer warpgroups each multiply 64 rows by
 // the whole tile_n with wgmma.
 TilePlan gemm_sm90a_plan(const ParamSet& p) {
   const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n"), tk = int_param(p, "tile_k");
   const std::int64_t stages = int_param(p, "stages");
-  if (!text_is(p, "a_layout", "row") || !text_is(p, "b_layout", "col"))
-    return {"takes A row-major and B column-major only (both K-major, as nn.Linear's x W^T)"};
   if (tk != 64) return {tile_text(p) + ": tile_k must be 64 (128-byte swizzled rows) on cuda-sm90a"};
   if (tm != 64 && tm != 128) return {tile_text(p) + ": tile_m must be 64 or 128 on cuda-sm90a (one warpgroup per 64 rows)"};
   if (tn % 64 || tn < 64) return {tile_text(p) + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
@@ -212,7 +210,7 @@ std::vector<Implementation> gemm_impls() {
   sm90.layout = {Kind::Tile, 384, 4, 1, 128, 256, 64, 4};
   sm90.layout.tensor_maps = true;
   sm90.tile_plan = gemm_sm90a_plan;
-  sm90.note = "Hopper: wgmma, TMA loads, a producer warpgroup; A row-major, B column-major";
+  sm90.note = "Hopper: wgmma, TMA loads, a producer warpgroup, persistent; any layout";
   return {std::move(cpu), std::move(cuda), std::move(sm90)};
 }
 

@@ -1,5 +1,6 @@
-// gemm on Hopper (sm_90a): C = alpha * A B + beta * C, then the epilogue chain, for f16 and bf16
-// with A row-major and B column-major (both K-major: nn.Linear's x W^T); float accumulators.
+// gemm on Hopper (sm_90a): C = alpha * A B + beta * C, then the epilogue chain, for f16 and bf16,
+// any layout (A row-major and B column-major are K-major, as nn.Linear's x W^T; the others are
+// read M- or N-major, transposed by wgmma); float accumulators.
 //
 // Blocks of 128 * (TILE_M / 64 + 1) threads in warpgroups, persistent (at most JITK_BLOCKS_PER_SM
 // an SM, each looping over TILE_M x TILE_N tiles of C):
@@ -28,7 +29,18 @@ constexpr int TM = JITK_TILE_M, TA = 0, TB = 0;
 #endif
 constexpr int TN = 64, TK = 64;
 #else
-constexpr int TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K, TA = 0, TB = 0;
+// A column-major is M-major, B row-major N-major: wgmma reads them transposed.
+constexpr int TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K;
+#if JITK_A_LAYOUT_COL
+constexpr int TA = 1;
+#else
+constexpr int TA = 0;
+#endif
+#if JITK_B_LAYOUT_ROW
+constexpr int TB = 1;
+#else
+constexpr int TB = 0;
+#endif
 #endif
 constexpr int STAGES = JITK_STAGES;
 constexpr int CONSUMERS = TM / 64;
@@ -88,6 +100,18 @@ __device__ inline void tma_load(void* dst, const TensorMap* map, u64* bar, int i
                : "memory");
 }
 
+// One operand's slice: K-major, one box of ROWS rows of 64 K at (k, r); M/N-major, ROWS / 64 boxes
+// of 64 rows of K by 64 of M or N, 4096 elements apart (the descriptor's leading offset).
+template <int ROWS, int MN>
+__device__ inline void load_operand(T* slot, const TensorMap* map, u64* bar, int k, int r) {
+  if (!MN) {
+    tma_load(slot, map, bar, k, r);
+  } else {
+#pragma unroll
+    for (int c = 0; c < ROWS / 64; ++c) tma_load(slot + c * 4096, map, bar, r + 64 * c, k);
+  }
+}
+
 // ---- wgmma ----
 // A shared-memory matrix descriptor for 128-byte swizzled rows, 8-row groups 1024 bytes apart.
 // K-major (rows of the M or N dimension, K contiguous): `p` 1024-byte aligned but for the K
@@ -96,7 +120,7 @@ __device__ inline void tma_load(void* dst, const TensorMap* map, u64* bar, int i
 // (a tile has one).
 __device__ inline u64 descriptor(const T* p, bool mn_major) {
   const u64 addr = smem_addr(p);
-  const u64 leading = mn_major ? 8192 : 16;
+  const u64 leading = mn_major ? 4096 * sizeof(T) : 16;
   return ((addr & 0x3FFFF) >> 4) | (u64(leading >> 4) << 16) | (u64(1024 >> 4) << 32) | (u64(1) << 62);
 }
 // Where k-step kk (16 of K) starts in a slot of `rows` rows: K-major, kk elements into every row;
@@ -222,17 +246,21 @@ struct Plan {
   const int* ids;        // forward: the blocks walked by id; backward_input: null (first, first + 1, ...)
   const int* other;      // forward: each block's row; backward_input: its column
   int first, block_row, block_col;
-  __device__ void coords(int t, int& a_in, int& a_out, int& b_in, int& b_out) const {
+  // Slice t: where A's and B's boxes start along K and along their rows (M, N).
+  __device__ void coords(int t, int& a_k, int& a_r, int& b_k, int& b_r) const {
 #if JITK_OP_BACKWARD_WEIGHT
-    a_in = block_row * BS, a_out = t * TK, b_in = block_col * BS, b_out = t * TK;
+    a_k = t * TK, a_r = block_row * BS, b_k = t * TK, b_r = block_col * BS;
+#elif JITK_OP_FORWARD
+    const int id = ids[t];  // B: the block's rows are K (id * BS on), its columns N
+    a_k = other[id] * BS, a_r = static_cast<int>(m0), b_k = id * BS, b_r = 0;
 #else
-    const int id = ids ? ids[t] : first + t;
-    a_in = other[id] * BS, a_out = static_cast<int>(m0), b_in = 0, b_out = id * BS;
+    const int id = first + t;  // B: the block's rows are N, its columns K
+    a_k = other[id] * BS, a_r = static_cast<int>(m0), b_k = 0, b_r = id * BS;
 #endif
   }
 #else
-  __device__ void coords(int t, int& a_in, int& a_out, int& b_in, int& b_out) const {
-    a_in = t * TK, a_out = static_cast<int>(m0), b_in = t * TK, b_out = static_cast<int>(n0);
+  __device__ void coords(int t, int& a_k, int& a_r, int& b_k, int& b_r) const {
+    a_k = t * TK, a_r = static_cast<int>(m0), b_k = t * TK, b_r = static_cast<int>(n0);
   }
 #endif
 };
@@ -366,11 +394,11 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
         for (int kt = 0; kt < plan.slices; ++kt, ++it) {
           const int s = it % STAGES, round = it / STAGES;
           if (round > 0) bar_wait(&empty[s], (round - 1) & 1);  // the consumers are done with the slot's last use
-          int a_in, a_out, b_in, b_out;
-          plan.coords(kt, a_in, a_out, b_in, b_out);
+          int a_k, a_r, b_k, b_r;
+          plan.coords(kt, a_k, a_r, b_k, b_r);
           bar_expect_bytes(&full[s], SLOT_BYTES);
-          tma_load(sa + s * A_SLOT, &map_a, &full[s], a_in, a_out);
-          tma_load(sb + s * B_SLOT, &map_b, &full[s], b_in, b_out);
+          load_operand<TM, TA>(sa + s * A_SLOT, &map_a, &full[s], a_k, a_r);
+          load_operand<TN, TB>(sb + s * B_SLOT, &map_b, &full[s], b_k, b_r);
         }
       }
     }
@@ -387,7 +415,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
       for (int kt = 0; kt < plan.slices; ++kt, ++it) {
         const int s = it % STAGES;
         bar_wait(&full[s], (it / STAGES) & 1);
-        const T* as = sa + s * A_SLOT + w * 64 * TK;  // (M-major A: one consumer, w = 0)
+        const T* as = sa + s * A_SLOT + w * 64 * TK;  // K-major: 64 rows on; M-major: the w-th 64-wide box
         const T* bs = sb + s * B_SLOT;
         keep_registers(d);
         wgmma_fence();

@@ -65,9 +65,13 @@ class CudaKernel final : public LoadedKernel {
     CUtensorMap maps[2];
     if (shape_.tensor_maps) {
       if (args.matrix_count != 2) throw Error(ErrorCode::Internal, "a tensor-map kernel was packed without its two matrices");
-      // A's tiles are tile_m rows of tile_k, B's tile_n rows of tile_k (both K-major).
-      maps[0] = encode(*api, args.matrices[0], shape_.tile_k, shape_.tile_m);
-      maps[1] = encode(*api, args.matrices[1], shape_.tile_k, shape_.tile_n);
+      // K-major: boxes of tile_m (A) or tile_n (B) rows of tile_k; M/N-major: tile_k rows of 64
+      // (128-byte rows; the text loads several side by side).
+      auto box = [&](const ArgPack::Matrix& m, std::int64_t rows) {
+        return m.k_inner ? encode(*api, m, shape_.tile_k, rows) : encode(*api, m, 64, shape_.tile_k);
+      };
+      maps[0] = box(args.matrices[0], shape_.tile_m);
+      maps[1] = box(args.matrices[1], shape_.tile_n);
       l.append(&maps[0]);
       l.append(&maps[1]);
     }

@@ -151,6 +151,7 @@ class ArgPack {
     const void* base = nullptr;
     DType dtype = DType::f32;
     std::int64_t inner = 0, outer = 0, row_bytes = 0;
+    bool k_inner = true;  // its contiguous dimension is the product's K (boxes of tile_k x rows), else M or N (64 x tile_k)
   };
   Matrix matrices[2];
   int matrix_count = 0;

@@ -367,8 +367,8 @@ struct Gemm {
     out.min_grain = 16;
     // The operands as rows of their contiguous dimension, for kernels that load through the copy engine.
     const std::int64_t e = static_cast<std::int64_t>(dtype_size(p.dtype));
-    out.matrices[0] = {a.a.data, p.dtype, a_row ? a.k : a.m, a_row ? a.m : a.k, a.lda * e};
-    out.matrices[1] = {a.b.data, p.dtype, b_row ? a.n : a.k, b_row ? a.k : a.n, a.ldb * e};
+    out.matrices[0] = {a.a.data, p.dtype, a_row ? a.k : a.m, a_row ? a.m : a.k, a.lda * e, a_row};
+    out.matrices[1] = {a.b.data, p.dtype, b_row ? a.n : a.k, b_row ? a.k : a.n, a.ldb * e, !b_row};
     out.matrix_count = 2;
   }
 
@@ -395,8 +395,7 @@ struct Gemm {
     } else {
       tiles = {{128, 128, 32, 3}, {128, 128, 32, 4}, {128, 256, 32, 3}, {256, 128, 32, 3}, {64, 128, 32, 4},
                {128, 64, 32, 4},  {64, 64, 64, 4},   {128, 128, 64, 3}, {64, 64, 32, 6}};
-      const bool wgmma = base.dtype != DType::f32 && base.a_layout == Layout::RowMajor && base.b_layout == Layout::ColMajor;
-      if (wgmma)  // Hopper's wgmma path (tile_k 64); on other GPUs no implementation takes them
+      if (base.dtype != DType::f32)  // Hopper's wgmma path (tile_k 64); on other GPUs no implementation takes them
         for (Tile t : {Tile{128, 256, 64, 4}, {128, 256, 64, 3}, {128, 128, 64, 5}, {128, 192, 64, 4}, {64, 256, 64, 5}, {128, 64, 64, 8},
                        {64, 128, 64, 6}, {64, 64, 64, 8}})  // the last two: more blocks when M is small (decode)
           tiles.push_back(t);
@@ -577,9 +576,11 @@ struct BlockSparseMatmul {
     // engine: X or dY (m rows), then W's blocks (nnz * block rows of block) or dY.
     const std::int64_t e = static_cast<std::int64_t>(dtype_size(p.dtype));
     const std::int64_t a_cols = p.op == Op::BackwardInput ? N : K;
-    out.matrices[0] = {a.a.data, p.dtype, a_cols, a.m, a.lda * e};
-    out.matrices[1] = weight ? jit::detail::ArgPack::Matrix{a.b.data, p.dtype, N, a.m, a.ldb * e}
-                             : jit::detail::ArgPack::Matrix{a.b.data, p.dtype, bs, mask.nnz() * bs, bs * e};
+    // (X's columns are K for forward, dY's the contraction for backward_input; backward_weight reads
+    // X's columns and dY's as M and N; W's blocks hold N in their rows for forward)
+    out.matrices[0] = {a.a.data, p.dtype, a_cols, a.m, a.lda * e, !weight};
+    out.matrices[1] = weight ? jit::detail::ArgPack::Matrix{a.b.data, p.dtype, N, a.m, a.ldb * e, false}
+                             : jit::detail::ArgPack::Matrix{a.b.data, p.dtype, bs, mask.nnz() * bs, bs * e, p.op == Op::BackwardInput};
     out.matrix_count = 2;
   }
 };
