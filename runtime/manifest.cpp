@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "jit/kernel_catalog.hpp"
+#include "jit/tuning.hpp"
 
 namespace jit::detail {
 namespace {
@@ -65,7 +66,8 @@ std::vector<WarmItem> parse_manifest_text(std::string_view text, const std::stri
     if (!entry) manifest_error(where, "is not a table");
     for (const auto& [key, node] : *entry) {
       std::string k(key.str());
-      if (k != "name" && k != "target" && k != "params") manifest_error(where, "unknown key '" + k + "' (expected name, target, params)");
+      if (k != "name" && k != "target" && k != "params" && k != "tune")
+        manifest_error(where, "unknown key '" + k + "' (expected name, target, params, tune)");
     }
     auto name = (*entry)["name"].value<std::string>();
     if (!name) manifest_error(where, "missing name = \"<kernel>\"");
@@ -106,13 +108,34 @@ std::vector<WarmItem> parse_manifest_text(std::string_view text, const std::stri
     } else if ((*entry)["params"]) {
       manifest_error(where, "params must be a table, e.g. params = { dtype = \"f32\" }");
     }
+    // tune = [[m, n, k], ...]: the shapes `jitk warm --tune` tunes each combination for
+    std::vector<std::vector<std::int64_t>> shapes;
+    if (const toml::node_view tune = (*entry)["tune"]) {
+      const Tuner* tuner = tuner_for(*name);
+      if (!tuner) manifest_error(where, *name + " cannot be tuned (tune = ... is for kernels with tunable params, e.g. gemm)");
+      const toml::array* list = tune.as_array();
+      if (!list || list->empty()) manifest_error(where, std::string("tune must be a list of shapes, e.g. tune = [[") + tuner->shape_names + "]]");
+      for (const auto& shape_node : *list) {
+        const toml::array* numbers = shape_node.as_array();
+        std::vector<std::int64_t> shape;
+        for (std::size_t i = 0; numbers && i < numbers->size(); ++i)
+          if (auto v = (*numbers)[i].value<std::int64_t>(); v && (*numbers)[i].is_integer()) shape.push_back(*v);
+        try {
+          if (!numbers || shape.size() != numbers->size()) throw Error(ErrorCode::InvalidArgument, "not a list of integers");
+          tuner->check_shape(shape);
+        } catch (const Error& e) {
+          manifest_error(where, std::string("tune: each shape is [") + tuner->shape_names + "]: " + e.what());
+        }
+        shapes.push_back(std::move(shape));
+      }
+    }
     for (auto& p : combos) {
       try {
         p = validate_params(*def, p, target.backend);
       } catch (const Error& e) {
         manifest_error(where, e.what());
       }
-      items.push_back({*name, target, std::move(p), where});
+      items.push_back({*name, target, std::move(p), where, shapes});
     }
   }
   return items;

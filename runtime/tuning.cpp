@@ -1,6 +1,7 @@
 // Autotuning decisions: where they are kept (the cache index's tuning table), which device they
 // belong to, and the one-tuner-per-key lock (jit/tuning.hpp has the tuning itself).
 #include "jit/tuning.hpp"
+#include "jit/kernels.hpp"
 
 #include <cstdlib>
 #include <fstream>
@@ -81,6 +82,11 @@ void store_tuning(const TuningKey& key, const std::string& choice, std::int64_t 
 
 void wait_for(const Target& target) {
   if (target.backend == Backend::Cuda) cuda::synchronize();
+}
+
+const Tuner* tuner_for(std::string_view kernel) {
+  static const Tuner gemm{kernels::Gemm::shape_names, check_shape<kernels::Gemm>, tune_erased<kernels::Gemm>};
+  return kernel == kernels::Gemm::name ? &gemm : nullptr;
 }
 
 void note_skipped_candidate(const TuningKey& key, const std::string& params, const std::string& why) {

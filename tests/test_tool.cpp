@@ -117,6 +117,13 @@ TEST_CASE("a bad manifest is an error naming the entry and the problem, and noth
       {"[[kernel]]\nname = \"saxpy\"\ntarget = \"gpu\"\n", "unknown target 'gpu'"},
       {"[[kernel]]\nnmae = \"saxpy\"\n", "unknown key 'nmae'"},
       {"[[kernel]]\nname = \"softmax\"\nparams = { dtype = \"f32\", hidden = 1.5 }\n", "must be an integer"},
+      {"[[kernel]]\nname = \"softmax\"\nparams = { dtype = \"f32\", hidden = 64 }\ntune = [[1, 2, 3]]\n", "softmax cannot be tuned"},
+      {"[[kernel]]\nname = \"gemm\"\nparams = { dtype = \"f32\", a_layout = \"row\", b_layout = \"row\", tile_m = 0, tile_n = 0, "
+       "tile_k = 0, stages = 0 }\ntune = [[64, 64]]\n",
+       "tune: each shape is [m, n, k]: gemm: a shape is three positive numbers"},
+      {"[[kernel]]\nname = \"gemm\"\nparams = { dtype = \"f32\", a_layout = \"row\", b_layout = \"row\", tile_m = 0, tile_n = 0, "
+       "tile_k = 0, stages = 0 }\ntune = [[64, \"x\", 64]]\n",
+       "not a list of integers"},
   };
   for (const auto& c : cases) {
     jitk_test::write_file(dir.path() / "bad.toml", c.toml);
@@ -156,6 +163,34 @@ TEST_CASE("JITK_CACHE_MAX_SIZE keeps the cache under its limit as kernels are ad
   auto s = json_of("stats --json", env);
   CHECK(s["entries"].get<int>() < 4);
   CHECK(s["bytes"].get<std::int64_t>() <= one_blob * 5 / 2 + 4096);  // index rows count payload bytes, files add a header
+}
+
+TEST_CASE("jitk warm --tune tunes a manifest's shapes once, jitk ls --tuning shows them, the next warm reuses them",
+          "[tool][warm][tuning]") {
+  TempDir cache, dir;
+  auto env = jitk_test::cache_env(cache);
+  jitk_test::write_file(dir.path() / "tune.toml",
+                        "[[kernel]]\nname = \"gemm\"\ntarget = \"cpu\"\n"
+                        "params = { dtype = \"f32\", a_layout = \"row\", b_layout = [\"row\", \"col\"], tile_m = 0, tile_n = 0, tile_k = 0, stages = 0 }\n"
+                        "tune = [[64, 64, 64], [100, 30, 70]]\n");
+  const std::string manifest = "'" + (dir.path() / "tune.toml").string() + "'";
+  auto plain = run(kTool + " warm " + manifest, env);
+  INFO(plain.output);
+  CHECK(plain.exit_code == 0);
+  CHECK_THAT(plain.output, Contains("4 shapes to tune in the manifest; `jitk warm --tune` tunes them"));
+  CHECK(json_of("ls --tuning --json", env).empty());  // a plain warm times nothing
+
+  auto first = run(kTool + " warm --tune " + manifest, env);
+  INFO(first.output);
+  CHECK(first.exit_code == 0);
+  CHECK_THAT(first.output, Contains("tune: 4 tuned, 0 reused from the cache index, 0 failed") &&
+                               Contains("for 100x30x70 (m<=128,n<=32,k<=128)"));
+  const auto decisions = json_of("ls --tuning --json", env);
+  CHECK(decisions.size() == 4);
+  auto second = run(kTool + " warm --tune " + manifest, env);
+  INFO(second.output);
+  CHECK_THAT(second.output, Contains("tune: 0 tuned, 4 reused from the cache index, 0 failed"));
+  CHECK(json_of("ls --tuning --json", env).size() == 4);
 }
 
 TEST_CASE("jitk warm into a cache that cannot be written says nothing was kept and fails", "[tool][warm]") {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <numeric>
 #include <csignal>
 #include <cstdio>
 #include <mutex>
@@ -285,7 +286,33 @@ std::string progress_bar(std::size_t done, std::size_t total, int compiled, int 
   return buf;
 }
 
-int cmd_warm(const std::string& manifest, int jobs) {
+// Tunes each item's shapes one at a time (timings must not share the machine with compiles).
+int tune_items(const std::vector<jit::cache::WarmItem>& items) {
+  int failed = 0, tuned = 0, reused = 0;
+  for (const auto& item : items)
+    for (const auto& shape : item.tune) {
+      std::string dims;
+      for (auto v : shape) dims += (dims.empty() ? "" : "x") + std::to_string(v);
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        const auto* tuner = jit::detail::tuner_for(item.kernel);
+        const jit::TuneOutcome o = tuner->tune(item.params, shape, item.target);
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        (o.reused ? reused : tuned) += 1;
+        std::printf("%s %s (%s) %s for %s (%s): %s [%.0f ms]\n", o.reused ? "reused" : "tuned ", item.kernel.c_str(),
+                    item.params.to_string().c_str(), item.target.to_string().c_str(), dims.c_str(), o.shape_class.c_str(),
+                    o.choice.c_str(), ms);
+      } catch (const std::exception& e) {
+        ++failed;
+        std::printf("FAILED tuning %s (%s) for %s: %s\n", item.kernel.c_str(), item.params.to_string().c_str(), dims.c_str(), e.what());
+      }
+      std::fflush(stdout);
+    }
+  std::printf("tune: %d tuned, %d reused from the cache index, %d failed\n", tuned, reused, failed);
+  return failed ? 1 : 0;
+}
+
+int cmd_warm(const std::string& manifest, int jobs, bool tune) {
   using Outcome = jit::cache::WarmResult::Outcome;
   auto items = jit::cache::parse_manifest(manifest);
   const bool tty = ::isatty(STDOUT_FILENO);
@@ -341,7 +368,15 @@ int cmd_warm(const std::string& manifest, int jobs) {
   if (auto why = jit::cache::unavailable_reason(); !why.empty() && cached < static_cast<int>(items.size()))
     std::printf("warm: nothing was kept: the cache runs from memory only (%s)\n", why.c_str());
   if (not_started) return 130;
-  return failed ? 1 : 0;
+  const std::size_t shapes = std::accumulate(items.begin(), items.end(), std::size_t{0},
+                                             [](std::size_t n, const auto& i) { return n + i.tune.size(); });
+  if (!tune) {
+    if (shapes) std::printf("warm: %zu shapes to tune in the manifest; `jitk warm --tune` tunes them\n", shapes);
+    return failed ? 1 : 0;
+  }
+  if (!jit::detail::autotune_enabled()) std::printf("warm --tune: JITK_AUTOTUNE=0: nothing is timed, the base params stand\n");
+  const int tune_rc = tune_items(items);
+  return failed ? 1 : tune_rc;
 }
 
 }  // namespace
@@ -375,6 +410,8 @@ int main(int argc, char** argv) {
   verify->add_flag("--fix", fix, "drop what is damaged or orphaned");
   auto* warm = app.add_subcommand("warm", "compile every specialization a manifest lists");
   warm->add_option("manifest", manifest, "TOML manifest ([[kernel]] name, target, params)")->required()->check(CLI::ExistingFile);
+  bool tune = false;
+  warm->add_flag("--tune", tune, "then tune each entry's `tune = [[m, n, k], ...]` shapes (one at a time), keeping the decisions");
   warm->add_option("-j,--jobs", jobs, "parallel compiles (default: all cores)")
       ->check(CLI::Range(1, 1 << 16).description("")) ->option_text("N >= 1");
 
@@ -395,7 +432,7 @@ int main(int argc, char** argv) {
     if (*clear) return cmd_clear(kernel);
     if (*prune) return cmd_prune(max_size, older_than, stale);
     if (*verify) return cmd_verify(fix);
-    if (*warm) return cmd_warm(manifest, jobs);
+    if (*warm) return cmd_warm(manifest, jobs, tune);
     if (*exp) return cmd_export(pack, export_target);
     if (*imp) return cmd_import(pack);
   } catch (const jit::Error& e) {

@@ -109,9 +109,12 @@ struct WarmItem {
   Target target;
   ParamSet params;
   std::string origin;  // "warm.toml: kernel #2" for messages
+  // `tune = [[m, n, k], ...]`: shapes `jitk warm --tune` tunes these params for (jit/tuning.hpp)
+  std::vector<std::vector<std::int64_t>> tune;
 };
 
-// Parses a manifest (TOML: [[kernel]] name, target, params; arrays expand to every combination).
+// Parses a manifest (TOML: [[kernel]] name, target, params; arrays expand to every combination;
+// optional tune = [[m, n, k], ...] on kernels that can be tuned).
 // Throws jit::Error{Manifest} naming the entry and the problem; validates every combination.
 std::vector<WarmItem> parse_manifest(const std::filesystem::path& file);
 

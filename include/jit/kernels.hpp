@@ -376,6 +376,25 @@ struct Gemm {
   struct Shape {
     std::int64_t m, n, k;
   };
+  // The typed params of validated ones, and a shape from a manifest's numbers (`jitk warm --tune`).
+  static Params from_params(const ParamSet& s) {
+    auto text = [&](const char* name) { return std::get<std::string>(*s.find(name)); };
+    auto number = [&](const char* name) { return std::get<std::int64_t>(*s.find(name)); };
+    Params p;
+    for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16})
+      if (dtype_name(t) == text("dtype")) p.dtype = t;
+    p.a_layout = text("a_layout") == "col" ? Layout::ColMajor : Layout::RowMajor;
+    p.b_layout = text("b_layout") == "col" ? Layout::ColMajor : Layout::RowMajor;
+    p.tile_m = number("tile_m"), p.tile_n = number("tile_n"), p.tile_k = number("tile_k"), p.stages = number("stages");
+    if (s.find("epilogue")) p.epilogue = Chain::parse(text("epilogue"));
+    return p;
+  }
+  static constexpr const char* shape_names = "m, n, k";
+  static Shape shape_of(const std::vector<std::int64_t>& v) {
+    if (v.size() != 3 || v[0] < 1 || v[1] < 1 || v[2] < 1)
+      throw Error(ErrorCode::InvalidArgument, "gemm: a shape is three positive numbers (m, n, k)");
+    return {v[0], v[1], v[2]};
+  }
   // Shapes share a decision when each of m, n, k rounds up to the same power of two (at least 16).
   static std::string shape_class(const Shape& s) {
     auto up = [](std::int64_t v) {

@@ -9,6 +9,10 @@
 //   static std::vector<Params> candidates(const Params&, const Target&); base first, then the variants to try
 //   static TuningData tuning_data(const Params&, const Shape&, const Target&);
 //     synthetic inputs of that shape, with run(const Kernel<K>&) launching on them
+// and, to be tuned from a manifest (`jitk warm --tune`):
+//   static Params from_params(const ParamSet&);              the typed params of validated ones
+//   static Shape shape_of(const std::vector<std::int64_t>&); a shape from numbers (throws when wrong)
+//   static constexpr const char* shape_names;                what the numbers are ("m, n, k")
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -142,5 +146,30 @@ Kernel<K> get_tuned(const typename K::Params& base, const typename K::Shape& sha
   }
   return get<K>(*chosen, target);
 }
+
+// ---- tuning without the descriptor's type (manifests, the jitk tool) ----
+struct TuneOutcome {
+  std::string shape_class;
+  std::string choice;   // the params that won
+  bool reused = false;  // the decision was in the cache index already: nothing was timed
+};
+namespace detail {
+template <class K> TuneOutcome tune_erased(const ParamSet& base, const std::vector<std::int64_t>& numbers, const Target& target) {
+  const typename K::Params p = K::from_params(base);
+  const typename K::Shape shape = K::shape_of(numbers);
+  const TuningKey key{K::name, K::to_params(p).to_string(), K::shape_class(shape), device_identity(target)};
+  const bool known = find_tuning(key).has_value();
+  auto k = get_tuned<K>(p, shape, target);
+  return {key.shape_class, K::to_params(k.params()).to_string(), known && autotune_enabled()};
+}
+template <class K> void check_shape(const std::vector<std::int64_t>& numbers) { K::shape_of(numbers); }
+struct Tuner {
+  const char* shape_names;                                // "m, n, k"
+  void (*check_shape)(const std::vector<std::int64_t>&);  // throws Error naming what is wrong
+  TuneOutcome (*tune)(const ParamSet& base, const std::vector<std::int64_t>& shape, const Target& target);
+};
+// The shipped kernels that can be tuned from a manifest (gemm); nullptr for the others.
+const Tuner* tuner_for(std::string_view kernel);
+}  // namespace detail
 
 }  // namespace jit
