@@ -2,7 +2,8 @@
 //
 // Layout: "JITKPACK", u32 pack version, u32 cache format, u64 JSON length, the JSON (jitk version,
 // rows: key, kernel, params, backend, arch, compiler, implementation, implementation_version,
-// compile_ms, size, checksum), the payloads in row order, then the XXH3-128 (32 hex digits) of
+// compile_ms, size, checksum; "tuning": the autotuning decisions, as `jitk ls --tuning --json`
+// lists them, optional), the payloads in row order, then the XXH3-128 (32 hex digits) of
 // everything before it.
 #include <unistd.h>
 
@@ -98,7 +99,21 @@ ExportResult export_pack(const std::filesystem::path& file, const std::optional<
     ++result.artifacts;
     result.bytes += static_cast<std::int64_t>(payload->size());
   }
-  const std::string json = nlohmann::json{{"jitk", "0.1.0"}, {"artifacts", rows}}.dump();
+  // Autotuning decisions go with the artifacts: a device identity starts with its backend ("cuda
+  // sm_90 (NVIDIA H100 ...)"), so a target keeps its own.
+  nlohmann::json tuning = nlohmann::json::array();
+  for (const auto& t : cache.tuning_rows()) {
+    if (target) {
+      const std::string backend(backend_name(target->backend));
+      if (t.device.rfind(backend + " ", 0) != 0) continue;
+      if (!target->arch.empty() && t.device.rfind(backend + " " + target->arch + " ", 0) != 0) continue;
+    }
+    tuning.push_back({{"kernel", t.kernel}, {"base_params", t.base_params}, {"shape_class", t.shape_class}, {"device", t.device},
+                      {"choice", t.choice}, {"candidates", t.candidates}, {"best_ms", t.best_ms}, {"default_ms", t.default_ms},
+                      {"tuning_ms", t.tuning_ms}, {"created", t.created}});
+    ++result.tuning;
+  }
+  const std::string json = nlohmann::json{{"jitk", "0.1.0"}, {"artifacts", rows}, {"tuning", tuning}}.dump();
   std::string out;
   out.append(kMagic, sizeof kMagic);
   put<std::uint32_t>(out, kPackVersion);
@@ -176,6 +191,15 @@ ImportResult import_pack(const std::filesystem::path& file) {
     damaged(file, std::string("its table of contents is incomplete: ") + e.what());
   }
   if (at != end) damaged(file, std::to_string(end - at) + " bytes after the last payload");
+  std::vector<detail::TuningRow> decisions;  // packs before decisions travelled have none
+  try {
+    if (doc.contains("tuning"))
+      for (const auto& t : doc.at("tuning"))
+        decisions.push_back({t.at("kernel"), t.at("base_params"), t.at("shape_class"), t.at("device"), t.at("choice"),
+                             t.at("candidates"), t.at("best_ms"), t.at("default_ms"), t.at("tuning_ms"), t.at("created")});
+  } catch (const nlohmann::json::exception& e) {
+    damaged(file, std::string("its autotuning decisions are incomplete: ") + e.what());
+  }
 
   auto& cache = ArtifactCache::process_cache();
   if (!cache.on_disk()) throw Error(ErrorCode::CacheIo, "cannot import: the cache runs from memory only (" + cache.unavailable_reason() + ")");
@@ -198,6 +222,15 @@ ImportResult import_pack(const std::filesystem::path& file) {
                                           std::to_string(result.imported) + " artifacts (see the warning above)");
     if (unchecked) result.unchecked.push_back(describe(r));
     ++result.imported;
+  }
+  // A decision the index already has for the same key stays (it was measured here).
+  for (const auto& t : decisions) {
+    if (cache.find_tuning(t.kernel, t.base_params, t.shape_class, t.device)) {
+      ++result.tuning_already;
+      continue;
+    }
+    if (!cache.store_tuning(t)) throw Error(ErrorCode::CacheIo, "cannot import autotuning decisions into " + cache.root().string());
+    ++result.tuning_imported;
   }
   return result;
 }

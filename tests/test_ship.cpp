@@ -95,6 +95,35 @@ TEST_CASE("export, clear, import: a fresh process compiles nothing", "[ship][pac
   CHECK_THAT(run(kTool + " import '" + pack.string() + "'", env).output, Contains("imported 0 artifacts, 4 already cached"));
 }
 
+TEST_CASE("autotuning decisions travel in a pack: exported, cleared, imported, kept where the index has its own",
+          "[ship][pack][tuning]") {
+  TempDir cache, dir;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient + " gemm-tuned 300 200 100", env).exit_code == 0);
+  const auto decisions = nlohmann::json::parse(run(kTool + " ls --tuning --json", env).output);
+  REQUIRE(decisions.size() == 1);
+  const auto pack = dir.path() / "tuned.jitkpack";
+  auto exp = run(kTool + " export '" + pack.string() + "'", env);
+  INFO(exp.output);
+  CHECK_THAT(exp.output, Contains("and 1 tuning decisions"));
+  CHECK_THAT(run(kTool + " export '" + (dir.path() / "gpu.jitkpack").string() + "' --target cuda", env).output,
+             Contains("exported 0 artifacts (0 B) and 0 tuning decisions for cuda"));
+  REQUIRE(run(kTool + " clear", env).exit_code == 0);
+  REQUIRE(nlohmann::json::parse(run(kTool + " ls --tuning --json", env).output).empty());
+  auto imp = run(kTool + " import '" + pack.string() + "'", env);
+  INFO(imp.output);
+  CHECK_THAT(imp.output, Contains("1 tuning decisions, 0 already there"));
+  const auto back = nlohmann::json::parse(run(kTool + " ls --tuning --json", env).output);
+  REQUIRE(back.size() == 1);
+  CHECK(back[0]["choice"] == decisions[0]["choice"]);
+  CHECK(back[0]["shape_class"] == decisions[0]["shape_class"]);
+  CHECK_THAT(run(kTool + " import '" + pack.string() + "'", env).output, Contains("0 tuning decisions, 1 already there"));
+  // the next process uses the imported decision: nothing is timed (no new row, same choice)
+  auto again = run(kClient + " gemm-tuned 300 200 100", env);
+  INFO(again.output);
+  CHECK(nlohmann::json::parse(run(kTool + " ls --tuning --json", env).output).size() == 1);
+}
+
 TEST_CASE("a damaged or truncated pack is refused with a clear error and nothing is merged", "[ship][pack]") {
   TempDir cache, target, dir;
   REQUIRE(run(kClient + " saxpy softmax", jitk_test::cache_env(cache)).exit_code == 0);

@@ -239,8 +239,8 @@ int cmd_export(const std::string& file, const std::string& target) {
   if (!target.empty()) t = jit::Target::parse(target);
   auto r = jit::cache::export_pack(file, t);
   for (const auto& s : r.skipped) std::cout << "skipped: " << s << "\n";
-  std::cout << "exported " << r.artifacts << " artifacts (" << human_bytes(r.bytes) << ")" << (t ? " for " + t->to_string() : "")
-            << " to " << file << "\n";
+  std::cout << "exported " << r.artifacts << " artifacts (" << human_bytes(r.bytes) << ") and " << r.tuning
+            << " tuning decisions" << (t ? " for " + t->to_string() : "") << " to " << file << "\n";
   return 0;
 }
 
@@ -249,7 +249,8 @@ int cmd_import(const std::string& file) {
   for (const auto& s : r.stale) std::cout << "stale, not imported: " << s << "\n";
   for (const auto& s : r.unchecked) std::cout << "imported unchecked (its backend cannot compile here): " << s << "\n";
   std::cout << "imported " << r.imported << " artifacts, " << r.already << " already cached, " << r.stale.size()
-            << " stale left out (" << jit::cache::root().string() << ")\n";
+            << " stale left out; " << r.tuning_imported << " tuning decisions, " << r.tuning_already << " already there ("
+            << jit::cache::root().string() << ")\n";
   return 0;
 }
 

@@ -85,6 +85,7 @@ std::vector<BackendStatus> backends();
 // ---- shipping a warmed cache: one file ------------------------------------------------------------
 struct ExportResult {
   std::int64_t artifacts = 0;
+  std::int64_t tuning = 0;            // autotuning decisions packed (the target's devices only, with --target)
   std::int64_t bytes = 0;             // payload bytes packed
   std::vector<std::string> skipped;   // damaged or missing blobs, one line each
 };
@@ -95,6 +96,8 @@ ExportResult export_pack(const std::filesystem::path& file, const std::optional<
 struct ImportResult {
   std::int64_t imported = 0;
   std::int64_t already = 0;          // the cache had them
+  std::int64_t tuning_imported = 0;  // autotuning decisions merged (one the index has for the same key is kept)
+  std::int64_t tuning_already = 0;
   std::vector<std::string> stale;    // not imported: this jitk or this machine's compiler would never use them
   std::vector<std::string> unchecked;  // imported without a compiler check (backend not usable here)
 };
