@@ -162,7 +162,8 @@ TilePlan block_sparse_sm90a_plan(const ParamSet& p) {
   const std::int64_t tm = text_is(p, "op", "backward_weight") ? 64 : int_param(p, "tile_m");
   if (tm != 64 && tm != 128) return {"tile_m = " + std::to_string(tm) + ": 64 or 128 on cuda-sm90a"};
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
-  return {"", static_cast<int>(128 * (tm / 64 + 1)), stages * (tm + 64) * 64 * 2 + 1024 + 16 * stages, tm, 64, 64, 2};
+  const std::int64_t shared = stages * (tm + 64) * 64 * 2 + 1024 + 16 * stages;
+  return {"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, 64, 64, 2 * shared <= kMaxSharedBytes ? 2 : 1};
 }
 
 TilePlan block_sparse_cpu_plan(const ParamSet& p) {
@@ -181,8 +182,9 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   if (tm != 64 && tm != 128) return {tile_text(p) + ": tile_m must be 64 or 128 on cuda-sm90a (one warpgroup per 64 rows)"};
   if (tn % 64 || tn < 64) return {tile_text(p) + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
-  TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), stages * (tm + tn) * tk * 2 + 1024 + 16 * stages, tm, tn, tk,
-                tn <= 64 ? 2 : 1};
+  const std::int64_t shared = stages * (tm + tn) * tk * 2 + 1024 + 16 * stages;
+  // Two blocks an SM for 64-wide tiles (few accumulators) where their shared memory fits twice.
+  TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, tn, tk, tn <= 64 && 2 * shared <= kMaxSharedBytes ? 2 : 1};
   if (plan.shared_bytes > kMaxSharedBytes)
     return {tile_text(p) + " x " + std::to_string(stages) + " stages needs " + std::to_string(plan.shared_bytes) +
             " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
@@ -288,18 +290,18 @@ std::vector<KernelDef> shipped_kernels() {
        {{"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "element type (accumulation in float, double for f64)"},
         {"a_layout", {"row", "col"}, 0, 0, "A (M x K) row-major (lda >= K) or column-major (lda >= M)"},
         {"b_layout", {"row", "col"}, 0, 0, "B (K x N) row-major (ldb >= N) or column-major (ldb >= K)"},
-        {"tile_m", {}, 0, 256, "rows of C a tile covers (0: the implementation's default)"},
-        {"tile_n", {}, 0, 256, "columns of C a tile covers (0: the default)"},
-        {"tile_k", {}, 0, 4096, "length of the K slices a tile walks (0: the default)"},
-        {"stages", {}, 0, 8, "GPU: K slices in flight in shared memory (0: the default)"},
+        {"tile_m", {}, 0, 256, "rows of C a tile covers (0: the implementation's default)", false, std::int64_t{0}},
+        {"tile_n", {}, 0, 256, "columns of C a tile covers (0: the default)", false, std::int64_t{0}},
+        {"tile_k", {}, 0, 4096, "length of the K slices a tile walks (0: the default)", false, std::int64_t{0}},
+        {"stages", {}, 0, 8, "GPU: K slices in flight in shared memory (0: the default)", false, std::int64_t{0}},
         epilogue_param()},
        gemm_impls()},
       {"block_sparse_matmul", "X W, dY W^T, or X^T dY on W's support, W block-sparse (BlockMask)",
        {{"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "element type (accumulation in float, double for f64)"},
         {"op", {"forward", "backward_input", "backward_weight"}, 0, 0, "the product: X W, dY W^T, or X^T dY on W's support"},
         {"block_size", {}, 16, 64, "the mask's blocks: 16, 32 or 64"},
-        {"tile_m", {}, 0, 256, "GPU: rows of X a block covers (0: the default)"},
-        {"stages", {}, 0, 8, "GPU: blocks of W in flight in shared memory (0: the default)"}},
+        {"tile_m", {}, 0, 256, "GPU: rows of X a block covers (0: the default)", false, std::int64_t{0}},
+        {"stages", {}, 0, 8, "GPU: blocks of W in flight in shared memory (0: the default)", false, std::int64_t{0}}},
        block_sparse_impls()},
       {"fused_add_rms_norm", "residual += x, then y = rms_norm(residual) * weight, per row (one pass)",
        {dtype_param(), hidden_param()},
@@ -327,6 +329,14 @@ std::string spec_problem(const KernelDef& def) {
         return "parameter '" + p.name + "' has choice '" + c + "': choices are letters, digits and _";
     if (p.chain && !p.choices.empty()) return "parameter '" + p.name + "' is a chain: it has no choices";
     if (!p.is_text() && !p.chain && p.min > p.max) return "parameter '" + p.name + "' has min > max";
+    if (p.fallback) {  // a value the parameter itself allows
+      const auto* n = std::get_if<std::int64_t>(&*p.fallback);
+      const auto* t = std::get_if<std::string>(&*p.fallback);
+      const bool ok = p.chain ? false
+                      : p.is_text() ? t && std::find(p.choices.begin(), p.choices.end(), *t) != p.choices.end()
+                                    : n && *n >= p.min && *n <= p.max;
+      if (!ok) return "parameter '" + p.name + "' has a fallback it does not allow (" + p.allowed() + ")";
+    }
   }
   if (def.implementations.empty()) return "it has no implementation";
   seen.clear();
@@ -539,6 +549,7 @@ ParamSet validate_params(const KernelDef& def, const ParamSet& given) {
       if (!chain.empty()) out.set(spec.name, chain.to_string());
       continue;
     }
+    if (!v && spec.fallback) v = &*spec.fallback;
     if (!v) fail("missing parameter '" + spec.name + "' (" + spec.doc + "): give " + spec.allowed());
     if (spec.is_text()) {
       const auto* s = std::get_if<std::string>(v);

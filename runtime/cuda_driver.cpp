@@ -29,20 +29,30 @@ struct Fallback {
   mutable std::shared_ptr<const LoadedKernel> loaded;
   const LoadedKernel& get() const {
     std::call_once(once, [&] {
-      const std::string generic = generic_implementation(find_kernel(kernel), Backend::Cuda).name;
-      log().warn("{} ({}): a matrix is not 16-byte aligned (address or leading dimension), which the copy engine "
-                 "needs; launches like it use implementation '{}'",
-                 kernel, params.to_string(), generic);
+      const KernelDef& def = find_kernel(kernel);
+      const Implementation& generic = generic_implementation(def, Backend::Cuda);
+      // Tiles the generic text cannot take (Hopper's deeper stages, say) fall back to its defaults.
+      ParamSet p = params;
+      if (!params_problem(generic, p).empty())
+        for (const char* tile : {"tile_m", "tile_n", "tile_k", "stages"})
+          if (p.find(tile)) p.set(tile, std::int64_t{0});
       Selection s;
-      s.implementation = generic;
-      loaded = get_kernel(kernel, params, target, s).kernel;
+      s.implementation = generic.name;
+      loaded = get_kernel(kernel, p, target, s).kernel;  // throws (and is tried again next time) when it cannot
+      log().warn("{} ({}): a matrix the copy engine cannot take (not 16-byte aligned, empty, or 2^31 or more rows or "
+                 "columns); launches like it run implementation '{}' ({})",
+                 kernel, params.to_string(), generic.name, p.to_string());
     });
     return *loaded;
   }
 };
 
+// The copy engine's limits: 16-byte aligned base and rows, and int32 coordinates within non-empty
+// dimensions.
 bool copy_engine_takes(const ArgPack::Matrix& m) {
-  return reinterpret_cast<std::uintptr_t>(m.base) % 16 == 0 && m.row_bytes % 16 == 0;
+  constexpr std::int64_t kMaxCoordinate = 2147483647;
+  return reinterpret_cast<std::uintptr_t>(m.base) % 16 == 0 && m.row_bytes % 16 == 0 && m.inner > 0 && m.outer > 0 &&
+         m.inner <= kMaxCoordinate && m.outer <= kMaxCoordinate;
 }
 
 class CudaKernel final : public LoadedKernel {

@@ -56,3 +56,20 @@ TEST_CASE("block_sparse_matmul refuses a mask of another block size, short leadi
   p.block_size = 48;
   CHECK_THROWS_WITH(jit::get<kernels::BlockSparseMatmul>(p, jit::Target::cpu()), Contains("16, 32 or 64"));
 }
+
+TEST_CASE("block_sparse_matmul with no blocks present: forward and backward_input give beta * C, backward_weight has nothing to write",
+          "[kernels][block_sparse]") {
+  const jit::BlockMask mask(32, 64, 16, std::vector<std::uint8_t>(8, 0));
+  REQUIRE(mask.nnz() == 0);
+  std::vector<float> x(5 * 32, 1.0f), y(5 * 64, 2.0f), w(1, 0.0f);
+  kernels::BlockSparseMatmul::Params p;
+  p.block_size = 16;
+  auto k = jit::get<kernels::BlockSparseMatmul>(p, jit::Target::cpu());
+  k(5, 1.0, x.data(), 32, w.data(), 0, 0.5, y.data(), 64, &mask, mask.index().data());
+  for (float v : y) CHECK(v == 1.0f);
+  p.op = kernels::BlockSparseMatmul::Op::BackwardWeight;
+  auto kw = jit::get<kernels::BlockSparseMatmul>(p, jit::Target::cpu());
+  kw(5, 1.0, x.data(), 32, y.data(), 64, 0.0, w.data(), 0, &mask, mask.index().data());
+  CHECK(w[0] == 0.0f);  // untouched: there is no block to write
+  CHECK_THROWS_WITH(jit::BlockMask(std::int64_t{1} << 40, std::int64_t{1} << 40, 64, {}), Contains("too many blocks"));
+}

@@ -7,6 +7,7 @@
 #include "../examples/reference_kernels.hpp"
 #include "jit/cache.hpp"
 #include "jit/kernels.hpp"
+#include "jit/registry.hpp"
 #include "jit/tuning.hpp"
 #include "test_support.hpp"
 
@@ -195,4 +196,22 @@ TEST_CASE("with no cache on disk, get_tuned still tunes, and keeps the decision 
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Contains("gemm-tuned dtype=f32") && Contains("autotuning decisions last only for this process"));
+}
+
+TEST_CASE("gemm's tile params may be left out of a params set: they mean 0, the implementation's defaults", "[kernels][gemm]") {
+  const auto& spec = [] {
+    for (const auto& k : jit::registered_kernels())
+      if (k.name == "gemm") return k;
+    throw std::runtime_error("no gemm");
+  }();
+  CHECK(spec.params.size() == 8);
+  // the type-erased path a manifest takes: only dtype and layouts given
+  jit::ParamSet given{{"dtype", std::string("f32")}, {"a_layout", std::string("row")}, {"b_layout", std::string("col")}};
+  jit::ParamSet typed = kernels::Gemm::to_params({jit::DType::f32, Layout::RowMajor, Layout::ColMajor});
+  const auto a = jit::detail::get_kernel("gemm", given, jit::Target::cpu());
+  const auto b = jit::detail::get_kernel("gemm", typed, jit::Target::cpu());
+  CHECK(a.key == b.key);  // the same specialization, the same key
+  // a user's kernel cannot declare a fallback its own range refuses
+  jit::KernelSpec bad{"bad_fallback", "x", {{"n", {}, 1, 4, "n", false, std::int64_t{9}}}, {}};
+  CHECK_THROWS_WITH(jit::register_kernel(bad), Contains("has a fallback it does not allow"));
 }

@@ -258,3 +258,28 @@ TEMPLATE_TEST_CASE("GPU block_sparse_matmul's three products match dense referen
           });
     }
 }
+
+TEST_CASE("GPU gemm with k = 0 and block_sparse_matmul with no blocks give beta * C in every implementation", "[gpu][gemm]") {
+  if (!have_gpu()) return;
+  for (Layout lb : {Layout::RowMajor, Layout::ColMajor}) {
+    const auto p = params(jit::DType::bf16, Layout::RowMajor, lb);
+    for (const auto& impl : jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p))) {
+      INFO(impl);
+      CHECK(gemm_error<jit::bfloat16>(p, impl, {5, 16, 0, 8, 1, 0.5}) <= 1e-2);  // the copy engine cannot take an empty K
+    }
+  }
+  const jit::BlockMask mask(64, 128, 64, std::vector<std::uint8_t>(2, 0));
+  jit::cuda::DeviceArray<std::int32_t> index(mask.index());
+  std::vector<jit::bfloat16> host(3 * 128, jit::to_bfloat16(2.0f));
+  jit::cuda::DeviceArray<jit::bfloat16> x(std::vector<jit::bfloat16>(3 * 64, jit::to_bfloat16(1.0f))), y(host), w(1);
+  kernels::BlockSparseMatmul::Params bp;
+  bp.dtype = jit::DType::bf16;
+  for (const auto& impl : jit::implementations_for("block_sparse_matmul", gpu(), kernels::BlockSparseMatmul::to_params(bp))) {
+    INFO(impl);
+    y.upload(host);
+    jit::Selection s;
+    s.implementation = impl;
+    jit::get<kernels::BlockSparseMatmul>(bp, gpu(), s)(3, 1.0, x.data(), 64, w.data(), 0, 0.5, y.data(), 128, &mask, index.data());
+    for (const auto& v : y.download()) CHECK(jit::to_float(v) == 1.0f);
+  }
+}

@@ -22,10 +22,10 @@ class BlockMask {
       fail(std::to_string(rows) + " x " + std::to_string(cols) + " is not a positive multiple of the block (" +
            std::to_string(block) + ") in both dimensions");
     const std::int64_t br = rows / block, bc = cols / block;
+    if (br > (std::int64_t{1} << 30) / bc) fail("too many blocks (" + std::to_string(br) + " x " + std::to_string(bc) + ")");
     if (static_cast<std::int64_t>(mask.size()) != br * bc)
       fail("the mask has " + std::to_string(mask.size()) + " flags; " + std::to_string(br) + " x " + std::to_string(bc) +
            " blocks need " + std::to_string(br * bc));
-    if (br * bc > (std::int64_t{1} << 30)) fail("too many blocks");
     // ids in row-major order: row_ptr, then each block's column and row
     std::vector<std::int32_t> row_ptr(1, 0), col_of, row_of;
     for (std::int64_t r = 0; r < br; ++r) {

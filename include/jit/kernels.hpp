@@ -431,8 +431,8 @@ struct Gemm {
   class TuningData {
    public:
     TuningData(const Params& p, const Shape& s, const Target& target) : p_(p), s_(s), target_(target) {
-      a_ = make(s.m * s.k, true);
-      b_ = make(s.k * s.n, true);
+      a_ = make((p.a_layout == Layout::RowMajor ? s.m : s.k) * lda(), true);
+      b_ = make((p.b_layout == Layout::RowMajor ? s.k : s.n) * ldb(), true);
       c_ = make(s.m * s.n, false);
       for (int i = 0; i < p.epilogue.size(); ++i) {
         const OperandKind k = step_operand(p.epilogue[i]);
@@ -448,12 +448,19 @@ struct Gemm {
     }
     void run(const Kernel<Gemm>& k) {
       const DType t = p_.dtype;
-      const bool a_row = p_.a_layout == Layout::RowMajor, b_row = p_.b_layout == Layout::RowMajor;
-      k.launch({s_.m, s_.n, s_.k, 1.0, ConstPtr(a_.data(), t), a_row ? s_.k : s_.m, ConstPtr(b_.data(), t), b_row ? s_.n : s_.k,
-                0.0, MutPtr(c_.data(), t), s_.n, epilogue_});
+      k.launch({s_.m, s_.n, s_.k, 1.0, ConstPtr(a_.data(), t), lda(), ConstPtr(b_.data(), t), ldb(), 0.0, MutPtr(c_.data(), t), s_.n,
+                epilogue_});
     }
 
    private:
+    // Leading dimensions rounded up to 16 bytes, as a program's would be (an unaligned one would time
+    // another implementation than the shape's usual, on Hopper).
+    std::int64_t round16(std::int64_t v) const {
+      const auto per = static_cast<std::int64_t>(16 / dtype_size(p_.dtype));
+      return (v + per - 1) / per * per;
+    }
+    std::int64_t lda() const { return round16(p_.a_layout == Layout::RowMajor ? s_.k : s_.m); }
+    std::int64_t ldb() const { return round16(p_.b_layout == Layout::RowMajor ? s_.n : s_.k); }
     // `count` elements (at least one) on the host or the device; filled with small values, not
     // zeros (they can run faster), when `fill`.
     class Buffer {

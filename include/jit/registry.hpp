@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,6 +33,9 @@ struct ParamSpec {
   // A fusion chain (jit/chain.hpp): optional text of steps joined by '>'; absent or "" is no chain,
   // and then the parameter is left out of the params (and the key) altogether.
   bool chain = false;
+  // Given when the parameter may be left out (gemm's tiles: 0, the implementation's default); a
+  // params set without it then holds this value, so its key is the same either way.
+  std::optional<ParamValue> fallback;
   bool is_text() const { return !choices.empty(); }
   std::string allowed() const;  // "one of f32, f64" / "an integer in [1, 65536]" / "a chain ..."
 };
