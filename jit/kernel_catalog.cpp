@@ -191,6 +191,24 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   return plan;
 }
 
+// The Hopper text (gemm_sm90.cu) as an implementation of a tiled kernel: sm_90a, f16 and bf16,
+// loads through tensor maps.
+Implementation hopper_impl(GpuLayout layout, TilePlan (*plan)(const ParamSet&), std::string note) {
+  Implementation i;
+  i.name = "cuda-sm90a";
+  i.backend = Backend::Cuda;
+  i.min_capability = i.max_capability = 90;
+  i.arch_suffix = "a";
+  i.priority = 1;
+  i.file = "gemm_sm90.cu";
+  i.dtypes = {DType::f16, DType::bf16};
+  i.layout = layout;
+  i.layout.tensor_maps = true;
+  i.tile_plan = plan;
+  i.note = std::move(note);
+  return i;
+}
+
 std::vector<Implementation> gemm_impls() {
   Implementation cpu = cpu_impl("gemm.cpp");
   cpu.version = 2;  // v2: tile params of 0 take the defaults; rows as work items
@@ -201,19 +219,9 @@ std::vector<Implementation> gemm_impls() {
   cuda.min_capability = 80;  // cp.async, bf16 WMMA
   cuda.tile_plan = gemm_cuda_plan;
   cuda.note = "any layout; WMMA tensor cores (f16, bf16), 8x8 a thread (f32); cp.async stages";
-  Implementation sm90;
-  sm90.name = "cuda-sm90a";
-  sm90.backend = Backend::Cuda;
-  sm90.min_capability = sm90.max_capability = 90;
-  sm90.arch_suffix = "a";
-  sm90.priority = 1;
-  sm90.file = "gemm_sm90.cu";
-  sm90.dtypes = {DType::f16, DType::bf16};
-  sm90.layout = {Kind::Tile, 384, 4, 1, 128, 256, 64, 4};
-  sm90.layout.tensor_maps = true;
-  sm90.tile_plan = gemm_sm90a_plan;
-  sm90.note = "Hopper: wgmma, TMA loads, a producer warpgroup, persistent; any layout";
-  return {std::move(cpu), std::move(cuda), std::move(sm90)};
+  return {std::move(cpu), std::move(cuda),
+          hopper_impl({Kind::Tile, 384, 4, 1, 128, 256, 64, 4}, gemm_sm90a_plan,
+                      "Hopper: wgmma, TMA loads, a producer warpgroup, persistent; any layout")};
 }
 
 std::vector<Implementation> block_sparse_impls() {
@@ -225,19 +233,9 @@ std::vector<Implementation> block_sparse_impls() {
   cuda.min_capability = 80;
   cuda.tile_plan = block_sparse_cuda_plan;
   cuda.note = "gemm.cu's tiles walking only the blocks present (WMMA f16/bf16, SIMT f32)";
-  Implementation sm90;
-  sm90.name = "cuda-sm90a";
-  sm90.backend = Backend::Cuda;
-  sm90.min_capability = sm90.max_capability = 90;
-  sm90.arch_suffix = "a";
-  sm90.priority = 1;
-  sm90.file = "gemm_sm90.cu";
-  sm90.dtypes = {DType::f16, DType::bf16};
-  sm90.layout = {Kind::Tile, 384, 4, 1, 128, 64, 64, 4};
-  sm90.layout.tensor_maps = true;
-  sm90.tile_plan = block_sparse_sm90a_plan;
-  sm90.note = "Hopper, 64-wide blocks: gemm_sm90.cu's wgmma + TMA pipeline walking only the blocks present";
-  return {std::move(cpu), std::move(cuda), std::move(sm90)};
+  return {std::move(cpu), std::move(cuda),
+          hopper_impl({Kind::Tile, 384, 4, 1, 128, 64, 64, 4}, block_sparse_sm90a_plan,
+                      "Hopper, 64-wide blocks: gemm_sm90.cu's wgmma + TMA pipeline walking only the blocks present")};
 }
 
 std::vector<KernelDef> shipped_kernels() {

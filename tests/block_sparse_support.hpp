@@ -9,16 +9,13 @@
 #include "../examples/reference_kernels.hpp"
 #include "jit/block_sparse.hpp"
 #include "jit/kernels.hpp"
+#include "gpu_support.hpp"
 #include "test_support.hpp"
 
 namespace block_sparse_support {
 
 using Op = jit::kernels::BlockSparseMatmul::Op;
 
-inline double to_double(float v) { return v; }
-inline double to_double(double v) { return v; }
-inline double to_double(jit::half v) { return jit::to_float(v); }
-inline double to_double(jit::bfloat16 v) { return jit::to_float(v); }
 
 struct Case {
   std::int64_t m, k, n, block;
@@ -110,7 +107,7 @@ void check_all(jit::DType dtype, double tol, FromDouble from_double, Run run) {
       p.block_size = c.block;
       auto widen = [](const std::vector<T>& v) {
         std::vector<double> d;
-        for (const T& x : v) d.push_back(to_double(x));
+        for (const T& x : v) d.push_back(jitk_test::as_double(x));
         return d;
       };
       const auto expected = reference(op, c, mask, widen(a), l.lda, widen(b), l.ldb, widen(out), l.ldc);

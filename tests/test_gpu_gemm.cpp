@@ -12,6 +12,7 @@
 #include "jit/kernels.hpp"
 #include "jit/registry.hpp"
 #include "jit/tuning.hpp"
+#include "gpu_support.hpp"
 #include "test_support.hpp"
 
 namespace kernels = jit::kernels;
@@ -23,32 +24,11 @@ namespace {
 
 const jitk_test::TempDir& cache_dir = jitk_test::own_cache_dir();
 
-bool have_gpu() {
-  if (jit::cuda::available()) return true;
-  std::printf("SKIPPED: no usable CUDA GPU: %s\n", jit::cuda::unavailable_reason().c_str());
-  return false;
-}
-jit::Target gpu() { return jit::Target{jit::Backend::Cuda, "", 0}; }
-
-template <class T> jit::DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return jit::DType::f32;
-  else if constexpr (std::is_same_v<T, jit::half>) return jit::DType::f16;
-  else return jit::DType::bf16;
-}
-double as_double(float v) { return v; }
-double as_double(jit::half v) { return jit::to_float(v); }
-double as_double(jit::bfloat16 v) { return jit::to_float(v); }
-template <class T> T from_double(double v) {
-  if constexpr (std::is_same_v<T, float>) return static_cast<float>(v);
-  else if constexpr (std::is_same_v<T, jit::half>) return jit::to_half(static_cast<float>(v));
-  else return jit::to_bfloat16(static_cast<float>(v));
-}
-// METHOD.md: f32 far under 1e-3; 16-bit outputs carry their own rounding (2^-11, 2^-8).
-template <class T> double tolerance() {
-  if constexpr (std::is_same_v<T, float>) return 1e-5;
-  else if constexpr (std::is_same_v<T, jit::half>) return 2e-3;
-  else return 1e-2;
-}
+using jitk_test::as_double;
+using jitk_test::from_double;
+using jitk_test::gpu;
+using jitk_test::have_gpu;
+using jitk_test::tolerance;
 
 std::size_t at(Layout l, std::int64_t i, std::int64_t j, std::int64_t ld) {
   return static_cast<std::size_t>(l == Layout::RowMajor ? i * ld + j : j * ld + i);
@@ -98,7 +78,7 @@ double gemm_error(const kernels::Gemm::Params& p, const std::string& impl, const
   jit::Operands ops;
   if (!epilogue.empty()) {
     q.epilogue = jit::Chain::parse(epilogue);
-    ops.add(jit::ConstPtr(dbias.data(), dtype_of<T>()));
+    ops.add(jit::ConstPtr(dbias.data(), jit::dtype_of<T>()));
   }
   jit::Selection s;
   s.implementation = impl;
@@ -126,7 +106,7 @@ kernels::Gemm::Params params(jit::DType t, Layout a, Layout b) {
 TEMPLATE_TEST_CASE("GPU gemm matches the reference in every implementation, layout and odd size", "[gpu][gemm]", float, jit::half,
                    jit::bfloat16) {
   if (!have_gpu()) return;
-  const jit::DType t = dtype_of<TestType>();
+  const jit::DType t = jit::dtype_of<TestType>();
   const Case cases[] = {{1, 1, 1, 0, 1, 0},          {7, 13, 5, 3, 1, 0},        {33, 65, 100, 8, 0.5, -1.5},
                         {130, 260, 333, 1, 1, 0},    {257, 129, 64, 16, 2, 0.25}, {129, 300, 77, 0, -1, 1}};
   int checked = 0;
@@ -147,7 +127,7 @@ TEMPLATE_TEST_CASE("GPU gemm matches the reference in every implementation, layo
 TEMPLATE_TEST_CASE("GPU gemm with several K slices, tiles and tile groups, in each implementation", "[gpu][gemm]", float,
                    jit::bfloat16) {
   if (!have_gpu()) return;
-  const auto p = params(dtype_of<TestType>(), Layout::RowMajor, Layout::ColMajor);
+  const auto p = params(jit::dtype_of<TestType>(), Layout::RowMajor, Layout::ColMajor);
   for (const auto& impl : jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p))) {
     INFO(impl);
     CHECK(gemm_error<TestType>(p, impl, {1100, 520, 1000, 8, 1, 0}) <= tolerance<TestType>());
@@ -240,7 +220,7 @@ TEMPLATE_TEST_CASE("GPU block_sparse_matmul's three products match dense referen
     for (std::int64_t tile_m : {0, 64}) {
       INFO(impl << " tile_m " << tile_m);
       block_sparse_support::check_all<TestType>(
-          dtype_of<TestType>(), tolerance<TestType>(), [](double v) { return from_double<TestType>(v); },
+          jit::dtype_of<TestType>(), tolerance<TestType>(), [](double v) { return from_double<TestType>(v); },
           [&](kernels::BlockSparseMatmul::Params p, const block_sparse_support::Case& c, const jit::BlockMask& mask,
               const std::vector<TestType>& a, std::int64_t lda, const std::vector<TestType>& b, std::int64_t ldb,
               const std::vector<TestType>& out, std::int64_t ldc) {

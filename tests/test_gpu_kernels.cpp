@@ -17,6 +17,7 @@
 #include "jit/nvrtc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
 #include "runtime/selection.hpp"
+#include "gpu_support.hpp"
 #include "test_support.hpp"
 
 namespace kernels = jit::kernels;
@@ -26,30 +27,11 @@ namespace {
 
 const jitk_test::TempDir& cache_dir = jitk_test::own_cache_dir();
 
-// True when there is a GPU; otherwise prints the line ctest turns into "skipped".
-bool have_gpu() {
-  if (jit::cuda::available()) return true;
-  std::printf("SKIPPED: no usable CUDA GPU: %s\n", jit::cuda::unavailable_reason().c_str());
-  return false;
-}
-
-jit::Target gpu() { return jit::Target{jit::Backend::Cuda, "", 0}; }
-
-double as_double(float v) { return v; }
-double as_double(jit::half v) { return jit::to_float(v); }
-double as_double(jit::bfloat16 v) { return jit::to_float(v); }
-template <class T> T from_double(double v);
-template <> float from_double<float>(double v) { return static_cast<float>(v); }
-template <> jit::half from_double<jit::half>(double v) { return jit::to_half(static_cast<float>(v)); }
-template <> jit::bfloat16 from_double<jit::bfloat16>(double v) { return jit::to_bfloat16(static_cast<float>(v)); }
-
-// Tolerance on ||out - ref|| / ||ref|| (device METHOD.md): inputs are already rounded to T, so the
-// error is the output rounding and float32 arithmetic.
-template <class T> double tolerance() {
-  if constexpr (std::is_same_v<T, float>) return 1e-5;
-  else if constexpr (std::is_same_v<T, jit::half>) return 2e-3;
-  else return 1e-2;
-}
+using jitk_test::as_double;
+using jitk_test::from_double;
+using jitk_test::gpu;
+using jitk_test::have_gpu;
+using jitk_test::tolerance;
 
 template <class T> std::vector<T> random_vector(std::size_t n, double lo = -3, double hi = 3) {
   return jitk_test::random_values<T>(n, lo, hi, [](double v) { return from_double<T>(v); });
