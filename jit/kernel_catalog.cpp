@@ -112,7 +112,7 @@ TilePlan gemm_cpu_plan(const ParamSet& p) {
 }
 
 // kernel_sources/gemm.cu's launch for a tile_m x tile_n tile walking tile_k slices, `stages` deep,
-// A and B slices kept in their global layout (rows padded by 16 bytes). f16/bf16: warps of
+// A and B slices kept in their global layout (rows padded by 16 bytes), f32's as rows of K. f16/bf16: warps of
 // min(64, tile_m) x min(32, tile_n) (WMMA 16x16x16 fragments), C staged through shared memory
 // (float) for the epilogue; f32: 8 x 8 a thread, at least one warp.
 TilePlan cuda_tile_plan(const ParamSet& p, bool a_row, bool b_row, std::int64_t tm, std::int64_t tn, std::int64_t tk) {
@@ -126,9 +126,11 @@ TilePlan cuda_tile_plan(const ParamSet& p, bool a_row, bool b_row, std::int64_t 
   const std::int64_t threads = f32 ? std::max<std::int64_t>(32, tm * tn / 64)
                                    : (tm / std::min<std::int64_t>(64, tm)) * (tn / std::min<std::int64_t>(32, tn)) * 32;
   if (threads > 1024) return {tile + ": over 1024 threads (tile_m * tile_n / 64)"};
-  const std::int64_t elem = f32 ? 4 : 2, pad = 16 / elem;
-  const std::int64_t a_tile = a_row ? tm * (tk + pad) : tk * (tm + pad);
-  const std::int64_t b_tile = b_row ? tk * (tn + pad) : tn * (tk + pad);
+  const std::int64_t elem = f32 ? 4 : 2;
+  // Rows padded by 16 bytes; f32 keeps both slices as rows of K, padded to 4 mod 32 words.
+  const auto padded = [&](std::int64_t n) { return f32 ? n + (36 - n % 32) % 32 : n + 16 / elem; };
+  const std::int64_t a_tile = f32 ? tk * padded(tm) : a_row ? tm * padded(tk) : tk * padded(tm);
+  const std::int64_t b_tile = f32 ? tk * padded(tn) : b_row ? tk * padded(tn) : tn * padded(tk);
   const std::int64_t pipeline = stages * (a_tile + b_tile) * elem;
   const std::int64_t staging = f32 ? 0 : tm * (tn + 4) * 4;
   TilePlan plan{"", static_cast<int>(threads), std::max(pipeline, staging), tm, tn, tk};
@@ -154,16 +156,25 @@ TilePlan block_sparse_cuda_plan(const ParamSet& p) {
   return cuda_tile_plan(p, true, text_is(p, "op", "forward"), int_param(p, "tile_m"), bs, bs);
 }
 
-// kernel_sources/gemm_sm90.cu's block_sparse_matmul: 64-wide blocks (128-byte rows), a producer
-// warpgroup and tile_m / 64 consumers (backward_weight: one, its tile a block of dW).
+// kernel_sources/gemm_sm90.cu's block_sparse_matmul: 64-wide blocks (128-byte rows). forward and
+// backward_input: tiles of tile_m rows (64, 128, 256: wgmma's N) by one block column, two consumer
+// warpgroups taking them in turn (one block an SM); backward_weight: one consumer, its tile a block
+// of dW, two blocks an SM where shared memory fits twice.
 TilePlan block_sparse_sm90a_plan(const ParamSet& p) {
   const std::int64_t bs = int_param(p, "block_size"), stages = int_param(p, "stages");
   if (bs != 64) return {"block_size = " + std::to_string(bs) + ": cuda-sm90a takes 64 (the others run on 'cuda')"};
-  const std::int64_t tm = text_is(p, "op", "backward_weight") ? 64 : int_param(p, "tile_m");
-  if (tm != 64 && tm != 128) return {"tile_m = " + std::to_string(tm) + ": 64 or 128 on cuda-sm90a"};
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
+  if (text_is(p, "op", "backward_weight")) {
+    const std::int64_t shared = stages * (64 + 64) * 64 * 2 + 1024 + 16 * stages;
+    return {"", 256, shared, 64, 64, 64, 2 * shared <= kMaxSharedBytes ? 2 : 1};
+  }
+  const std::int64_t tm = int_param(p, "tile_m");
+  if (tm != 64 && tm != 128 && tm != 256) return {"tile_m = " + std::to_string(tm) + ": 64, 128 or 256 on cuda-sm90a"};
   const std::int64_t shared = stages * (tm + 64) * 64 * 2 + 1024 + 16 * stages;
-  return {"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, 64, 64, 2 * shared <= kMaxSharedBytes ? 2 : 1};
+  if (shared > kMaxSharedBytes)
+    return {"tile_m = " + std::to_string(tm) + " x " + std::to_string(stages) + " stages needs " + std::to_string(shared) +
+            " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
+  return {"", 384, shared, tm, 64, 64, 1};
 }
 
 TilePlan block_sparse_cpu_plan(const ParamSet& p) {
@@ -234,7 +245,7 @@ std::vector<Implementation> block_sparse_impls() {
   cuda.tile_plan = block_sparse_cuda_plan;
   cuda.note = "gemm.cu's tiles walking only the blocks present (WMMA f16/bf16, SIMT f32)";
   return {std::move(cpu), std::move(cuda),
-          hopper_impl({Kind::Tile, 384, 4, 1, 128, 64, 64, 4}, block_sparse_sm90a_plan,
+          hopper_impl({Kind::Tile, 384, 4, 1, 256, 64, 64, 4}, block_sparse_sm90a_plan,
                       "Hopper, 64-wide blocks: gemm_sm90.cu's wgmma + TMA pipeline walking only the blocks present")};
 }
 

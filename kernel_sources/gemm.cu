@@ -13,7 +13,11 @@
 // unaligned matrices fall back to element copies with zeros.
 //   f16, bf16: each warp multiplies min(64, TM) x min(32, TN) of the tile with WMMA 16x16x16
 //              tensor-core fragments (float accumulators), staged through shared memory for the epilogue.
-//   f32:       each thread accumulates 8 x 8 (two 4-row by two 4-column blocks) with FMAs.
+//   f32:       each thread accumulates 8 x 8 (two 4-row by two 4-column blocks) with FMAs. Both
+//              slices are kept as rows of K ([TK][TM], [TK][TN]) so a thread reads its 8 + 8 values
+//              of a k with four 16-byte loads: a row-major A (column-major B) is transposed on the
+//              way in by 4-byte copies, a warp taking 4 rows x 8 elements (full 32-byte sectors,
+//              no bank conflicts with rows padded to 4 mod 32 words).
 // gemm's blocks run in groups of 8 tile rows so neighbouring blocks share A and B in L2.
 #include "jitk_gpu.h"
 #if !JITK_DTYPE_F32
@@ -56,9 +60,21 @@ constexpr int WORKERS = TM / WARP_M * (TN / WARP_N) * 32;
 #endif
 static_assert(THREADS == (WORKERS < 32 ? 32 : WORKERS), "gemm.cu: the host's tile plan and this text disagree on the threads");
 constexpr int V = 16 / sizeof(T);  // elements in a 16-byte copy, and the row padding
-// Shared-memory slices: A as [TM][TK] (row-major) or [TK][TM]; B as [TK][TN] or [TN][TK].
-constexpr int A_OUTER = A_ROW ? TM : TK, A_INNER = A_ROW ? TK : TM, A_LD = A_INNER + V;
-constexpr int B_OUTER = B_ROW ? TK : TN, B_INNER = B_ROW ? TN : TK, B_LD = B_INNER + V;
+// A slice in global memory: A_G_OUTER rows of A_G_INNER elements ([TM][TK] row-major, [TK][TM]
+// column-major); B's: [TK][TN] row-major, [TN][TK] column-major. f32 transposes A row-major and B
+// column-major on the way into shared memory (A_T, B_T): there both are rows of K.
+constexpr int A_G_OUTER = A_ROW ? TM : TK, A_G_INNER = A_ROW ? TK : TM;
+constexpr int B_G_OUTER = B_ROW ? TK : TN, B_G_INNER = B_ROW ? TN : TK;
+#if JITK_DTYPE_F32
+constexpr bool A_T = A_ROW, B_T = !B_ROW;
+#else
+constexpr bool A_T = false, B_T = false;
+#endif
+// Rows padded by 16 bytes against bank conflicts; f32's to 4 mod 32 words (the transposed copy's
+// conflict-free stride; the host's plan pads the same way).
+constexpr int padded(int n) { return sizeof(T) == 4 ? n + (36 - n % 32) % 32 : n + V; }
+constexpr int A_OUTER = A_T ? A_G_INNER : A_G_OUTER, A_INNER = A_T ? A_G_OUTER : A_G_INNER, A_LD = padded(A_INNER);
+constexpr int B_OUTER = B_T ? B_G_INNER : B_G_OUTER, B_INNER = B_T ? B_G_OUTER : B_G_INNER, B_LD = padded(B_INNER);
 constexpr int A_ELEMS = A_OUTER * A_LD, B_ELEMS = B_OUTER * B_LD;
 constexpr int PIPELINE_BYTES = STAGES * (A_ELEMS + B_ELEMS) * (int)sizeof(T);
 static_assert(PIPELINE_BYTES <= JITK_SHARED_BYTES, "gemm.cu: the slices need more shared memory than the host planned");
@@ -91,10 +107,44 @@ __device__ inline void load_slice(T* s, const T* __restrict__ g, i64 ld, i64 o0,
   }
 }
 
+__device__ inline void cp_async4(void* smem, const void* gmem, int src_bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+
+// The same slice transposed: element (r, q) of the global slice lands at s[q * LD + r]. A warp
+// copies 4 rows x 8 elements: 32-byte runs of global memory, and (LD = 4 mod 32 words) 32
+// distinct banks. 4-byte elements only (f32).
+template <int OUTER, int INNER, int LD>
+__device__ inline void load_slice_t(T* s, const T* __restrict__ g, i64 ld, i64 o0, i64 i0, i64 outer_lim, i64 inner_lim) {
+  static_assert(sizeof(T) == 4 && OUTER % 4 == 0 && INNER % 8 == 0 && LD % 32 == 4, "gemm.cu: a transposed slice it cannot copy");
+  constexpr int ROW_GROUPS = OUTER / 4;
+  for (int c = threadIdx.x; c < OUTER * INNER; c += THREADS) {
+    const int group = c / 32, lane = c % 32;
+    const int r = (group % ROW_GROUPS) * 4 + lane % 4, q = (group / ROW_GROUPS) * 8 + lane / 4;
+    const i64 go = o0 + r, gi = i0 + q;
+    const bool in = go < outer_lim && gi < inner_lim;
+    cp_async4(s + q * LD + r, in ? g + go * ld + gi : g, in ? 4 : 0);
+  }
+}
+
+// A slice into shared memory as it lies in global memory, or transposed (TRANS).
+template <bool TRANS, int OUTER, int INNER, int LD>
+__device__ inline void copy_slice(T* s, const T* __restrict__ g, i64 ld, i64 o0, i64 i0, i64 outer_lim, i64 inner_lim, bool vec) {
+  if constexpr (TRANS) load_slice_t<OUTER, INNER, LD>(s, g, ld, o0, i0, outer_lim, inner_lim);
+  else load_slice<OUTER, INNER, LD>(s, g, ld, o0, i0, outer_lim, inner_lim, vec);
+}
+template <typename... Args> __device__ inline void copy_a(T* s, Args... args) {
+  copy_slice<A_T, A_G_OUTER, A_G_INNER, A_LD>(s, args...);
+}
+template <typename... Args> __device__ inline void copy_b(T* s, Args... args) {
+  copy_slice<B_T, B_G_OUTER, B_G_INNER, B_LD>(s, args...);
+}
+
 // The slices a tile walks: load(sa, sb, t) copies slice t of A and B into shared memory.
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
 // index: row_ptr[block_rows + 1], col_of[nnz], row_of[nnz], col_ptr[block_cols + 1], by_col[nnz]
-// (block ids column by column). Block b's values are at w + b * BS * BS.
+// (block ids column by column), rows_by_count[block_rows], cols_by_count[block_cols]. Block b's values are at w + b * BS * BS.
 struct Walk {
   const T* __restrict__ a;
   const T* __restrict__ b;
@@ -110,14 +160,14 @@ struct Walk {
 #if JITK_OP_BACKWARD_WEIGHT
     // A = X^T: rows k0.. of X, the columns of the block row; B: dY's columns of the block column
     const i64 k0 = t * TK;
-    load_slice<A_OUTER, A_INNER, A_LD>(sa, a, lda, k0, static_cast<i64>(block_row) * BS, M, a_cols, a_vec);
-    load_slice<B_OUTER, B_INNER, B_LD>(sb, b, ldb, k0, static_cast<i64>(block_col) * BS, M, b_cols, b_vec);
+    copy_a(sa, a, lda, k0, static_cast<i64>(block_row) * BS, M, a_cols, a_vec);
+    copy_b(sb, b, ldb, k0, static_cast<i64>(block_col) * BS, M, b_cols, b_vec);
 #else
     // Slice t is one block: A's columns of its row (forward) or column; B the block, copied as it
     // is (forward reads it as [k][n], backward_input as [n][k]: the transpose).
     const int id = ids ? ids[t] : first + static_cast<int>(t);
-    load_slice<A_OUTER, A_INNER, A_LD>(sa, a, lda, m0, static_cast<i64>(other[id]) * BS, M, a_cols, a_vec);
-    load_slice<B_OUTER, B_INNER, B_LD>(sb, b + static_cast<i64>(id) * BS * BS, BS, 0, 0, BS, BS, b_vec);
+    copy_a(sa, a, lda, m0, static_cast<i64>(other[id]) * BS, M, a_cols, a_vec);
+    copy_b(sb, b + static_cast<i64>(id) * BS * BS, i64{BS}, i64{0}, i64{0}, i64{BS}, i64{BS}, b_vec);
 #endif
   }
 };
@@ -129,10 +179,10 @@ struct Walk {
   bool a_vec, b_vec;
   __device__ void load(T* sa, T* sb, i64 t) const {
     const i64 k0 = t * TK;
-    if (A_ROW) load_slice<A_OUTER, A_INNER, A_LD>(sa, a, lda, m0, k0, M, K, a_vec);
-    else load_slice<A_OUTER, A_INNER, A_LD>(sa, a, lda, k0, m0, K, M, a_vec);
-    if (B_ROW) load_slice<B_OUTER, B_INNER, B_LD>(sb, b, ldb, k0, n0, K, N, b_vec);
-    else load_slice<B_OUTER, B_INNER, B_LD>(sb, b, ldb, n0, k0, N, K, b_vec);
+    if (A_ROW) copy_a(sa, a, lda, m0, k0, M, K, a_vec);
+    else copy_a(sa, a, lda, k0, m0, K, M, a_vec);
+    if (B_ROW) copy_b(sb, b, ldb, k0, n0, K, N, b_vec);
+    else copy_b(sb, b, ldb, n0, k0, N, K, b_vec);
   }
 };
 #endif
@@ -205,12 +255,21 @@ struct Accumulators {
 };
 #else
 // Thread (ty, tx) owns rows ty*4 + {0..3} and TM/2 + ty*4 + {0..3}, columns tx*4 + {0..3} and
-// TN/2 + tx*4 + {0..3}: the four-column groups of a warp are contiguous in shared memory.
-constexpr int TX = TN / 8;
+// TN/2 + tx*4 + {0..3}. A warp holds 4 ty x 8 tx where the tile allows (its reads of a k are then
+// 64 bytes of A and 128 of B: one shared-memory wavefront each), else 32 / TX ty x TX tx.
+constexpr int TX = TN / 8, TY = TM / 8;
+constexpr bool WARP_TILES = TX % 8 == 0 && TY % 4 == 0;
+static_assert(A_OUTER == TK && B_OUTER == TK, "gemm.cu: f32 keeps both slices as rows of K");
 struct Accumulators {
   float acc[8][8];
   int ty, tx;
-  __device__ Accumulators() : ty(threadIdx.x / TX), tx(threadIdx.x % TX) {
+  __device__ Accumulators() {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (WARP_TILES) {
+      ty = (warp / (TX / 8)) * 4 + lane / 8, tx = (warp % (TX / 8)) * 8 + lane % 8;
+    } else {
+      ty = threadIdx.x / TX, tx = threadIdx.x % TX;
+    }
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
@@ -218,33 +277,28 @@ struct Accumulators {
   }
   __device__ static int row(int ty, int i) { return (i < 4 ? 0 : TM / 2) + ty * 4 + (i & 3); }
   __device__ static int col(int tx, int j) { return (j < 4 ? 0 : TN / 2) + tx * 4 + (j & 3); }
+  __device__ static void fetch(float (&av)[8], float (&bv)[8], const float* sa, const float* sb) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float4 x = *reinterpret_cast<const float4*>(sa + h * (TM / 2));
+      const float4 y = *reinterpret_cast<const float4*>(sb + h * (TN / 2));
+      av[h * 4] = x.x, av[h * 4 + 1] = x.y, av[h * 4 + 2] = x.z, av[h * 4 + 3] = x.w;
+      bv[h * 4] = y.x, bv[h * 4 + 1] = y.y, bv[h * 4 + 2] = y.z, bv[h * 4 + 3] = y.w;
+    }
+  }
+  // The values of k + 1 are read while k's 64 FMAs run.
   __device__ void multiply(const float* sa, const float* sb) {
     if (WORKERS < THREADS && threadIdx.x >= WORKERS) return;
-#pragma unroll 4
+    sa += ty * 4, sb += tx * 4;
+    float av[2][8], bv[2][8];
+    fetch(av[0], bv[0], sa, sb);
+#pragma unroll
     for (int k = 0; k < TK; ++k) {
-      float av[8], bv[8];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = row(ty, h * 4), n = col(tx, h * 4);
-        if (!A_ROW) {
-          const float4 v = *reinterpret_cast<const float4*>(sa + k * A_LD + m);
-          av[h * 4] = v.x, av[h * 4 + 1] = v.y, av[h * 4 + 2] = v.z, av[h * 4 + 3] = v.w;
-        } else {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) av[h * 4 + i] = sa[(m + i) * A_LD + k];
-        }
-        if (B_ROW) {
-          const float4 v = *reinterpret_cast<const float4*>(sb + k * B_LD + n);
-          bv[h * 4] = v.x, bv[h * 4 + 1] = v.y, bv[h * 4 + 2] = v.z, bv[h * 4 + 3] = v.w;
-        } else {
-#pragma unroll
-          for (int j = 0; j < 4; ++j) bv[h * 4 + j] = sb[(n + j) * B_LD + k];
-        }
-      }
+      if (k + 1 < TK) fetch(av[(k + 1) % 2], bv[(k + 1) % 2], sa + (k + 1) * A_LD, sb + (k + 1) * B_LD);
 #pragma unroll
       for (int i = 0; i < 8; ++i)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[k % 2][i], bv[k % 2][j], acc[i][j]);
     }
   }
   __device__ void store(float*, T* __restrict__ c, i64 M, i64 N, i64 ldc, i64 m0, i64 n0, float alpha, float beta,
@@ -297,6 +351,9 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(i64 M, i64 N, i64 K, float alpha, const T* __restr
   const int* row_of = col_of + nnz;
   const int* col_ptr = row_of + nnz;
   const int* by_col = col_ptr + block_cols + 1;
+  const int* rows_by_count = by_col + nnz;
+  const int* cols_by_count = rows_by_count + block_rows;
+  (void)rows_by_count, (void)cols_by_count;
   T* sa = reinterpret_cast<T*>(jitk_smem);
   T* sb = sa + STAGES * A_ELEMS;
   Accumulators acc;
@@ -308,9 +365,14 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(i64 M, i64 N, i64 K, float alpha, const T* __restr
   acc.store(reinterpret_cast<float*>(jitk_smem), c + static_cast<i64>(id) * BS * BS, BS, BS, BS, 0, 0, alpha, beta, chain);
 #else
   // forward: tile (rows m0.., block column j) over column j's blocks; backward_input: tile (rows
-  // m0.., dX's block column r = W's block row r) over row r's blocks.
+  // m0.., dX's block column r = W's block row r) over row r's blocks. The columns (rows) with the
+  // most blocks first: the long tiles start first, the short ones fill in.
   const i64 tiles_m = (M + TM - 1) / TM;
-  const i64 m0 = (blockIdx.x % tiles_m) * TM, j = blockIdx.x / tiles_m;
+#if JITK_OP_FORWARD
+  const i64 m0 = (blockIdx.x % tiles_m) * TM, j = cols_by_count[blockIdx.x / tiles_m];
+#else
+  const i64 m0 = (blockIdx.x % tiles_m) * TM, j = rows_by_count[blockIdx.x / tiles_m];
+#endif
 #if JITK_OP_FORWARD
   const int* ids = by_col + col_ptr[j];
   const i64 slices = col_ptr[j + 1] - col_ptr[j];

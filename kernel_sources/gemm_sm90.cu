@@ -16,18 +16,28 @@
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
 // block_sparse_matmul (block_size 64), as gemm.cu lays the products out: a tile walks the blocks of
 // a block column (forward) or row (backward_input) of W, one block a K slice; backward_weight's
-// tile is one block of dW, walking M. W's blocks are rows of K for backward_input's B (K-major);
-// forward reads them N-major, backward_weight reads X M-major and dY N-major (wgmma transposes).
+// tile is one block of dW, walking M (X read M-major, dY N-major: wgmma transposes).
+// forward and backward_input compute the tile's transpose (SWAPPED): wgmma's M is the block, 64
+// columns of Y (dX), its N the JITK_TILE_M rows of X (dY), so a 64-wide block column still feeds
+// wgmma with N up to 256 (its most efficient shape: 2 KB of A and 8 KB of B a 64x256x16 product).
+// A is then W's block (forward: read M-major, W^T; backward_input: K-major) and B is X (dY),
+// K-major; their tensor maps trade places. Two consumer warpgroups take whole tiles in turn
+// (PINGPONG): one stores its tile while the other multiplies, which a tile of a few K slices needs.
 constexpr int BS = JITK_BLOCK_SIZE;
 static_assert(BS == 64, "gemm_sm90.cu: block_sparse_matmul takes 64-wide blocks (128-byte rows)");
 #if JITK_OP_BACKWARD_WEIGHT
-constexpr int TM = 64, TA = 1, TB = 1;
-#elif JITK_OP_FORWARD
-constexpr int TM = JITK_TILE_M, TA = 0, TB = 1;
+constexpr int TM = 64, TN = 64, TA = 1, TB = 1;
+constexpr bool SWAPPED = false, PINGPONG = false;
 #else
-constexpr int TM = JITK_TILE_M, TA = 0, TB = 0;
+#if JITK_OP_FORWARD
+constexpr int TA = 1;
+#else
+constexpr int TA = 0;
 #endif
-constexpr int TN = 64, TK = 64;
+constexpr int TM = 64, TN = JITK_TILE_M, TB = 0;
+constexpr bool SWAPPED = true, PINGPONG = true;
+#endif
+constexpr int TK = 64;
 #else
 // A column-major is M-major, B row-major N-major: wgmma reads them transposed.
 constexpr int TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K;
@@ -41,9 +51,12 @@ constexpr int TB = 1;
 #else
 constexpr int TB = 0;
 #endif
+constexpr bool SWAPPED = false, PINGPONG = false;
 #endif
 constexpr int STAGES = JITK_STAGES;
-constexpr int CONSUMERS = TM / 64;
+// Consumers: TM / 64 sharing each tile (64 rows each), or two taking tiles in turn.
+constexpr int CONSUMERS = PINGPONG ? 2 : TM / 64;
+constexpr unsigned SLOT_USERS = PINGPONG ? 128 : CONSUMERS * 128;  // arrivals that free a slot
 // Registers: a 64-wide tile needs few accumulators (32 a thread), so two blocks share an SM and
 // one's pipeline fill and epilogue hide behind the other's products (block-sparse tiles walk a few
 // blocks each). setmaxnreg then moves the producer's registers to the consumers within what the
@@ -251,11 +264,11 @@ struct Plan {
 #if JITK_OP_BACKWARD_WEIGHT
     a_k = t * TK, a_r = block_row * BS, b_k = t * TK, b_r = block_col * BS;
 #elif JITK_OP_FORWARD
-    const int id = ids[t];  // B: the block's rows are K (id * BS on), its columns N
-    a_k = other[id] * BS, a_r = static_cast<int>(m0), b_k = id * BS, b_r = 0;
+    const int id = ids[t];  // A: the block, its rows K (id * BS on in W's values), its columns M; B: X
+    b_k = other[id] * BS, b_r = static_cast<int>(m0), a_k = id * BS, a_r = 0;
 #else
-    const int id = first + t;  // B: the block's rows are N, its columns K
-    a_k = other[id] * BS, a_r = static_cast<int>(m0), b_k = 0, b_r = id * BS;
+    const int id = first + t;  // A: the block, its rows M, its columns K; B: dY
+    b_k = other[id] * BS, b_r = static_cast<int>(m0), a_k = 0, a_r = id * BS;
 #endif
   }
 #else
@@ -300,40 +313,63 @@ __device__ inline void store(const Plan& plan, const float (&d)[TN / 2], int w, 
   }
 }
 
+// SWAPPED: the accumulators hold the tile's transpose, wgmma's rows (above) being columns of C
+// (of the block) and its columns rows of C; each value is stored alone (8 threads write 16
+// contiguous bytes).
+__device__ inline void store_transposed(const Plan& plan, const float (&d)[TN / 2], int t, float alpha, float beta,
+                                        const jitk_chain& chain) {
+  T* __restrict__ out = plan.c;
+  const i64 ld = plan.ldc, M_out = plan.rows, N_out = plan.cols;
+  const i64 c0 = plan.n0 + (t / 32) * 16 + (t % 32) / 4;
+#pragma unroll
+  for (int i = 0; i < TN / 2; ++i) {
+    const i64 col = c0 + 8 * ((i / 2) % 2), r = plan.m0 + (i / 4) * 8 + (t % 4) * 2 + i % 2;
+    if (r >= M_out || col >= N_out) continue;
+    const i64 at = r * ld + col;
+    float v[1] = {alpha * d[i]};
+    if (beta != 0.f) v[0] += beta * jitk::to_float(out[at]);
+    chain.epilogue<1>(v, at, col);
+    out[at] = jitk::from_float<T>(v[0]);
+  }
+}
+
 // The tiles of a launch, and each one's plan.
 struct Tiles {
   i64 M, N, K;
   T* c;
   i64 ldc;
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
-  const int *row_ptr, *col_of, *row_of, *col_ptr, *by_col;
+  const int *row_ptr, *col_of, *row_of, *col_ptr, *by_col, *rows_by_count, *cols_by_count;
   i64 block_rows, block_cols, nnz;
-  __device__ i64 count() const {
 #if JITK_OP_BACKWARD_WEIGHT
-    return nnz;
-#else
-#if JITK_OP_FORWARD
-    return (M + TM - 1) / TM * block_cols;  // tiles of rows by W's block columns
-#else
-    return (M + TM - 1) / TM * block_rows;  // tiles of rows by dX's block columns, W's block rows
-#endif
-#endif
-  }
+  __device__ i64 count() const { return nnz; }
   __device__ Plan plan(i64 tile) const {
-#if JITK_OP_BACKWARD_WEIGHT
     const int id = static_cast<int>(tile);
     return {0, 0, c + static_cast<i64>(id) * BS * BS, BS, BS, BS, static_cast<int>((M + TK - 1) / TK), nullptr, nullptr, 0,
             row_of[id], col_of[id]};
+  }
 #else
-    const i64 tiles_m = (M + TM - 1) / TM, m0 = (tile % tiles_m) * TM;
-    const int j = static_cast<int>(tile / tiles_m);
+  // Tiles of JITK_TILE_M rows by one block column (forward: W's; backward_input: dX's, W's block
+  // row), the columns with the most blocks first.
+  static constexpr int ROWS = JITK_TILE_M;
+  __device__ i64 count() const {
 #if JITK_OP_FORWARD
-    return {m0, static_cast<i64>(j) * BS, c, ldc, M, N, col_ptr[j + 1] - col_ptr[j], by_col + col_ptr[j], row_of, 0, 0, 0};
+    return (M + ROWS - 1) / ROWS * block_cols;
 #else
-    return {m0, static_cast<i64>(j) * BS, c, ldc, M, K, row_ptr[j + 1] - row_ptr[j], nullptr, col_of, row_ptr[j], 0, 0};
-#endif
+    return (M + ROWS - 1) / ROWS * block_rows;
 #endif
   }
+  __device__ Plan plan(i64 tile) const {
+    const i64 tiles_m = (M + ROWS - 1) / ROWS, m0 = (tile % tiles_m) * ROWS;
+#if JITK_OP_FORWARD
+    const int j = cols_by_count[tile / tiles_m];
+    return {m0, static_cast<i64>(j) * BS, c, ldc, M, N, col_ptr[j + 1] - col_ptr[j], by_col + col_ptr[j], row_of, 0, 0, 0};
+#else
+    const int j = rows_by_count[tile / tiles_m];
+    return {m0, static_cast<i64>(j) * BS, c, ldc, M, K, row_ptr[j + 1] - row_ptr[j], nullptr, col_of, row_ptr[j], 0, 0};
+#endif
+  }
+#endif
 #else
   __device__ i64 count() const { return (M + TM - 1) / TM * ((N + TN - 1) / TN); }
   // Tiles in groups of 8 tile rows, column by column within a group (neighbours share A and B in L2).
@@ -345,6 +381,19 @@ struct Tiles {
             static_cast<int>((K + TK - 1) / TK)};
   }
 #endif
+  // The block's local-th tile, or -1 past its last: blocks take tiles in turn; with PINGPONG the
+  // consumers do, in a snake (consumer 0, 1, ... P - 1, then P - 1 ... 0) so that tiles in falling
+  // size even out. A snake's round may hand a consumer a tile past the count: it has none.
+  __device__ i64 tile_of(i64 local) const {
+    if (!PINGPONG) {
+      const i64 tile = blockIdx.x + local * gridDim.x;
+      return tile < count() ? tile : -1;
+    }
+    const i64 slots = static_cast<i64>(gridDim.x) * CONSUMERS, round = local / CONSUMERS;
+    if (round * slots >= count()) return -1;
+    const i64 slot = static_cast<i64>(blockIdx.x) * CONSUMERS + local % CONSUMERS;
+    return round * slots + (round % 2 ? slots - 1 - slot : slot);
+  }
 };
 
 // Persistent: the grid holds at most BLOCKS_PER_SM blocks an SM, each taking tiles blockIdx.x,
@@ -357,7 +406,10 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
   const int* col_of = index + block_rows + 1;
   const int* row_of = col_of + nnz;
   const int* col_ptr = row_of + nnz;
-  const Tiles tiles{M, N, K, c, ldc, index, col_of, row_of, col_ptr, col_ptr + block_cols + 1, block_rows, block_cols, nnz};
+  const int* by_col = col_ptr + block_cols + 1;
+  const int* rows_by_count = by_col + nnz;
+  const Tiles tiles{M,       N,      K,       c,      ldc,   index,         col_of,     row_of, col_ptr,
+                    by_col, rows_by_count, rows_by_count + block_rows, block_rows, block_cols, nnz};
 #else
 JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
                                           i64 ldb, float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows,
@@ -377,7 +429,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       bar_init(&full[s], 1);
-      bar_init(&empty[s], CONSUMERS * 128);
+      bar_init(&empty[s], SLOT_USERS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -385,11 +437,17 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
 
   // `it` counts the slices this block has walked over all its tiles: slot it % STAGES, in its
   // (it / STAGES)-th use.
+  // SWAPPED: wgmma's A (W's block) comes through the second map, its B (X, dY) through the first.
+  const TensorMap* map_of_a = SWAPPED ? &map_b : &map_a;
+  const TensorMap* map_of_b = SWAPPED ? &map_a : &map_b;
   if (warpgroup == 0) {  // the producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
     if (t == 0) {
       int it = 0;
-      for (i64 tile = blockIdx.x; tile < count; tile += gridDim.x) {
+      for (i64 local = 0;; ++local) {
+        const i64 tile = tiles.tile_of(local);
+        if (tile < 0) break;
+        if (tile >= count) continue;
         const Plan plan = tiles.plan(tile);
         for (int kt = 0; kt < plan.slices; ++kt, ++it) {
           const int s = it % STAGES, round = it / STAGES;
@@ -397,25 +455,32 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
           int a_k, a_r, b_k, b_r;
           plan.coords(kt, a_k, a_r, b_k, b_r);
           bar_expect_bytes(&full[s], SLOT_BYTES);
-          load_operand<TM, TA>(sa + s * A_SLOT, &map_a, &full[s], a_k, a_r);
-          load_operand<TN, TB>(sb + s * B_SLOT, &map_b, &full[s], b_k, b_r);
+          load_operand<TM, TA>(sa + s * A_SLOT, map_of_a, &full[s], a_k, a_r);
+          load_operand<TN, TB>(sb + s * B_SLOT, map_of_b, &full[s], b_k, b_r);
         }
       }
     }
-  } else {  // a consumer: rows [64 * (warpgroup - 1), +64) of each tile
+  } else {  // a consumer: rows [64 * (warpgroup - 1), +64) of each tile, or (PINGPONG) every other tile
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
-    const int w = warpgroup - 1;
+    const int w = warpgroup - 1, part = PINGPONG ? 0 : w;
     const jitk_chain chain{JITK_CHAIN_ARGS};
     int it = 0;
-    for (i64 tile = blockIdx.x; tile < count; tile += gridDim.x) {
+    for (i64 local = 0;; ++local) {
+      const i64 tile = tiles.tile_of(local);
+      if (tile < 0) break;
+      if (tile >= count) continue;
       const Plan plan = tiles.plan(tile);
+      if (PINGPONG && local % CONSUMERS != w) {  // the other consumer's: its slices pass by
+        it += plan.slices;
+        continue;
+      }
       float d[TN / 2];
 #pragma unroll
       for (int i = 0; i < TN / 2; ++i) d[i] = 0.f;
       for (int kt = 0; kt < plan.slices; ++kt, ++it) {
         const int s = it % STAGES;
         bar_wait(&full[s], (it / STAGES) & 1);
-        const T* as = sa + s * A_SLOT + w * 64 * TK;  // K-major: 64 rows on; M-major: the w-th 64-wide box
+        const T* as = sa + s * A_SLOT + part * 64 * TK;  // K-major: 64 rows on; M-major: the part-th 64-wide box
         const T* bs = sb + s * B_SLOT;
         keep_registers(d);
         wgmma_fence();
@@ -432,7 +497,8 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
       wgmma_wait<0>();
       keep_registers(d);
       if (plan.slices > 0) bar_arrive(&empty[(it - 1) % STAGES]);  // the tile's last slot
-      store(plan, d, w, t, alpha, beta, chain);
+      if (SWAPPED) store_transposed(plan, d, t, alpha, beta, chain);
+      else store(plan, d, part, t, alpha, beta, chain);
     }
   }
 }

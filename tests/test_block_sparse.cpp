@@ -32,8 +32,9 @@ TEST_CASE("BlockMask builds row-wise and column-wise indexes and refuses what it
   const jit::BlockMask mask(32, 48, 16, {0, 1, 0, 1, 0, 1});
   CHECK(mask.nnz() == 3);
   CHECK(mask.density() == Approx(0.5));
-  // row_ptr [0 1 3], col_of [1 0 2], row_of [0 1 1], col_ptr [0 1 2 3], by_col [1 0 2]
-  CHECK(mask.index() == std::vector<std::int32_t>{0, 1, 3, 1, 0, 2, 0, 1, 1, 0, 1, 2, 3, 1, 0, 2});
+  // row_ptr [0 1 3], col_of [1 0 2], row_of [0 1 1], col_ptr [0 1 2 3], by_col [1 0 2],
+  // rows_by_count [1 0] (row 1 holds two blocks), cols_by_count [0 1 2] (one each: in order)
+  CHECK(mask.index() == std::vector<std::int32_t>{0, 1, 3, 1, 0, 2, 0, 1, 1, 0, 1, 2, 3, 1, 0, 2, 1, 0, 0, 1, 2});
   CHECK(mask.row_of(2) == 1);
   CHECK(mask.col_of(2) == 2);
   CHECK_THROWS_WITH(jit::BlockMask(30, 48, 16, {}), Contains("multiple of the block"));

@@ -138,7 +138,9 @@ TEST_CASE("GPU gemm tiles other than the default compute the same", "[gpu][gemm]
   if (!have_gpu()) return;
   using Tile = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
   for (jit::DType t : {jit::DType::f32, jit::DType::bf16})
-    for (auto [tm, tn, tk, st] : {Tile{64, 64, 16, 2}, {64, 128, 64, 4}, {256, 128, 32, 3}, {128, 64, 64, 6}, {128, 256, 64, 4}, {64, 192, 64, 3}}) {
+    for (auto [tm, tn, tk, st] : {Tile{64, 64, 16, 2}, {64, 128, 64, 4}, {256, 128, 32, 3}, {128, 64, 64, 6}, {128, 256, 64, 4}, {64, 192, 64, 3},
+                                  // f32's other thread layout (a warp under 8 column groups) and padding (48 + 20)
+                                  {16, 16, 16, 2}, {48, 32, 16, 3}}) {
       auto p = params(t, Layout::RowMajor, Layout::ColMajor);
       p.tile_m = tm, p.tile_n = tn, p.tile_k = tk, p.stages = st;
       for (const auto& impl : jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p))) {
@@ -217,7 +219,7 @@ TEMPLATE_TEST_CASE("GPU block_sparse_matmul's three products match dense referen
   if (!have_gpu()) return;
   // each implementation where it takes the case (cuda-sm90a: 64-wide blocks, 16-bit), else the default choice
   for (std::string impl : {"cuda", "cuda-sm90a"})
-    for (std::int64_t tile_m : {0, 64}) {
+    for (std::int64_t tile_m : {0, 64, 128}) {
       INFO(impl << " tile_m " << tile_m);
       block_sparse_support::check_all<TestType>(
           jit::dtype_of<TestType>(), tolerance<TestType>(), [](double v) { return from_double<TestType>(v); },

@@ -2,6 +2,7 @@
 // present. Built once from a mask; its index (row-wise and column-wise) is what the
 // block_sparse_matmul kernels walk, uploaded once where they run.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -43,7 +44,20 @@ class BlockMask {
     for (std::size_t c = 0; c < static_cast<std::size_t>(bc); ++c) col_ptr[c + 1] += col_ptr[c];
     std::vector<std::int32_t> fill(col_ptr.begin(), col_ptr.end() - 1);
     for (std::size_t id = 0; id < col_of.size(); ++id) by_col[static_cast<std::size_t>(fill[static_cast<std::size_t>(col_of[id])]++)] = static_cast<std::int32_t>(id);
-    for (const auto* part : {&row_ptr, &col_of, &row_of, &col_ptr, &by_col}) index_.insert(index_.end(), part->begin(), part->end());
+    // the block rows and columns by their count of blocks, most first (ties in order): GPU kernels
+    // hand out their tiles in this order so the long ones start first and the short ones fill in
+    const auto by_count = [](const std::vector<std::int32_t>& ptr) {
+      std::vector<std::int32_t> order(ptr.size() - 1);
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+      std::stable_sort(order.begin(), order.end(), [&](std::int32_t x, std::int32_t y) {
+        return ptr[static_cast<std::size_t>(x) + 1] - ptr[static_cast<std::size_t>(x)] >
+               ptr[static_cast<std::size_t>(y) + 1] - ptr[static_cast<std::size_t>(y)];
+      });
+      return order;
+    };
+    std::vector<std::int32_t> rows_by_count = by_count(row_ptr), cols_by_count = by_count(col_ptr);
+    for (const std::vector<std::int32_t>* part : {&row_ptr, &col_of, &row_of, &col_ptr, &by_col, &rows_by_count, &cols_by_count})
+      index_.insert(index_.end(), part->begin(), part->end());
   }
 
   // Each block present with probability `density` (at least one block), from `seed`.
@@ -68,8 +82,9 @@ class BlockMask {
   std::int32_t row_of(std::int64_t id) const { return index_[static_cast<std::size_t>(block_rows() + 1 + nnz_ + id)]; }
   std::int32_t col_of(std::int64_t id) const { return index_[static_cast<std::size_t>(block_rows() + 1 + id)]; }
   // What the kernels read, in this order: row_ptr[block_rows + 1], col_of[nnz], row_of[nnz],
-  // col_ptr[block_cols + 1], by_col[nnz] (ids column by column). Copy it to the device once for GPU
-  // launches (jit::cuda::DeviceArray<std::int32_t>(mask.index())).
+  // col_ptr[block_cols + 1], by_col[nnz] (ids column by column), rows_by_count[block_rows],
+  // cols_by_count[block_cols] (block rows and columns, most blocks first). Copy it to the device
+  // once for GPU launches (jit::cuda::DeviceArray<std::int32_t>(mask.index())).
   const std::vector<std::int32_t>& index() const { return index_; }
 
  private:
