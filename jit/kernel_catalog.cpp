@@ -112,9 +112,9 @@ TilePlan gemm_cpu_plan(const ParamSet& p) {
 }
 
 // kernel_sources/gemm.cu's launch for a tile_m x tile_n tile walking tile_k slices, `stages` deep,
-// A and B slices kept in their global layout (rows padded by 16 bytes), f32's as rows of K. f16/bf16: warps of
-// min(64, tile_m) x min(32, tile_n) (WMMA 16x16x16 fragments), C staged through shared memory
-// (float) for the epilogue; f32: 8 x 8 a thread, at least one warp.
+// A and B slices kept in their global layout (rows padded by 16 bytes), f32's as rows of K. f16/bf16:
+// warps of min(64, tile_m) x min(32, tile_n) (WMMA 16x16x16 fragments), C staged through shared
+// memory (float) for the epilogue; f32: 8 x 8 a thread (8 x 16 from tile_n 256), at least one warp.
 TilePlan cuda_tile_plan(const ParamSet& p, bool a_row, bool b_row, std::int64_t tm, std::int64_t tn, std::int64_t tk) {
   const std::int64_t stages = int_param(p, "stages");
   const bool f32 = text_is(p, "dtype", "f32");
@@ -123,9 +123,14 @@ TilePlan cuda_tile_plan(const ParamSet& p, bool a_row, bool b_row, std::int64_t 
     return {tile + ": tile_m must be 16, 32, 48, 64 or a multiple of 64, and tile_n 16 or a multiple of 32, on CUDA"};
   if (tk % 16 || tk > 128) return {tile + ": tile_k must be a multiple of 16, at most 128, on CUDA"};
   if (stages < 2 || stages > 6) return {"stages = " + std::to_string(stages) + ": 2 to 6 on CUDA"};
-  const std::int64_t threads = f32 ? std::max<std::int64_t>(32, tm * tn / 64)
+  // f32: 8 x 8 accumulators a thread, 8 x 16 where tile_n >= 256 (one block an SM, up to 255 registers)
+  const std::int64_t f32_cols = tn >= 256 ? 16 : 8;
+  const std::int64_t threads = f32 ? std::max<std::int64_t>(32, tm * tn / (8 * f32_cols))
                                    : (tm / std::min<std::int64_t>(64, tm)) * (tn / std::min<std::int64_t>(32, tn)) * 32;
-  if (threads > 1024) return {tile + ": over 1024 threads (tile_m * tile_n / 64)"};
+  if (threads > 1024) return {tile + ": over 1024 threads"};
+  // f32's shares hold 64 or 128 accumulators: past 256 threads a block they would spill
+  if (f32 && threads > 256)
+    return {tile + ": f32 takes at most 256 threads a block (tile_m * tile_n up to 16384, 32768 from tile_n 256)"};
   const std::int64_t elem = f32 ? 4 : 2;
   // Rows padded by 16 bytes; f32 keeps both slices as rows of K, padded to 4 mod 32 words.
   const auto padded = [&](std::int64_t n) { return f32 ? n + (36 - n % 32) % 32 : n + 16 / elem; };
@@ -165,12 +170,12 @@ TilePlan block_sparse_sm90a_plan(const ParamSet& p) {
   if (bs != 64) return {"block_size = " + std::to_string(bs) + ": cuda-sm90a takes 64 (the others run on 'cuda')"};
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
   if (text_is(p, "op", "backward_weight")) {
-    const std::int64_t shared = stages * (64 + 64) * 64 * 2 + 1024 + 16 * stages;
+    const std::int64_t shared = stages * (64 + 64) * 64 * 2 + 1024 + 16 * stages + 16;
     return {"", 256, shared, 64, 64, 64, 2 * shared <= kMaxSharedBytes ? 2 : 1};
   }
   const std::int64_t tm = int_param(p, "tile_m");
   if (tm != 64 && tm != 128 && tm != 256) return {"tile_m = " + std::to_string(tm) + ": 64, 128 or 256 on cuda-sm90a"};
-  const std::int64_t shared = stages * (tm + 64) * 64 * 2 + 1024 + 16 * stages;
+  const std::int64_t shared = stages * (tm + 64) * 64 * 2 + 1024 + 16 * stages + 16;
   if (shared > kMaxSharedBytes)
     return {"tile_m = " + std::to_string(tm) + " x " + std::to_string(stages) + " stages needs " + std::to_string(shared) +
             " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
@@ -193,7 +198,7 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   if (tm != 64 && tm != 128) return {tile_text(p) + ": tile_m must be 64 or 128 on cuda-sm90a (one warpgroup per 64 rows)"};
   if (tn % 64 || tn < 64) return {tile_text(p) + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
-  const std::int64_t shared = stages * (tm + tn) * tk * 2 + 1024 + 16 * stages;
+  const std::int64_t shared = stages * (tm + tn) * tk * 2 + 1024 + 16 * stages + 16;
   // Two blocks an SM for 64-wide tiles (few accumulators) where their shared memory fits twice.
   TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, tn, tk, tn <= 64 && 2 * shared <= kMaxSharedBytes ? 2 : 1};
   if (plan.shared_bytes > kMaxSharedBytes)

@@ -53,7 +53,10 @@ constexpr bool B_ROW = true;
 constexpr int STAGES = JITK_STAGES;
 constexpr int THREADS = JITK_BLOCK;
 #if JITK_DTYPE_F32
-constexpr int WORKERS = TM * TN / 64;  // threads with an 8 x 8 share; the rest (small tiles) only load
+// A thread's share: 8 rows by RN columns (16 from TN = 256: more FMAs a shared-memory read, one
+// block an SM with up to 255 registers).
+constexpr int RN = TN >= 256 ? 16 : 8;
+constexpr int WORKERS = TM * TN / (8 * RN);  // threads with a share; the rest (small tiles) only load
 #else
 constexpr int WARP_M = TM < 64 ? TM : 64, WARP_N = TN < 32 ? TN : 32;
 constexpr int WORKERS = TM / WARP_M * (TN / WARP_N) * 32;
@@ -254,14 +257,16 @@ struct Accumulators {
   }
 };
 #else
-// Thread (ty, tx) owns rows ty*4 + {0..3} and TM/2 + ty*4 + {0..3}, columns tx*4 + {0..3} and
-// TN/2 + tx*4 + {0..3}. A warp holds 4 ty x 8 tx where the tile allows (its reads of a k are then
-// 64 bytes of A and 128 of B: one shared-memory wavefront each), else 32 / TX ty x TX tx.
-constexpr int TX = TN / 8, TY = TM / 8;
+// Thread (ty, tx) owns rows ty*4 + {0..3} and TM/2 + ty*4 + {0..3}, and RN / 4 groups of 4
+// columns, TN / (RN / 4) apart from tx*4. A warp holds 4 ty x 8 tx where the tile allows (its reads
+// of a k are then 64 bytes of A and 128 of B: one shared-memory wavefront each), else 32 / TX ty x
+// TX tx.
+constexpr int CG = RN / 4;  // column groups
+constexpr int TX = TN / RN, TY = TM / 8;
 constexpr bool WARP_TILES = TX % 8 == 0 && TY % 4 == 0;
 static_assert(A_OUTER == TK && B_OUTER == TK, "gemm.cu: f32 keeps both slices as rows of K");
 struct Accumulators {
-  float acc[8][8];
+  float acc[8][RN];
   int ty, tx;
   __device__ Accumulators() {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -273,32 +278,32 @@ struct Accumulators {
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+      for (int j = 0; j < RN; ++j) acc[i][j] = 0.f;
   }
   __device__ static int row(int ty, int i) { return (i < 4 ? 0 : TM / 2) + ty * 4 + (i & 3); }
-  __device__ static int col(int tx, int j) { return (j < 4 ? 0 : TN / 2) + tx * 4 + (j & 3); }
-  __device__ static void fetch(float (&av)[8], float (&bv)[8], const float* sa, const float* sb) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float4 x = *reinterpret_cast<const float4*>(sa + h * (TM / 2));
-      const float4 y = *reinterpret_cast<const float4*>(sb + h * (TN / 2));
-      av[h * 4] = x.x, av[h * 4 + 1] = x.y, av[h * 4 + 2] = x.z, av[h * 4 + 3] = x.w;
-      bv[h * 4] = y.x, bv[h * 4 + 1] = y.y, bv[h * 4 + 2] = y.z, bv[h * 4 + 3] = y.w;
-    }
-  }
-  // The values of k + 1 are read while k's 64 FMAs run.
+  __device__ static int col(int tx, int j) { return (j / 4) * (TN / CG) + tx * 4 + (j & 3); }
+  // Unrolled by 8, not TK: a fully unrolled slice (TK x (8 * RN + 2 + CG) instructions) outgrows
+  // the instruction cache.
   __device__ void multiply(const float* sa, const float* sb) {
     if (WORKERS < THREADS && threadIdx.x >= WORKERS) return;
     sa += ty * 4, sb += tx * 4;
-    float av[2][8], bv[2][8];
-    fetch(av[0], bv[0], sa, sb);
-#pragma unroll
+#pragma unroll 8
     for (int k = 0; k < TK; ++k) {
-      if (k + 1 < TK) fetch(av[(k + 1) % 2], bv[(k + 1) % 2], sa + (k + 1) * A_LD, sb + (k + 1) * B_LD);
+      float av[8], bv[RN];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float4 x = *reinterpret_cast<const float4*>(sa + k * A_LD + h * (TM / 2));
+        av[h * 4] = x.x, av[h * 4 + 1] = x.y, av[h * 4 + 2] = x.z, av[h * 4 + 3] = x.w;
+      }
+#pragma unroll
+      for (int g = 0; g < CG; ++g) {
+        const float4 y = *reinterpret_cast<const float4*>(sb + k * B_LD + g * (TN / CG));
+        bv[g * 4] = y.x, bv[g * 4 + 1] = y.y, bv[g * 4 + 2] = y.z, bv[g * 4 + 3] = y.w;
+      }
 #pragma unroll
       for (int i = 0; i < 8; ++i)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[k % 2][i], bv[k % 2][j], acc[i][j]);
+        for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
     }
   }
   __device__ void store(float*, T* __restrict__ c, i64 M, i64 N, i64 ldc, i64 m0, i64 n0, float alpha, float beta,
@@ -309,7 +314,7 @@ struct Accumulators {
       const i64 r = m0 + row(ty, i);
       if (r >= M) continue;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
+      for (int j = 0; j < RN; ++j) {
         const i64 cc = n0 + col(tx, j);
         if (cc < N) write_c(c, ldc, r, cc, acc[i][j], alpha, beta, chain);
       }
@@ -339,9 +344,15 @@ __device__ inline void run_tile(const Walk& walk, i64 slices, T* sa, T* sb, Accu
 
 // Two blocks an SM (at most 128 registers a thread at 256 threads): one block of 8 warps left
 // the FMA pipes waiting on shared memory (f32 at 4096^3 on the H100: 28 TFLOP/s, 145 registers).
+// f32's 8 x 16 shares need more registers: one block.
+#if JITK_DTYPE_F32
+constexpr int MIN_BLOCKS = RN == 16 ? 1 : 2;
+#else
+constexpr int MIN_BLOCKS = 2;
+#endif
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
 // M: rows of X (and dY); K x N: W's shape (block_rows x block_cols blocks); a, b, c per op (above).
-JITK_GPU_KERNEL_MIN_BLOCKS(2)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
+JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
                               i64 ldb, float beta, T* __restrict__ c, i64 ldc, const int* __restrict__ index, i64 block_rows,
                               i64 block_cols, i64 nnz JITK_CHAIN_PARAMS, i64 rows) {
   extern __shared__ __align__(128) unsigned char jitk_smem[];
@@ -390,7 +401,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(i64 M, i64 N, i64 K, float alpha, const T* __restr
 #endif
 }
 #else
-JITK_GPU_KERNEL_MIN_BLOCKS(2)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
+JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
                               i64 ldb, float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows) {
   extern __shared__ __align__(128) unsigned char jitk_smem[];
   const jitk_chain chain{JITK_CHAIN_ARGS};

@@ -71,7 +71,7 @@ static_assert(TK == 64 && TM % 64 == 0 && TN % 64 == 0 && TN <= 256, "gemm_sm90.
 static_assert(JITK_BLOCK == 128 * (CONSUMERS + 1), "gemm_sm90.cu: the host's tile plan and this text disagree on the threads");
 constexpr int A_SLOT = TM * TK, B_SLOT = TN * TK;  // elements; every slot is a multiple of 1024 bytes
 constexpr unsigned SLOT_BYTES = (A_SLOT + B_SLOT) * sizeof(T);
-static_assert(STAGES * SLOT_BYTES + 1024 + 16 * STAGES <= JITK_SHARED_BYTES, "gemm_sm90.cu: more shared memory than planned");
+static_assert(STAGES * SLOT_BYTES + 1024 + 16 * STAGES + 16 <= JITK_SHARED_BYTES, "gemm_sm90.cu: more shared memory than planned");
 #if JITK_DTYPE_BF16
 #define WGMMA_TYPE "bf16"
 #else
@@ -423,6 +423,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
   T* sb = sa + STAGES * A_SLOT;
   u64* full = reinterpret_cast<u64*>(sb + STAGES * B_SLOT);
   u64* empty = full + STAGES;
+  u64* turn = empty + STAGES;  // PINGPONG: turn[w] completes when consumer w may start its next tile's products
   const i64 count = tiles.count();
 
   const int warpgroup = threadIdx.x / 128, t = threadIdx.x % 128;
@@ -431,6 +432,8 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
       bar_init(&full[s], 1);
       bar_init(&empty[s], SLOT_USERS);
     }
+    bar_init(&turn[0], 128);
+    bar_init(&turn[1], 128);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -465,15 +468,27 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
     const int w = warpgroup - 1, part = PINGPONG ? 0 : w;
     const jitk_chain chain{JITK_CHAIN_ARGS};
     int it = 0;
+    // PINGPONG: the consumers' products take turns, tile by tile (0, 1, 0, ...), so one stores while
+    // the other multiplies -- and neither waits on a slot's `full` barrier more than one use ahead
+    // of the other's (an mbarrier's parity tells only one phase from the next). A turn without a
+    // tile (the snake's last round) is still taken.
+    int turns = 0;
     for (i64 local = 0;; ++local) {
       const i64 tile = tiles.tile_of(local);
       if (tile < 0) break;
-      if (tile >= count) continue;
-      const Plan plan = tiles.plan(tile);
+      if (!PINGPONG && tile >= count) continue;
+      const int slices = tile < count ? tiles.plan(tile).slices : 0;
       if (PINGPONG && local % CONSUMERS != w) {  // the other consumer's: its slices pass by
-        it += plan.slices;
+        it += slices;
         continue;
       }
+      if (PINGPONG && (w > 0 || turns > 0)) bar_wait(&turn[w], (w == 0 ? turns - 1 : turns) & 1);
+      ++turns;
+      if (tile >= count) {
+        if (PINGPONG) bar_arrive(&turn[1 - w]);
+        continue;
+      }
+      const Plan plan = tiles.plan(tile);
       float d[TN / 2];
 #pragma unroll
       for (int i = 0; i < TN / 2; ++i) d[i] = 0.f;
@@ -497,6 +512,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
       wgmma_wait<0>();
       keep_registers(d);
       if (plan.slices > 0) bar_arrive(&empty[(it - 1) % STAGES]);  // the tile's last slot
+      if (PINGPONG) bar_arrive(&turn[1 - w]);
       if (SWAPPED) store_transposed(plan, d, t, alpha, beta, chain);
       else store(plan, d, part, t, alpha, beta, chain);
     }

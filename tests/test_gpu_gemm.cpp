@@ -140,7 +140,9 @@ TEST_CASE("GPU gemm tiles other than the default compute the same", "[gpu][gemm]
   for (jit::DType t : {jit::DType::f32, jit::DType::bf16})
     for (auto [tm, tn, tk, st] : {Tile{64, 64, 16, 2}, {64, 128, 64, 4}, {256, 128, 32, 3}, {128, 64, 64, 6}, {128, 256, 64, 4}, {64, 192, 64, 3},
                                   // f32's other thread layout (a warp under 8 column groups) and padding (48 + 20)
-                                  {16, 16, 16, 2}, {48, 32, 16, 3}}) {
+                                  {16, 16, 16, 2}, {48, 32, 16, 3},
+                                  // f32's 8 x 16 shares (tile_n 256), with and without a warp's 4 x 8 layout
+                                  {128, 256, 32, 3}, {16, 256, 16, 2}}) {
       auto p = params(t, Layout::RowMajor, Layout::ColMajor);
       p.tile_m = tm, p.tile_n = tn, p.tile_k = tk, p.stages = st;
       for (const auto& impl : jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p))) {
@@ -185,6 +187,9 @@ TEST_CASE("GPU gemm refuses tiles an implementation cannot take, before compilin
   p.tile_m = 256, p.tile_n = 256;  // 1024 threads is the most; this is 1024 -- then shared memory
   p.tile_k = 128, p.stages = 6;
   CHECK_THROWS_WITH(jit::get<kernels::Gemm>(p, gpu()), Contains("shared memory"));
+  auto f = params(jit::DType::f32, Layout::RowMajor, Layout::RowMajor);
+  f.tile_m = 256, f.tile_n = 128;  // 512 threads of 64 accumulators: they would spill
+  CHECK_THROWS_WITH(jit::get<kernels::Gemm>(f, gpu()), Contains("at most 256 threads"));
   auto q = params(jit::DType::bf16, Layout::RowMajor, Layout::RowMajor);
   jit::Selection s;
   s.implementation = "cuda-sm90a";

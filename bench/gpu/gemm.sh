@@ -17,11 +17,11 @@ grep -q "JITK_BENCH_CUBLAS" build-gpu/build.ninja || echo "note: built without c
 export JITK_CACHE_DIR=$(mktemp -d /tmp/jitk-gemm-XXXXXX)
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; ./build-gpu/jitk info; } 2>&1 | tee "$out/info.txt"
 
-(cd build-gpu && ctest -L gpu -R "gemm|block_sparse" --output-on-failure) > "$out/tests.log" 2>&1
+(cd build-gpu && ctest -L gpu -R "gemm|block_sparse" --output-on-failure --timeout 120) > "$out/tests.log" 2>&1
 tests_rc=$?
 echo "gemm gpu tests exit: $tests_rc"; tail -5 "$out/tests.log"
 
-./build-gpu/bench/gpu/jitk_gpu_bench --json --only gemm,block_sparse > "$out/gemm_bench.jsonl" 2> "$out/gemm_bench.err"
+timeout 300 ./build-gpu/bench/gpu/jitk_gpu_bench --json --only gemm,block_sparse > "$out/gemm_bench.jsonl" 2> "$out/gemm_bench.err"
 bench_rc=$?
 echo "gemm bench exit: $bench_rc"
 grep -E "FAILED|failed|note" "$out/gemm_bench.err"

@@ -640,6 +640,13 @@ class BlockSparseData {
   std::vector<float> out_values() const { return download_values(dtype_, out_); }
   std::vector<float> out_dense_values() const { return download_values(dtype_, out_dense_); }
   const void* w_full() const { return w_full_.data(); }
+  const void* x() const { return x_.data(); }
+  // Bytes any op must move at least, each operand read once and the output written once: an
+  // m x K matrix (X in, or dX out), an m x N one (Y out, or dY in) and W's blocks (in, or dW out).
+  double compulsory_bytes(const SparseWeight& w) const {
+    const double blocks = static_cast<double>(w.mask.nnz() * w.mask.block() * w.mask.block());
+    return static_cast<double>(jit::dtype_size(dtype_)) * (static_cast<double>(m_ * K_ + m_ * N_) + blocks);
+  }
   std::int64_t m() const { return m_; }
   jit::DType dtype() const { return dtype_; }
 
@@ -755,6 +762,12 @@ bool block_sparse_benches() {
   double dense_ms[std::size(kSparseOps)];
   for (std::size_t o = 0; o < std::size(kSparseOps); ++o)
     dense_ms[o] = device_ms([&] { d.dense(kSparseOps[o], cublas, d.w_full(), d.out_dense()); });
+  // The memory floor's speed: a device-to-device copy of X (read + write), same run.
+  const std::size_t x_bytes = static_cast<std::size_t>(m * K) * jit::dtype_size(t);
+  const double copy_ms = device_ms([&] {
+    cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(d.out_dense()), reinterpret_cast<CUdeviceptr>(d.x()), x_bytes, nullptr);
+  });
+  const double copy_bytes_per_ms = 2.0 * static_cast<double>(x_bytes) / copy_ms;
   for (const SparseWeight& w : weights)
     for (std::size_t o = 0; o < std::size(kSparseOps); ++o) {
       const SparseOp op = kSparseOps[o];
@@ -770,6 +783,11 @@ bool block_sparse_benches() {
         emit((name + "_speedup").c_str(), dense_ms[o] / ms, "x", 1.0 / w.mask.density(), "1/density (ideal)");
         emit((name + "_TFLOPs").c_str(), sparse_tflops, "TFLOP/s", d.dense_case(op).tflops(dense_ms[o]),
              "dense cuBLAS GemmEx, f32 accumulate");
+        // The best this op could do: the dense time cut by the density, but never under the time its
+        // compulsory bytes take at copy speed (at 10% density on 4096^3 the bytes are the floor).
+        const double bound_ms = std::max(dense_ms[o] * w.mask.density(), d.compulsory_bytes(w) / copy_bytes_per_ms);
+        emit((name + "_bound_speedup").c_str(), dense_ms[o] / ms, "x", dense_ms[o] / bound_ms,
+             "max(dense x density, compulsory bytes at D2D copy speed)");
       } catch (const jit::Error& e) {
         std::fprintf(stderr, "block_sparse bench: %s failed: %s  <-- BLOCK_SPARSE CHECK FAILED\n", name.c_str(), e.what());
         ok = false;

@@ -15,10 +15,10 @@ log=/tmp/jitk-gpu-build.log
   { cp "$log" "$out/build.log"; grep -E "error|Error" -A3 "$log" | head -60; exit 1; }
 export JITK_CACHE_DIR=$(mktemp -d /tmp/jitk-gpu-XXXXXX)
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; ./build-gpu/jitk info; } 2>&1 | tee "$out/info.txt"
-(cd build-gpu && ctest -L gpu --output-on-failure -j 4) > "$out/tests.log" 2>&1
+(cd build-gpu && ctest -L gpu --output-on-failure -j 4 --timeout 300) > "$out/tests.log" 2>&1
 echo "gpu tests exit: $?"; tail -15 "$out/tests.log"
 # the same tests without NVRTC's PCH (JITK_NVRTC_PCH=0), so both compile paths stay proven
-(cd build-gpu && JITK_NVRTC_PCH=0 ctest -L gpu --output-on-failure -j 4) >> "$out/tests.log" 2>&1
+(cd build-gpu && JITK_NVRTC_PCH=0 ctest -L gpu --output-on-failure -j 4 --timeout 300) >> "$out/tests.log" 2>&1
 echo "gpu tests without PCH exit: $?"; grep -E "tests passed" "$out/tests.log"
 ./build-gpu/quickstart > "$out/ship.log" 2>&1; echo "quickstart exit: $?"; tail -4 "$out/ship.log"
 # record -> warm with no GPU visible -> export -> import elsewhere -> the quickstart compiles nothing
@@ -30,7 +30,7 @@ ship=$(mktemp -d /tmp/jitk-ship-XXXXXX)
   JITK_CACHE_DIR=$ship/c ./build-gpu/jitk import $ship/warm.jitkpack
   JITK_CACHE_DIR=$ship/c ./build-gpu/quickstart; } >> "$out/ship.log" 2>&1
 echo "ship exit: $?"; tail -8 "$out/ship.log"
-./build-gpu/bench/gpu/jitk_gpu_bench --json > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
+timeout 400 ./build-gpu/bench/gpu/jitk_gpu_bench --json > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
 echo "bench exit: $?"; cat "$out/gpu_bench.err" | tail -5
 bash bench/gpu/regs.sh "$JITK_CACHE_DIR" ./build-gpu/jitk >> "$out/gpu_bench.err" 2>&1; grep -E "layer_norm|chain|prologue|epilogue" "$out/gpu_bench.err" | head -30
 # PyTorch on the same data, same timing method (the baseline of each kernel's GB/s)
