@@ -234,7 +234,14 @@ std::vector<Implementation> gemm_impls() {
   Implementation cuda = cuda_generic("gemm.cu", {Kind::Tile, 256, 4, 1, 128, 128, 32, 3}, "");
   cuda.min_capability = 80;  // cp.async, bf16 WMMA
   cuda.tile_plan = gemm_cuda_plan;
-  cuda.note = "any layout; WMMA tensor cores (f16, bf16), 8x8 a thread (f32); cp.async stages";
+  // f32 defaults to 128x256 (8 x 16 a thread): on the H100 0.69 of cuBLAS against 0.64 for 128x128
+  // (bench/results/2026-11-23-h100-gemm.md)
+  cuda.tile_defaults = [layout = cuda.layout](const ParamSet& p) {
+    GpuLayout l = layout;
+    if (text_is(p, "dtype", "f32")) l.tile_n = 256;
+    return l;
+  };
+  cuda.note = "any layout; WMMA tensor cores (f16, bf16), 8x8 or 8x16 a thread (f32); cp.async stages";
   return {std::move(cpu), std::move(cuda),
           hopper_impl({Kind::Tile, 384, 4, 1, 128, 256, 64, 4}, gemm_sm90a_plan,
                       "Hopper: wgmma, TMA loads, a producer warpgroup, persistent; any layout")};
@@ -497,7 +504,7 @@ std::string params_problem(const Implementation& impl, const ParamSet& params) {
 ParamSet resolve_tile(const Implementation& impl, const ParamSet& params) {
   if (impl.layout.kind != Kind::Tile) return params;
   ParamSet out = params;
-  const auto& l = impl.layout;
+  const GpuLayout l = impl.tile_defaults ? impl.tile_defaults(params) : impl.layout;
   for (auto [name, fallback] : {std::pair<const char*, int>{"tile_m", l.tile_m}, {"tile_n", l.tile_n}, {"tile_k", l.tile_k}, {"stages", l.stages}}) {
     const auto* v = params.find(name);
     if (v && std::get<std::int64_t>(*v) == 0) out.set(name, std::int64_t{fallback});

@@ -100,6 +100,9 @@ struct Implementation {
   // Tile layouts: checks params (tile values resolved) and plans the launch. Params never reach
   // the compiler when it names a problem.
   std::function<TilePlan(const ParamSet&)> tile_plan;
+  // Tile layouts whose best default tile depends on the other params (the dtype): the layout whose
+  // tile_m, tile_n, tile_k, stages stand for params of 0. Unset: `layout`'s.
+  std::function<GpuLayout(const ParamSet&)> tile_defaults;
   std::string note;  // one line for `jitk info --kernels`
 };
 
