@@ -282,4 +282,35 @@ void OwnedStream::synchronize() const {
   check(api_or_throw().cuStreamSynchronize(static_cast<CUstream>(handle_)), "cuStreamSynchronize");
 }
 
+Timer::Timer(int device) : device_(device) {
+  const DriverApi& api = api_or_throw();
+  make_current(device);
+  CUevent a = nullptr, b = nullptr;
+  check(api.cuEventCreate(&a, 0), "cuEventCreate");
+  if (const CUresult r = api.cuEventCreate(&b, 0); r != CUDA_SUCCESS) {
+    api.cuEventDestroy(a);
+    check(r, "cuEventCreate");
+  }
+  start_ = a, stop_ = b;
+}
+Timer::~Timer() {
+  if (const DriverApi* api = driver_api()) {
+    if (start_) api->cuEventDestroy(static_cast<CUevent>(start_));
+    if (stop_) api->cuEventDestroy(static_cast<CUevent>(stop_));
+  }
+}
+void Timer::start(Stream stream) {
+  make_current(device_);
+  check(api_or_throw().cuEventRecord(static_cast<CUevent>(start_), static_cast<CUstream>(stream.handle)), "cuEventRecord");
+}
+double Timer::stop_ms(Stream stream) {
+  const DriverApi& api = api_or_throw();
+  make_current(device_);
+  check(api.cuEventRecord(static_cast<CUevent>(stop_), static_cast<CUstream>(stream.handle)), "cuEventRecord");
+  check(api.cuEventSynchronize(static_cast<CUevent>(stop_)), "cuEventSynchronize");
+  float ms = 0;
+  check(api.cuEventElapsedTime(&ms, static_cast<CUevent>(start_), static_cast<CUevent>(stop_)), "cuEventElapsedTime");
+  return ms;
+}
+
 }  // namespace jit::cuda

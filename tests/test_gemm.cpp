@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "../examples/reference_kernels.hpp"
 #include "jit/cache.hpp"
@@ -175,6 +176,15 @@ TEST_CASE("a tuning decision is reused by the next process, shown by jitk ls --t
                             Contains("1 tuning decisions"));
   CHECK(jitk_test::run(jitk_test::kTool + " clear", jitk_test::cache_env(cache)).exit_code == 0);
   CHECK_THAT(jitk_test::run(jitk_test::kTool + " ls --tuning", jitk_test::cache_env(cache)).output, Contains("0 tuning decisions"));
+}
+
+TEST_CASE("the tuners' stopwatch times the CPU's work on the host clock", "[kernels][tuning]") {
+  jit::detail::Stopwatch watch(jit::Target::cpu());
+  watch.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const double ms = watch.stop_ms();
+  CHECK(ms >= 19.0);
+  CHECK(ms < 2000.0);
 }
 
 TEST_CASE("JITK_AUTOTUNE=0 gives the base params without timing anything", "[kernels][gemm][tuning]") {

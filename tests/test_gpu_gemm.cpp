@@ -3,6 +3,7 @@
 // leading dimensions past the minimum (aligned and not), alpha/beta, beta = 0 over poisoned C,
 // an epilogue chain, tuning. Without a usable CUDA GPU each test prints "SKIPPED: <reason>".
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 
 #include "../examples/reference_kernels.hpp"
@@ -217,6 +218,28 @@ TEST_CASE("GPU gemm tuning times the candidates once, keeps the winner, and the 
   auto again = jit::get_tuned<kernels::Gemm>(base, {500, 400, 300}, gpu());
   CHECK(kernels::Gemm::to_params(again.params()).to_string() == kernels::Gemm::to_params(k.params()).to_string());
   CHECK(jit::cache::tuning().size() == rows.size());
+}
+
+TEST_CASE("GPU: the tuners' stopwatch reads the device's clock (events), not the host's", "[gpu][gemm][tuning]") {
+  if (!have_gpu()) return;
+  auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);
+  const std::int64_t n = 2048;
+  jit::cuda::DeviceArray<jit::bfloat16> a(static_cast<std::size_t>(n * n)), b(a.size()), c(a.size());
+  for (auto* m : {&a, &b, &c}) m->fill_bytes(0);
+  auto k = jit::get<kernels::Gemm>(p, gpu());
+  auto run = [&] { k(n, n, n, 1.0, a.data(), n, b.data(), n, 0.0, c.data(), n); };
+  run();
+  jit::cuda::synchronize();
+  jit::detail::Stopwatch watch(gpu());
+  const auto host0 = std::chrono::steady_clock::now();
+  watch.start();
+  for (int i = 0; i < 20; ++i) run();
+  const double device_ms = watch.stop_ms();
+  const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host0).count();
+  INFO("events " << device_ms << " ms, host clock " << host_ms << " ms for 20 gemms of 2048^3");
+  CHECK(device_ms > 0);
+  CHECK(device_ms <= host_ms * 1.01 + 0.01);  // the events lie inside the host's span
+  CHECK(device_ms >= 0.3 * host_ms);         // ... and cover the work, not just one launch
 }
 
 TEMPLATE_TEST_CASE("GPU block_sparse_matmul's three products match dense references, in each implementation", "[gpu][block_sparse]",

@@ -83,4 +83,21 @@ class OwnedStream {
   int device_;
 };
 
+// Times the work queued on a stream between start() and stop_ms() with a pair of device events:
+// the GPU's own clock, not the host's (launch overhead and the host's scheduling stay out).
+class Timer {
+ public:
+  explicit Timer(int device = 0);
+  ~Timer();
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
+  void start(Stream stream = {});
+  double stop_ms(Stream stream = {});  // waits for the work queued before it
+
+ private:
+  void* start_ = nullptr;
+  void* stop_ = nullptr;
+  int device_;
+};
+
 }  // namespace jit::cuda

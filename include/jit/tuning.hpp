@@ -56,7 +56,23 @@ std::optional<std::string> find_tuning(const TuningKey& key);  // the winner's p
 // Stores the decision (an INFO line says it); a cache that is not on disk keeps it nowhere (WARN once).
 void store_tuning(const TuningKey& key, const std::string& choice, std::int64_t candidates, double best_ms,
                   double default_ms, double tuning_ms);
-void wait_for(const Target& target);  // the device's queued work done (nothing on the CPU)
+// The time of the work queued between start() and stop_ms(), on the device's own clock: CUDA
+// events on the default stream (where the tuners' launches queue); the host's steady clock on the
+// CPU, whose launches return when done. (No kernel tunes on HIP yet.)
+class Stopwatch {
+ public:
+  explicit Stopwatch(const Target& target);
+  ~Stopwatch();
+  Stopwatch(const Stopwatch&) = delete;
+  Stopwatch& operator=(const Stopwatch&) = delete;
+  void start();
+  double stop_ms();
+
+ private:
+  Target target_;
+  std::shared_ptr<void> events_;  // a jit::cuda::Timer on CUDA
+  std::chrono::steady_clock::time_point t0_;
+};
 void note_skipped_candidate(const TuningKey& key, const std::string& params, const std::string& why);
 
 // One process tunes a key at a time; others wait and then read its decision.
@@ -79,23 +95,23 @@ template <class K> typename K::Params tune(const TuningKey& key, const typename 
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   auto data = K::tuning_data(base, shape, target);
+  Stopwatch watch(target);
   typename K::Params best = base;
   double best_ms = std::numeric_limits<double>::infinity(), default_ms = 0;
   for (const auto& c : candidates) {
     std::vector<double> times;
     try {
       auto k = get<K>(c, target);
-      const auto w = clock::now();
+      watch.start();
       data.run(k);  // warm-up (and the first touch of the data)
-      wait_for(target);
-      // Each sample at least kSampleMs long, so short kernels are not timed by the clock's noise.
-      const double once = std::chrono::duration<double, std::milli>(clock::now() - w).count();
+      // Each sample at least kSampleMs long, so short kernels are not timed by the clock's noise;
+      // the median of five.
+      const double once = watch.stop_ms();
       const int runs = static_cast<int>(std::clamp(kSampleMs / std::max(once, 1e-3), 1.0, 1000.0));
       for (int rep = 0; rep < 5; ++rep) {
-        const auto s = clock::now();
+        watch.start();
         for (int r = 0; r < runs; ++r) data.run(k);
-        wait_for(target);
-        times.push_back(std::chrono::duration<double, std::milli>(clock::now() - s).count() / runs);
+        times.push_back(watch.stop_ms() / runs);
       }
     } catch (const Error& e) {
       note_skipped_candidate(key, K::to_params(c).to_string(), e.what());
