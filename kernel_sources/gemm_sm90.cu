@@ -8,7 +8,8 @@
 //     (TILE_N rows) through the copy engine (TMA, tensor maps made by the host at each launch) into
 //     STAGES shared-memory slots of 128-byte swizzled rows, each slot completing on a `full` mbarrier;
 //   warpgroups 1.. (consumers) each multiply 64 rows of the tile by all TILE_N columns with wgmma
-//     (A and B straight from shared memory), then release the slot on its `empty` mbarrier.
+//     (A and B straight from shared memory), then release the slot on its `empty` mbarrier
+//     (block-sparse forward and backward_input: two consumers taking whole tiles in turn, below).
 // The copy engine zero-fills what lies outside A and B, so edge tiles and any K need no branches;
 // stores to C are bounds-checked. setmaxnreg moves registers from the producer to the consumers.
 #include "jitk_gpu.h"
@@ -397,7 +398,8 @@ struct Tiles {
 };
 
 // Persistent: the grid holds at most BLOCKS_PER_SM blocks an SM, each taking tiles blockIdx.x,
-// + gridDim.x, ... The producer runs ahead into the next tile while the consumers store the last.
+// + gridDim.x, ... (PINGPONG: Tiles::tile_of's snake). The producer runs ahead into the next tile
+// while the consumers store the last.
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
 JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
                                           i64 ldb, float beta, T* __restrict__ c, i64 ldc, const int* __restrict__ index,
