@@ -35,7 +35,7 @@ struct ParamSpec {
   bool chain = false;
   // Given when the parameter may be left out (gemm's tiles: 0, the implementation's default); a
   // params set without it then holds this value, so its key is the same either way.
-  std::optional<ParamValue> fallback;
+  std::optional<ParamValue> fallback = std::nullopt;
   bool is_text() const { return !choices.empty(); }
   std::string allowed() const;  // "one of f32, f64" / "an integer in [1, 65536]" / "a chain ..."
 };
