@@ -8,16 +8,18 @@
 //     backward_weight  dW = alpha X^T dY + beta dW on W's support only
 //
 // One block per TM x TN tile of the output, walking K in TK slices that cp.async keeps STAGES
-// deep in shared memory. The slices stay in their global layout (each row padded by 16 bytes
-// against bank conflicts), so every layout loads with 16-byte copies; partial tiles and
-// unaligned matrices fall back to element copies with zeros.
-//   f16, bf16: each warp multiplies min(64, TM) x min(32, TN) of the tile with WMMA 16x16x16
-//              tensor-core fragments (float accumulators), staged through shared memory for the epilogue.
-//   f32:       each thread accumulates 8 x 8 (two 4-row by two 4-column blocks) with FMAs. Both
-//              slices are kept as rows of K ([TK][TM], [TK][TN]) so a thread reads its 8 + 8 values
-//              of a k with four 16-byte loads: a row-major A (column-major B) is transposed on the
-//              way in by 4-byte copies, a warp taking 4 rows x 8 elements (full 32-byte sectors,
-//              no bank conflicts with rows padded to 4 mod 32 words).
+// deep in shared memory.
+//   f16, bf16: the slices stay in their global layout (each row padded by 16 bytes against bank
+//              conflicts), so every layout loads with 16-byte copies (partial tiles and unaligned
+//              matrices: element copies with zeros); each warp multiplies min(64, TM) x min(32, TN)
+//              of the tile with WMMA 16x16x16 tensor-core fragments (float accumulators), staged
+//              through shared memory for the epilogue.
+//   f32:       each thread accumulates 8 x 8 (two 4-row by two 4-column blocks), 8 x 16 (four
+//              column blocks) from TN = 256, with FMAs. Both slices are kept as rows of K ([TK][TM],
+//              [TK][TN], rows padded to 4 mod 32 words) so a thread reads the 8 + 8 (8 + 16) values
+//              of a k with four (six) 16-byte loads: a row-major A (column-major B) is transposed
+//              on the way in by 4-byte copies zero-filled past the edges, a warp taking 4 rows x 8
+//              elements (full 32-byte sectors, no bank conflicts; blocks of whole warps).
 // gemm's blocks run in groups of 8 tile rows so neighbouring blocks share A and B in L2.
 #include "jitk_gpu.h"
 #if !JITK_DTYPE_F32

@@ -2,8 +2,9 @@
 // any layout (A row-major and B column-major are K-major, as nn.Linear's x W^T; the others are
 // read M- or N-major, transposed by wgmma); float accumulators.
 //
-// Blocks of 128 * (TILE_M / 64 + 1) threads in warpgroups, persistent (at most JITK_BLOCKS_PER_SM
-// an SM, each looping over TILE_M x TILE_N tiles of C):
+// Blocks of 128 * (TILE_M / 64 + 1) threads in warpgroups (block-sparse forward and backward_input:
+// 384, a producer and two consumers), persistent (at most JITK_BLOCKS_PER_SM an SM, each looping
+// over TILE_M x TILE_N tiles of C):
 //   warpgroup 0 (the producer; one thread works) loads 64-wide K slices of A (TILE_M rows) and B
 //     (TILE_N rows) through the copy engine (TMA, tensor maps made by the host at each launch) into
 //     STAGES shared-memory slots of 128-byte swizzled rows, each slot completing on a `full` mbarrier;
@@ -59,8 +60,9 @@ constexpr int STAGES = JITK_STAGES;
 constexpr int CONSUMERS = PINGPONG ? 2 : TM / 64;
 constexpr unsigned SLOT_USERS = PINGPONG ? 128 : CONSUMERS * 128;  // arrivals that free a slot
 // Registers: a 64-wide tile needs few accumulators (32 a thread), so two blocks share an SM and
-// one's pipeline fill and epilogue hide behind the other's products (block-sparse tiles walk a few
-// blocks each). setmaxnreg then moves the producer's registers to the consumers within what the
+// one's pipeline fill and epilogue hide behind the other's products (gemm's 64-wide tiles and
+// block-sparse backward_weight; forward and backward_input hide them with PINGPONG in one block
+// instead). setmaxnreg then moves the producer's registers to the consumers within what the
 // block got at entry (the launch bound caps it; the pool must cover the new split).
 constexpr int BLOCKS_PER_SM = JITK_BLOCKS_PER_SM;  // the host's plan: 2 when TN <= 64 and shared memory allows
 static_assert(BLOCKS_PER_SM == 1 || (BLOCKS_PER_SM == 2 && TN <= 64), "gemm_sm90.cu: blocks an SM the registers cannot hold");
@@ -383,8 +385,10 @@ struct Tiles {
   }
 #endif
   // The block's local-th tile, or -1 past its last: blocks take tiles in turn; with PINGPONG the
-  // consumers do, in a snake (consumer 0, 1, ... P - 1, then P - 1 ... 0) so that tiles in falling
-  // size even out. A snake's round may hand a consumer a tile past the count: it has none.
+  // consumers do, in a snake over P = 2 x blocks slots (0, 1, ... P - 1, then P - 1 ... 0) so that
+  // tiles in falling size even out. Slots go first consumers first (slot = consumer x blocks +
+  // block): with fewer tiles than 2 x SMs, every SM gets one before any gets two. A snake's round
+  // may hand a consumer a tile past the count: it has none.
   __device__ i64 tile_of(i64 local) const {
     if (!PINGPONG) {
       const i64 tile = blockIdx.x + local * gridDim.x;
@@ -392,7 +396,7 @@ struct Tiles {
     }
     const i64 slots = static_cast<i64>(gridDim.x) * CONSUMERS, round = local / CONSUMERS;
     if (round * slots >= count()) return -1;
-    const i64 slot = static_cast<i64>(blockIdx.x) * CONSUMERS + local % CONSUMERS;
+    const i64 slot = (local % CONSUMERS) * static_cast<i64>(gridDim.x) + blockIdx.x;
     return round * slots + (round % 2 ? slots - 1 - slot : slot);
   }
 };

@@ -84,7 +84,8 @@ class OwnedStream {
 };
 
 // Times the work queued on a stream between start() and stop_ms() with a pair of device events:
-// the GPU's own clock, not the host's (launch overhead and the host's scheduling stay out).
+// the GPU's own clock, not the host's (launch overhead stays out while the GPU's queue runs ahead
+// of the host, i.e. for kernels longer than a launch).
 class Timer {
  public:
   explicit Timer(int device = 0);
