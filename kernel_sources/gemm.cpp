@@ -61,10 +61,10 @@ static inline void gemm_tile(const T* __restrict a, const T* __restrict b, T* __
 
 #if JITK_B_LAYOUT_COL
 // B column-major: a k's TN values of B lie ldb apart, so the tiles above would gather them one by
-// one (15x slower than row-major B on AVX-512). Instead each TN-column, PK-deep slice of B is
+// one (30x slower than row-major B on AVX-512). Instead each TN-column, PK-deep slice of B is
 // packed once into a row-major panel and every tile of a block of RB rows runs over it, the
-// block's sums kept in `sums` between slices (both on the stack, 16384 elements at most): 6 against
-// 105 GFLOP/s at 768^3, f32, on the 2-core development VM.
+// block's sums kept in `sums` between slices (both on the stack, 16384 elements at most): 7.8
+// against 236 GFLOP/s at 768^3, f32, on the 2-core development VM.
 constexpr i64 kPanel = 16384;
 constexpr i64 PK = TK < kPanel / TN ? TK : (kPanel / TN > 0 ? kPanel / TN : 1);
 constexpr i64 RB = kPanel / TN / TM * TM > TM ? kPanel / TN / TM * TM : TM;
