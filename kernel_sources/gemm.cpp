@@ -4,8 +4,7 @@
 // slices of K, so the B slice it reads stays in cache while the rows of A stream; full tiles
 // have compile-time trip counts (the column loop vectorizes), edge tiles take bounded loops.
 // A column-major B is packed into row-major panels first (below). Work items are rows, tiled from
-// the start of each thread's range; beta == 0 does not read C
-// (it may hold NaN), as BLAS. The prelude gives the tile (0s in the params are resolved to the
+// the start of each thread's range; beta == 0 does not read C (it may hold NaN), as BLAS. The prelude gives the tile (0s in the params are resolved to the
 // implementation's defaults before this text sees them).
 #include "jitk_cpu.h"
 
@@ -17,13 +16,44 @@ static_assert(TM * TN <= 4096, "gemm: tile_m * tile_n accumulators must fit in 4
 #else
 #define JITK_A(i, k) a[(i) * lda + (k)]
 #endif
-#if JITK_B_LAYOUT_COL
-#define JITK_B(k, j) b[(j) * ldb + (k)]
-#else
-#define JITK_B(k, j) b[(k) * ldb + (j)]
-#endif
+// acc += A(i0 .. i0 + rows, k) x B(k, 0 .. cols) for k in [k0, kend), B's row k (its tile's
+// columns, contiguous) at brow(k). Full (rows == TM, cols == TN): k outermost, each step adding an
+// outer product (TM values of A times TN of B) to the whole tile, which a small tile keeps in vector
+// registers (4 x 64 floats: 16 AVX-512 registers); edge tiles: bounded loops.
+template <bool Full, class BRow>
+static inline void accumulate(T (&acc)[TM][TN], const T* __restrict a, i64 lda, i64 i0, i64 rows, i64 cols, i64 k0, i64 kend,
+                              BRow brow) {
+  if constexpr (Full) {
+    for (i64 k = k0; k < kend; ++k) {
+      T av[TM];
+      for (i64 i = 0; i < TM; ++i) av[i] = JITK_A(i0 + i, k);
+      const T* __restrict bk = brow(k);
+      for (i64 i = 0; i < TM; ++i)
+        for (i64 j = 0; j < TN; ++j) acc[i][j] += av[i] * bk[j];
+    }
+  } else {
+    for (i64 i = 0; i < rows; ++i)
+      for (i64 k = k0; k < kend; ++k) {
+        const T av = JITK_A(i0 + i, k);
+        const T* __restrict bk = brow(k);
+        for (i64 j = 0; j < cols; ++j) acc[i][j] += av * bk[j];
+      }
+  }
+}
 
-// The C tile at (i0, j0), tm x tn of it inside C; Full: tm == TM and tn == TN.
+// C(r, j0 .. j0 + cols) = alpha * sums + beta * C, then the chain.
+static inline void store_row(T* __restrict c, i64 ldc, i64 r, i64 j0, i64 cols, const T* sums, T alpha, T beta,
+                             const jitk_chain& chain) {
+  T* __restrict crow = c + r * ldc + j0;
+  for (i64 j = 0; j < cols; ++j) {
+    const T v = beta == T(0) ? alpha * sums[j] : alpha * sums[j] + beta * crow[j];
+    crow[j] = chain.epilogue(v, r * ldc + j0 + j, j0 + j);
+  }
+}
+
+#if !JITK_B_LAYOUT_COL
+// B row-major: the C tile at (i0, j0), tm x tn of it inside C (Full: tm == TM and tn == TN), its
+// sums in registers over the whole of K.
 template <bool Full>
 static inline void gemm_tile(const T* __restrict a, const T* __restrict b, T* __restrict c, i64 i0, i64 j0, i64 tm, i64 tn,
                              i64 K, i64 lda, i64 ldb, i64 ldc, T alpha, T beta, const jitk_chain& chain) {
@@ -33,33 +63,11 @@ static inline void gemm_tile(const T* __restrict a, const T* __restrict b, T* __
     for (i64 j = 0; j < TN; ++j) acc[i][j] = T(0);
   for (i64 k0 = 0; k0 < K; k0 += TK) {
     const i64 kend = K - k0 < TK ? K : k0 + TK;
-    if constexpr (Full) {
-      // k outermost: each step of k adds an outer product (TM values of A times TN of B) to the
-      // whole tile, which a small tile keeps in vector registers (4 x 64 floats: 16 AVX-512 registers).
-      for (i64 k = k0; k < kend; ++k) {
-        T av[TM];
-        for (i64 i = 0; i < TM; ++i) av[i] = JITK_A(i0 + i, k);
-        for (i64 i = 0; i < TM; ++i)
-          for (i64 j = 0; j < TN; ++j) acc[i][j] += av[i] * JITK_B(k, j0 + j);
-      }
-    } else {
-      for (i64 i = 0; i < rows; ++i)
-        for (i64 k = k0; k < kend; ++k) {
-          const T av = JITK_A(i0 + i, k);
-          for (i64 j = 0; j < cols; ++j) acc[i][j] += av * JITK_B(k, j0 + j);
-        }
-    }
+    accumulate<Full>(acc, a, lda, i0, rows, cols, k0, kend, [&](i64 k) { return b + k * ldb + j0; });
   }
-  for (i64 i = 0; i < rows; ++i) {
-    T* __restrict crow = c + (i0 + i) * ldc + j0;
-    for (i64 j = 0; j < cols; ++j) {
-      const T v = beta == T(0) ? alpha * acc[i][j] : alpha * acc[i][j] + beta * crow[j];
-      crow[j] = chain.epilogue(v, (i0 + i) * ldc + j0 + j, j0 + j);
-    }
-  }
+  for (i64 i = 0; i < rows; ++i) store_row(c, ldc, i0 + i, j0, cols, acc[i], alpha, beta, chain);
 }
-
-#if JITK_B_LAYOUT_COL
+#else
 // B column-major: a k's TN values of B lie ldb apart, so the tiles above would gather them one by
 // one (30x slower than row-major B on AVX-512). Instead each TN-column, PK-deep slice of B is
 // packed once into a row-major panel and every tile of a block of RB rows runs over it, the
@@ -70,33 +78,17 @@ constexpr i64 PK = TK < kPanel / TN ? TK : (kPanel / TN > 0 ? kPanel / TN : 1);
 constexpr i64 RB = kPanel / TN / TM * TM > TM ? kPanel / TN / TM * TM : TM;
 static_assert(PK * TN <= kPanel && (RB * TN <= kPanel || RB == TM), "gemm: B panel or sums past their stack budget");
 
-// sums[i][j] += A(i0 + i, k) * panel[k - k0][j] for the block's rows [0, rows) and columns [0, tn).
-static inline void block_slice(const T* __restrict a, i64 lda, i64 r0, i64 rows, i64 k0, i64 kend, const T* __restrict panel,
-                               i64 tn, T (*__restrict sums)[TN]) {
-  for (i64 i0 = 0; i0 < rows; i0 += TM) {
-    if (rows - i0 >= TM && tn == TN) {
-      T acc[TM][TN];
-      for (i64 i = 0; i < TM; ++i)
-        for (i64 j = 0; j < TN; ++j) acc[i][j] = sums[i0 + i][j];
-      for (i64 k = k0; k < kend; ++k) {
-        T av[TM];
-        for (i64 i = 0; i < TM; ++i) av[i] = JITK_A(r0 + i0 + i, k);
-        const T* __restrict brow = panel + (k - k0) * TN;
-        for (i64 i = 0; i < TM; ++i)
-          for (i64 j = 0; j < TN; ++j) acc[i][j] += av[i] * brow[j];
-      }
-      for (i64 i = 0; i < TM; ++i)
-        for (i64 j = 0; j < TN; ++j) sums[i0 + i][j] = acc[i][j];
-    } else {
-      const i64 tm = rows - i0 < TM ? rows - i0 : TM;
-      for (i64 i = 0; i < tm; ++i)
-        for (i64 k = k0; k < kend; ++k) {
-          const T av = JITK_A(r0 + i0 + i, k);
-          const T* __restrict brow = panel + (k - k0) * TN;
-          for (i64 j = 0; j < tn; ++j) sums[i0 + i][j] += av * brow[j];
-        }
-    }
-  }
+// sums[i][j] += A(r + i, k) * panel[k - k0][j] for one tile of the block, tm x tn of it (Full: TM x TN).
+template <bool Full>
+static inline void slice_tile(const T* __restrict a, i64 lda, i64 r, i64 tm, i64 tn, i64 k0, i64 kend,
+                              const T* __restrict panel, T (*__restrict sums)[TN]) {
+  const i64 rows = Full ? TM : tm, cols = Full ? TN : tn;
+  T acc[TM][TN];
+  for (i64 i = 0; i < rows; ++i)
+    for (i64 j = 0; j < cols; ++j) acc[i][j] = sums[i][j];
+  accumulate<Full>(acc, a, lda, r, rows, cols, k0, kend, [&](i64 k) { return panel + (k - k0) * TN; });
+  for (i64 i = 0; i < rows; ++i)
+    for (i64 j = 0; j < cols; ++j) sums[i][j] = acc[i][j];
 }
 #endif
 
@@ -111,8 +103,8 @@ JITK_CPU_KERNEL {
   T* c = JITK_ARG(9, T*);
   const i64 ldc = JITK_ARG(10, i64);
   const jitk_chain chain = jitk_chain::from(jitk_args + 11);
-#if JITK_B_LAYOUT_COL
   (void)M;
+#if JITK_B_LAYOUT_COL
   T panel[PK * TN];
   T sums[RB][TN];
   for (i64 j0 = 0; j0 < N; j0 += TN) {
@@ -126,15 +118,13 @@ JITK_CPU_KERNEL {
         // the panel: B(k, j0 + j) at panel[(k - k0) * TN + j], read down B's columns (contiguous)
         for (i64 j = 0; j < tn; ++j)
           for (i64 k = k0; k < kend; ++k) panel[(k - k0) * TN + j] = b[(j0 + j) * ldb + k];
-        block_slice(a, lda, r0, rows, k0, kend, panel, tn, sums);
-      }
-      for (i64 i = 0; i < rows; ++i) {
-        T* __restrict crow = c + (r0 + i) * ldc + j0;
-        for (i64 j = 0; j < tn; ++j) {
-          const T v = beta == T(0) ? alpha * sums[i][j] : alpha * sums[i][j] + beta * crow[j];
-          crow[j] = chain.epilogue(v, (r0 + i) * ldc + j0 + j, j0 + j);
+        for (i64 i0 = 0; i0 < rows; i0 += TM) {
+          const i64 tm = rows - i0 < TM ? rows - i0 : TM;
+          if (tm == TM && tn == TN) slice_tile<true>(a, lda, r0 + i0, tm, tn, k0, kend, panel, sums + i0);
+          else slice_tile<false>(a, lda, r0 + i0, tm, tn, k0, kend, panel, sums + i0);
         }
       }
+      for (i64 i = 0; i < rows; ++i) store_row(c, ldc, r0 + i, j0, tn, sums[i], alpha, beta, chain);
     }
   }
 #else
