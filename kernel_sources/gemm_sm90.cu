@@ -482,19 +482,17 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
     for (i64 local = 0;; ++local) {
       const i64 tile = tiles.tile_of(local);
       if (tile < 0) break;
-      if (!PINGPONG && tile >= count) continue;
-      const int slices = tile < count ? tiles.plan(tile).slices : 0;
+      const Plan plan = tile < count ? tiles.plan(tile) : Plan{};  // past the count (PINGPONG only): no slices
       if (PINGPONG && local % CONSUMERS != w) {  // the other consumer's: its slices pass by
-        it += slices;
+        it += plan.slices;
         continue;
       }
       if (PINGPONG && (w > 0 || turns > 0)) bar_wait(&turn[w], (w == 0 ? turns - 1 : turns) & 1);
       ++turns;
-      if (tile >= count) {
-        if (PINGPONG) bar_arrive(&turn[1 - w]);
+      if (tile >= count) {  // a turn without a tile
+        bar_arrive(&turn[1 - w]);
         continue;
       }
-      const Plan plan = tiles.plan(tile);
       float d[TN / 2];
 #pragma unroll
       for (int i = 0; i < TN / 2; ++i) d[i] = 0.f;
