@@ -139,11 +139,11 @@ __device__ inline void copy_slice(T* s, const T* __restrict__ g, i64 ld, i64 o0,
   if constexpr (TRANS) load_slice_t<OUTER, INNER, LD>(s, g, ld, o0, i0, outer_lim, inner_lim);
   else load_slice<OUTER, INNER, LD>(s, g, ld, o0, i0, outer_lim, inner_lim, vec);
 }
-template <typename... Args> __device__ inline void copy_a(T* s, Args... args) {
-  copy_slice<A_T, A_G_OUTER, A_G_INNER, A_LD>(s, args...);
+__device__ inline void copy_a(T* s, const T* __restrict__ g, i64 ld, i64 o0, i64 i0, i64 outer_lim, i64 inner_lim, bool vec) {
+  copy_slice<A_T, A_G_OUTER, A_G_INNER, A_LD>(s, g, ld, o0, i0, outer_lim, inner_lim, vec);
 }
-template <typename... Args> __device__ inline void copy_b(T* s, Args... args) {
-  copy_slice<B_T, B_G_OUTER, B_G_INNER, B_LD>(s, args...);
+__device__ inline void copy_b(T* s, const T* __restrict__ g, i64 ld, i64 o0, i64 i0, i64 outer_lim, i64 inner_lim, bool vec) {
+  copy_slice<B_T, B_G_OUTER, B_G_INNER, B_LD>(s, g, ld, o0, i0, outer_lim, inner_lim, vec);
 }
 
 // The slices a tile walks: load(sa, sb, t) copies slice t of A and B into shared memory.
@@ -172,7 +172,7 @@ struct Walk {
     // is (forward reads it as [k][n], backward_input as [n][k]: the transpose).
     const int id = ids ? ids[t] : first + static_cast<int>(t);
     copy_a(sa, a, lda, m0, static_cast<i64>(other[id]) * BS, M, a_cols, a_vec);
-    copy_b(sb, b + static_cast<i64>(id) * BS * BS, i64{BS}, i64{0}, i64{0}, i64{BS}, i64{BS}, b_vec);
+    copy_b(sb, b + static_cast<i64>(id) * BS * BS, BS, 0, 0, BS, BS, b_vec);
 #endif
   }
 };
