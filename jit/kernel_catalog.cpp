@@ -161,6 +161,13 @@ TilePlan block_sparse_cuda_plan(const ParamSet& p) {
   return cuda_tile_plan(p, true, text_is(p, "op", "forward"), int_param(p, "tile_m"), bs, bs);
 }
 
+// gemm_sm90.cu's shared memory: `stages` slots of a_rows + b_rows rows of 64 16-bit elements
+// (128-byte rows), 1024 bytes of slack to align them to the swizzle's period, then the full and
+// empty mbarriers of each stage and the two consumers' turn barriers.
+std::int64_t sm90_shared_bytes(std::int64_t stages, std::int64_t a_rows, std::int64_t b_rows) {
+  return stages * (a_rows + b_rows) * 64 * 2 + 1024 + 16 * stages + 16;
+}
+
 // kernel_sources/gemm_sm90.cu's block_sparse_matmul: 64-wide blocks (128-byte rows). forward and
 // backward_input: tiles of tile_m rows (64, 128, 256: wgmma's N) by one block column, two consumer
 // warpgroups taking them in turn (one block an SM); backward_weight: one consumer, its tile a block
@@ -170,12 +177,12 @@ TilePlan block_sparse_sm90a_plan(const ParamSet& p) {
   if (bs != 64) return {"block_size = " + std::to_string(bs) + ": cuda-sm90a takes 64 (the others run on 'cuda')"};
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
   if (text_is(p, "op", "backward_weight")) {
-    const std::int64_t shared = stages * (64 + 64) * 64 * 2 + 1024 + 16 * stages + 16;
+    const std::int64_t shared = sm90_shared_bytes(stages, 64, 64);
     return {"", 256, shared, 64, 64, 64, 2 * shared <= kMaxSharedBytes ? 2 : 1};
   }
   const std::int64_t tm = int_param(p, "tile_m");
   if (tm != 64 && tm != 128 && tm != 256) return {"tile_m = " + std::to_string(tm) + ": 64, 128 or 256 on cuda-sm90a"};
-  const std::int64_t shared = stages * (tm + 64) * 64 * 2 + 1024 + 16 * stages + 16;
+  const std::int64_t shared = sm90_shared_bytes(stages, 64, tm);
   if (shared > kMaxSharedBytes)
     return {"tile_m = " + std::to_string(tm) + " x " + std::to_string(stages) + " stages needs " + std::to_string(shared) +
             " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
@@ -198,7 +205,7 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   if (tm != 64 && tm != 128) return {tile_text(p) + ": tile_m must be 64 or 128 on cuda-sm90a (one warpgroup per 64 rows)"};
   if (tn % 64 || tn < 64) return {tile_text(p) + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
-  const std::int64_t shared = stages * (tm + tn) * tk * 2 + 1024 + 16 * stages + 16;
+  const std::int64_t shared = sm90_shared_bytes(stages, tm, tn);  // tk is 64 (checked above)
   // Two blocks an SM for 64-wide tiles (few accumulators) where their shared memory fits twice.
   TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, tn, tk, tn <= 64 && 2 * shared <= kMaxSharedBytes ? 2 : 1};
   if (plan.shared_bytes > kMaxSharedBytes)
