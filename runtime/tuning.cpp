@@ -80,16 +80,16 @@ void store_tuning(const TuningKey& key, const std::string& choice, std::int64_t 
   }
 }
 
-Stopwatch::Stopwatch(const Target& target) : target_(target) {
-  if (target.backend == Backend::Cuda) events_ = std::make_shared<cuda::Timer>(target.device);
+Stopwatch::Stopwatch(const Target& target) {
+  if (target.backend == Backend::Cuda) events_ = std::make_unique<cuda::Timer>(target.device);
 }
 Stopwatch::~Stopwatch() = default;
 void Stopwatch::start() {
-  if (events_) return static_cast<cuda::Timer*>(events_.get())->start();
+  if (events_) return events_->start();
   t0_ = std::chrono::steady_clock::now();
 }
 double Stopwatch::stop_ms() {
-  if (events_) return static_cast<cuda::Timer*>(events_.get())->stop_ms();
+  if (events_) return events_->stop_ms();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
 }
 

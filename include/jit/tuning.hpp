@@ -27,6 +27,10 @@
 
 #include "jit/jit.hpp"
 
+namespace jit::cuda {
+class Timer;
+}
+
 namespace jit {
 
 // One decision, as `jitk ls --tuning` shows it.
@@ -69,8 +73,7 @@ class Stopwatch {
   double stop_ms();
 
  private:
-  Target target_;
-  std::shared_ptr<void> events_;  // a jit::cuda::Timer on CUDA
+  std::unique_ptr<cuda::Timer> events_;  // CUDA targets only
   std::chrono::steady_clock::time_point t0_;
 };
 void note_skipped_candidate(const TuningKey& key, const std::string& params, const std::string& why);
