@@ -13,6 +13,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <iterator>
 #include <chrono>
@@ -65,26 +66,47 @@ double median(std::vector<double> v) {
 
 double ms_since(clock_type::time_point t) { return std::chrono::duration<double, std::milli>(clock_type::now() - t).count(); }
 
-// Times fn on the device with events: median over reps of (total of `inner` launches) / inner.
-template <class F> double device_ms(F&& fn, int reps = 20, int inner = 10) {
+// Device time of `inner` back-to-back calls of fn, over inner, between two events.
+template <class F> double events_ms(F& fn, int inner, CUevent a, CUevent b) {
+  CU(cuEventRecord(a, nullptr));
+  for (int i = 0; i < inner; ++i) fn();
+  CU(cuEventRecord(b, nullptr));
+  CU(cuEventSynchronize(b));
+  float ms;
+  CU(cuEventElapsedTime(&ms, a, b));
+  return ms / inner;
+}
+
+// Times fns on the device with events, in alternation: each rep times every fn once (`inner`
+// calls each), the order rotating from rep to rep, so that the card's drift -- an H100 running a
+// GEMM lowers its clocks within tens of milliseconds: the same kernel timed right after another
+// measured 11% slower -- falls on all of them alike. The medians over reps, in fns' order.
+template <class... F> std::array<double, sizeof...(F)> device_ms_each(int reps, int inner, F&&... fns) {
+  constexpr std::size_t n = sizeof...(F);
+  std::array<std::function<void()>, n> f{std::function<void()>(fns)...};
   CUevent a, b;
   CU(cuEventCreate(&a, 0));
   CU(cuEventCreate(&b, 0));
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    CU(cuEventRecord(a, nullptr));
-    for (int i = 0; i < inner; ++i) fn();
-    CU(cuEventRecord(b, nullptr));
-    CU(cuEventSynchronize(b));
-    float ms;
-    CU(cuEventElapsedTime(&ms, a, b));
-    t.push_back(ms / inner);
-  }
+  for (auto& fn : f)
+    for (int i = 0; i < 3; ++i) fn();
+  std::array<std::vector<double>, n> t;
+  for (int r = 0; r < reps; ++r)
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::size_t which = (j + static_cast<std::size_t>(r)) % n;
+      t[which].push_back(events_ms(f[which], inner, a, b));
+    }
   cuEventDestroy(a);
   cuEventDestroy(b);
-  return median(t);
+  std::array<double, n> medians;
+  for (std::size_t j = 0; j < n; ++j) medians[j] = median(t[j]);
+  return medians;
 }
+
+// Times fn on the device with events: median over reps of (total of `inner` launches) / inner.
+template <class F> double device_ms(F&& fn, int reps = 20, int inner = 10) { return device_ms_each(reps, inner, fn)[0]; }
+
+// A kernel and its baseline timed in alternation (device_ms_each): {ms of a, ms of b}.
+template <class F, class G> std::array<double, 2> device_ms_pair(F&& a, G&& b) { return device_ms_each(20, 10, a, b); }
 
 // The same specialized text jitk compiles, compiled with plain NVRTC calls.
 std::vector<char> raw_nvrtc(const jit::detail::SourceUnit& unit, const std::string& arch, double* ms) {
@@ -455,9 +477,14 @@ bool bench_gemm(const GemmCase& g, const Cublas& cublas) {
     const std::vector<float> c_cublas = d.baseline_values();
     ok &= check_error(g.name() + " cuBLAS vs float64", d.error_vs_float64(c_cublas), sixteen_bit ? kHalfLimit : kNoTf32Limit);
     ok &= check_error(label + " vs cuBLAS", rel_l2(c, c_cublas), limit);
-    baseline = g.tflops(device_ms(run_cublas));
   }
-  const double tflops = g.tflops(device_ms(run_jitk));
+  double tflops;
+  if (Cublas::kAvailable) {
+    const auto [jitk_ms, cublas_ms] = device_ms_pair(run_jitk, run_cublas);
+    tflops = g.tflops(jitk_ms), baseline = g.tflops(cublas_ms);
+  } else {
+    tflops = g.tflops(device_ms(run_jitk));
+  }
   if (!ok) return false;  // no number for a wrong result
   emit((g.name() + "_" + k.implementation() + "_TFLOPs").c_str(), tflops, "TFLOP/s", baseline,
        Cublas::kAvailable ? "cuBLAS GemmEx, f32 accumulate" : "none: built without cuBLAS");
@@ -483,6 +510,8 @@ std::vector<GemmCase> gemm_cases() {
       {jit::DType::bf16, row, col, {16, 4096, 4096}},     // decode: reads the weights; their 32 MB stay in L2 between reps
       {jit::DType::bf16, row, col, {4096, 11008, 4096}},  // Llama-7B MLP up projection
       {jit::DType::f32, row, row, cube},
+      {jit::DType::f32, row, col, cube},  // nn.Linear in f32 (B column-major: transposed on the way into shared memory)
+      {jit::DType::f32, col, row, cube},  // no operand transposed
   };
 }
 
@@ -522,7 +551,7 @@ int child_tune() {
       const std::string label = g.name() + " tuned " + tuned.implementation();
       ok &= check_error(label + " vs float64", d.error_vs_float64(c), limit);
       ok &= check_error(label + " vs default tiles", rel_l2(c, d.baseline_values()), limit);
-      const double tuned_ms = device_ms(run_tuned), base_ms = device_ms(run_base);
+      const auto [tuned_ms, base_ms] = device_ms_pair(run_tuned, run_base);
       emit((g.name() + "_tuned_TFLOPs").c_str(), g.tflops(tuned_ms), "TFLOP/s", g.tflops(base_ms), "jitk default tiles, same run");
       emit((g.name() + "_tuning_ms").c_str(), tuning_ms, "ms", std::max(0.0, base_ms - tuned_ms),
            "ms saved a call (ratio: calls to repay)");
@@ -759,9 +788,6 @@ bool block_sparse_benches() {
     }
   if (!ok) return false;  // no number for a wrong result
 
-  double dense_ms[std::size(kSparseOps)];
-  for (std::size_t o = 0; o < std::size(kSparseOps); ++o)
-    dense_ms[o] = device_ms([&] { d.dense(kSparseOps[o], cublas, d.w_full(), d.out_dense()); });
   // The memory floor's speed: a device-to-device copy of X (read + write), same run.
   const std::size_t x_bytes = static_cast<std::size_t>(m * K) * jit::dtype_size(t);
   const double copy_ms = device_ms([&] {
@@ -775,18 +801,19 @@ bool block_sparse_benches() {
       try {
         const auto k = jit::get<BlockSparse>(block_sparse_params(t, op, w.mask.block()), kCuda0);
         const BlockSparse::Args args = d.args(op, w, d.out());
-        const double ms = device_ms([&] { k.launch(args); });
+        const auto [ms, dense_op_ms] = device_ms_pair([&] { k.launch(args); },
+                                                      [&] { d.dense(op, cublas, d.w_full(), d.out_dense()); });
         const double bs = static_cast<double>(w.mask.block());
         const double sparse_tflops = 2.0 * static_cast<double>(m) * static_cast<double>(w.mask.nnz()) * bs * bs / ms / 1e9;
         std::fprintf(stderr, "block_sparse time: %-44s %-10s density %.3f: %.4f ms, dense cuBLAS %.4f ms\n", name.c_str(),
-                     k.implementation().c_str(), w.mask.density(), ms, dense_ms[o]);
-        emit((name + "_speedup").c_str(), dense_ms[o] / ms, "x", 1.0 / w.mask.density(), "1/density (ideal)");
-        emit((name + "_TFLOPs").c_str(), sparse_tflops, "TFLOP/s", d.dense_case(op).tflops(dense_ms[o]),
+                     k.implementation().c_str(), w.mask.density(), ms, dense_op_ms);
+        emit((name + "_speedup").c_str(), dense_op_ms / ms, "x", 1.0 / w.mask.density(), "1/density (ideal)");
+        emit((name + "_TFLOPs").c_str(), sparse_tflops, "TFLOP/s", d.dense_case(op).tflops(dense_op_ms),
              "dense cuBLAS GemmEx, f32 accumulate");
         // The best this op could do: the dense time cut by the density, but never under the time its
         // compulsory bytes take at copy speed (at 10% density on 4096^3 the bytes are the floor).
-        const double bound_ms = std::max(dense_ms[o] * w.mask.density(), d.compulsory_bytes(w) / copy_bytes_per_ms);
-        emit((name + "_bound_speedup").c_str(), dense_ms[o] / ms, "x", dense_ms[o] / bound_ms,
+        const double bound_ms = std::max(dense_op_ms * w.mask.density(), d.compulsory_bytes(w) / copy_bytes_per_ms);
+        emit((name + "_bound_speedup").c_str(), dense_op_ms / ms, "x", dense_op_ms / bound_ms,
              "max(dense x density, compulsory bytes at D2D copy speed)");
       } catch (const jit::Error& e) {
         std::fprintf(stderr, "block_sparse bench: %s failed: %s  <-- BLOCK_SPARSE CHECK FAILED\n", name.c_str(), e.what());

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# A/B of kernel texts on the device machine, in one call from the repo root:
+#   carry [".gpu-deps"], command: bash bench/gpu/ab.sh SECTIONS [DIR ...]
+# Builds build-gpu's GEMM test and bench (Release), runs the gpu GEMM tests on the built-in texts,
+# then jitk_gpu_bench --only SECTIONS (e.g. gemm,block_sparse) on the built-in texts and again with
+# JITK_KERNEL_DIR=DIR for each DIR (a folder holding changed copies of some kernel_sources files;
+# the others stay built-in), each in a fresh cache. Logs go to $OUT (or ./gpu-out): tests.log, abN.jsonl
+# and abN.err (N = 1 for the built-in texts, 2.. for the DIRs) and ab.txt, a table of every bench's
+# value, baseline and ratio per text.
+set -uo pipefail
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+sections=${1:?sections, e.g. gemm,block_sparse}
+shift
+source .gpu-deps/unpack.sh > /dev/null
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+log=/tmp/jitk-gpu-build.log
+{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu --target test_gpu_gemm jitk_gpu_bench; } > "$log" 2>&1 ||
+  { cp "$log" "$out/build.log"; grep -E "error|Error" -A3 "$log" | head -60; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv
+JITK_CACHE_DIR=$(mktemp -d) timeout 300 build-gpu/tests/test_gpu_gemm > "$out/tests.log" 2>&1
+echo "gemm gpu tests exit: $?"; tail -3 "$out/tests.log"
+cat > /tmp/jitk-ab-table.py <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    if line.startswith("{"):
+        r = json.loads(line)
+        print(f"{r['bench']:<58} {r['value']:>10.3f} {r['baseline']:>10.3f} {r['ratio']:>7.3f}")
+PY
+n=0
+for dir in "" "$@"; do
+  n=$((n + 1))
+  echo "=== ${dir:-built-in}"
+  JITK_KERNEL_DIR=$dir JITK_CACHE_DIR=$(mktemp -d) timeout 240 build-gpu/bench/gpu/jitk_gpu_bench --json --only "$sections" \
+    > "$out/ab$n.jsonl" 2> "$out/ab$n.err"
+  echo "bench exit: $?"; grep -E "FAILED|tuning:" "$out/ab$n.err"
+  python3 /tmp/jitk-ab-table.py "$out/ab$n.jsonl"
+done 2>&1 | tee "$out/ab.txt"
