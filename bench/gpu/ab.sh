@@ -6,7 +6,9 @@
 # JITK_KERNEL_DIR=DIR for each DIR (a folder holding changed copies of some kernel_sources files;
 # the others stay built-in), each in a fresh cache. Logs go to $OUT (or ./gpu-out): tests.log, abN.jsonl
 # and abN.err (N = 1 for the built-in texts, 2.. for the DIRs) and ab.txt, a table of every bench's
-# value, baseline and ratio per text.
+# value, baseline and ratio per text. AB_ARGS adds bench arguments (e.g. AB_ARGS="--filter f32");
+# AB_TESTS=0 skips the tests (and their build) when only the DIRs' texts changed: the bench still
+# checks every result against float64 sums and cuBLAS before timing it.
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -15,11 +17,16 @@ shift
 source .gpu-deps/unpack.sh > /dev/null
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 log=/tmp/jitk-gpu-build.log
-{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu --target test_gpu_gemm jitk_gpu_bench; } > "$log" 2>&1 ||
+tests=${AB_TESTS:-1}
+targets="jitk_gpu_bench"
+[ "$tests" = 1 ] && targets="test_gpu_gemm $targets"
+{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu --target $targets; } > "$log" 2>&1 ||
   { cp "$log" "$out/build.log"; grep -E "error|Error" -A3 "$log" | head -60; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv
-JITK_CACHE_DIR=$(mktemp -d) timeout 300 build-gpu/tests/test_gpu_gemm > "$out/tests.log" 2>&1
-echo "gemm gpu tests exit: $?"; tail -3 "$out/tests.log"
+if [ "$tests" = 1 ]; then
+  JITK_CACHE_DIR=$(mktemp -d) timeout 300 build-gpu/tests/test_gpu_gemm > "$out/tests.log" 2>&1
+  echo "gemm gpu tests exit: $?"; tail -3 "$out/tests.log"
+fi
 cat > /tmp/jitk-ab-table.py <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
@@ -31,7 +38,7 @@ n=0
 for dir in "" "$@"; do
   n=$((n + 1))
   echo "=== ${dir:-built-in}"
-  JITK_KERNEL_DIR=$dir JITK_CACHE_DIR=$(mktemp -d) timeout 240 build-gpu/bench/gpu/jitk_gpu_bench --json --only "$sections" \
+  JITK_KERNEL_DIR=$dir JITK_CACHE_DIR=$(mktemp -d) timeout 240 build-gpu/bench/gpu/jitk_gpu_bench --json --only "$sections" ${AB_ARGS:-} \
     > "$out/ab$n.jsonl" 2> "$out/ab$n.err"
   echo "bench exit: $?"; grep -E "FAILED|tuning:" "$out/ab$n.err"
   python3 /tmp/jitk-ab-table.py "$out/ab$n.jsonl"

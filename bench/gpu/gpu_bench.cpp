@@ -4,7 +4,8 @@
 // dense cuBLAS on the same shape.
 // Prints one JSON object per line with --json: bench, value, unit, baseline, baseline_name, ratio.
 // --only compile,first_use,launch,bandwidth,gemm,block_sparse runs those sections (default: all,
-// in that order).
+// in that order). --filter TEXT keeps only the gemm, tuning and block-sparse cases whose names
+// hold TEXT (e.g. --only gemm --filter f32).
 #include <cuda.h>
 #include <nvrtc.h>
 #include <unistd.h>
@@ -46,6 +47,9 @@ namespace kernels = jit::kernels;
 namespace {
 
 bool g_json = false;
+std::string g_filter;  // --filter: the gemm, tuning and block-sparse cases whose names hold it
+
+bool wanted(const std::string& name) { return name.find(g_filter) != std::string::npos; }
 
 void emit(const char* bench, double value, const char* unit, double baseline, const char* baseline_name) {
   double ratio = baseline != 0 ? value / baseline : 0;
@@ -527,6 +531,7 @@ int child_tune() {
   if (!jit::cuda::available()) return 1;
   bool ok = true;
   for (const GemmCase& g : tuning_cases()) {
+    if (!wanted(g.name())) continue;
     try {
       const auto t0 = clock_type::now();
       const auto tuned = jit::get_tuned<Gemm>(g.params(), g.shape, kCuda0);
@@ -571,6 +576,7 @@ bool gemm_benches() {
   {
     Cublas cublas;
     for (const GemmCase& g : gemm_cases()) {
+      if (!wanted(g.name())) continue;
       try {
         ok &= bench_gemm(g, cublas);
       } catch (const jit::Error& e) {
@@ -586,7 +592,8 @@ bool gemm_benches() {
   }
   const std::string cache = tmpl;
   std::fflush(stdout);
-  const std::string cmd = "JITK_CACHE_DIR='" + cache + "' '" + self_path() + "' --child-tune" + (g_json ? " --json" : "");
+  const std::string cmd = "JITK_CACHE_DIR='" + cache + "' '" + self_path() + "' --child-tune" + (g_json ? " --json" : "") +
+                          (g_filter.empty() ? "" : " --filter '" + g_filter + "'");
   if (std::system(cmd.c_str()) != 0) {
     std::fprintf(stderr, "gemm tuning child failed  <-- GEMM CHECK FAILED\n");
     ok = false;
@@ -798,6 +805,7 @@ bool block_sparse_benches() {
     for (std::size_t o = 0; o < std::size(kSparseOps); ++o) {
       const SparseOp op = kSparseOps[o];
       const std::string name = w.name(t, op);
+      if (!wanted(name)) continue;
       try {
         const auto k = jit::get<BlockSparse>(block_sparse_params(t, op, w.mask.block()), kCuda0);
         const BlockSparse::Args args = d.args(op, w, d.out());
@@ -832,12 +840,18 @@ int main(int argc, char** argv) {
   std::vector<std::string> only_sections;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json")) g_json = true;
+    if (!std::strcmp(argv[i], "--filter")) {
+      if (i + 1 == argc) {
+        std::fprintf(stderr, "--filter needs a text that the cases' names hold\n");
+        return 2;
+      }
+      g_filter = argv[++i];
+    }
+  }
+  for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--child-first-use")) return child_first_use();
     if (!std::strcmp(argv[i], "--child-compile-series")) return child_compile_series(6);
-    if (!std::strcmp(argv[i], "--child-tune")) {
-      for (int j = i + 1; j < argc; ++j) g_json |= !std::strcmp(argv[j], "--json");
-      return child_tune();
-    }
+    if (!std::strcmp(argv[i], "--child-tune")) return child_tune();
     if (!std::strcmp(argv[i], "--only")) {
       if (i + 1 == argc) {
         std::fprintf(stderr, "--only needs section names: %s\n", section_list.c_str());
