@@ -95,6 +95,13 @@ bool text_is(const ParamSet& p, const char* name, const char* value) {
   const auto* v = p.find(name);
   return v && std::get<std::string>(*v) == value;
 }
+// Blocks a cluster the params ask for: cluster_m (resolved; 1 where the kernel has no such param).
+std::int64_t cluster_of(const ParamSet& p) { return p.find("cluster_m") ? int_param(p, "cluster_m") : 1; }
+// The plans of implementations that launch no clusters.
+std::string no_cluster_problem(const ParamSet& p) {
+  const std::int64_t c = cluster_of(p);
+  return c == 1 ? "" : "cluster_m = " + std::to_string(c) + ": only cuda-sm90a (Hopper) runs blocks in clusters";
+}
 std::string tile_text(const ParamSet& p) {
   return "tile " + std::to_string(int_param(p, "tile_m")) + "x" + std::to_string(int_param(p, "tile_n")) + "x" +
          std::to_string(int_param(p, "tile_k"));
@@ -105,6 +112,7 @@ std::string tile_text(const ParamSet& p) {
 constexpr std::int64_t kMaxSharedBytes = 227 * 1024;
 
 TilePlan gemm_cpu_plan(const ParamSet& p) {
+  if (std::string problem = no_cluster_problem(p); !problem.empty()) return {problem};
   const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
   if (tm > 64) return {"tile_m = " + std::to_string(tm) + " is over 64 on the CPU"};
   if (tm * tn > 4096) return {"tile_m * tile_n = " + std::to_string(tm * tn) + " accumulators; at most 4096 on the CPU"};
@@ -146,6 +154,7 @@ TilePlan cuda_tile_plan(const ParamSet& p, bool a_row, bool b_row, std::int64_t 
 }
 
 TilePlan gemm_cuda_plan(const ParamSet& p) {
+  if (std::string problem = no_cluster_problem(p); !problem.empty()) return {problem};
   return cuda_tile_plan(p, text_is(p, "a_layout", "row"), text_is(p, "b_layout", "row"), int_param(p, "tile_m"),
                         int_param(p, "tile_n"), int_param(p, "tile_k"));
 }
@@ -205,9 +214,13 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   if (tm != 64 && tm != 128) return {tile_text(p) + ": tile_m must be 64 or 128 on cuda-sm90a (one warpgroup per 64 rows)"};
   if (tn % 64 || tn < 64) return {tile_text(p) + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
+  const std::int64_t cluster = cluster_of(p);
+  if (cluster != 1 && cluster != 2) return {"cluster_m = " + std::to_string(cluster) + ": 1 or 2 on cuda-sm90a"};
   const std::int64_t shared = sm90_shared_bytes(stages, tm, tn);  // tk is 64 (checked above)
-  // Two blocks an SM for 64-wide tiles (few accumulators) where their shared memory fits twice.
-  TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, tn, tk, tn <= 64 && 2 * shared <= kMaxSharedBytes ? 2 : 1};
+  // Two blocks an SM for 64-wide tiles (few accumulators) where their shared memory fits twice
+  // (not in clusters: the text takes those one an SM).
+  const bool two = cluster == 1 && tn <= 64 && 2 * shared <= kMaxSharedBytes;
+  TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, tn, tk, two ? 2 : 1, static_cast<int>(cluster)};
   if (plan.shared_bytes > kMaxSharedBytes)
     return {tile_text(p) + " x " + std::to_string(stages) + " stages needs " + std::to_string(plan.shared_bytes) +
             " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
@@ -322,6 +335,9 @@ std::vector<KernelDef> shipped_kernels() {
         {"tile_n", {}, 0, 256, "columns of C a tile covers (0: the default)", false, std::int64_t{0}},
         {"tile_k", {}, 0, 4096, "length of the K slices a tile walks (0: the default)", false, std::int64_t{0}},
         {"stages", {}, 0, 8, "GPU: K slices in flight in shared memory (0: the default)", false, std::int64_t{0}},
+        {"cluster_m", {}, 0, 2,
+         "Hopper (cuda-sm90a): blocks a cluster along M, sharing B's slices by TMA multicast: 1 or 2 (0: the default, 1)",
+         false, std::int64_t{0}},
         epilogue_param()},
        gemm_impls()},
       {"block_sparse_matmul", "X W, dY W^T, or X^T dY on W's support, W block-sparse (BlockMask)",
@@ -512,7 +528,8 @@ ParamSet resolve_tile(const Implementation& impl, const ParamSet& params) {
   if (impl.layout.kind != Kind::Tile) return params;
   ParamSet out = params;
   const GpuLayout l = impl.tile_defaults ? impl.tile_defaults(params) : impl.layout;
-  for (auto [name, fallback] : {std::pair<const char*, int>{"tile_m", l.tile_m}, {"tile_n", l.tile_n}, {"tile_k", l.tile_k}, {"stages", l.stages}}) {
+  for (auto [name, fallback] : {std::pair<const char*, int>{"tile_m", l.tile_m}, {"tile_n", l.tile_n}, {"tile_k", l.tile_k}, {"stages", l.stages},
+                                {"cluster_m", 1}}) {
     const auto* v = params.find(name);
     if (v && std::get<std::int64_t>(*v) == 0) out.set(name, std::int64_t{fallback});
   }

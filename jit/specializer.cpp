@@ -70,6 +70,7 @@ LaunchShape tile_shape(const Implementation& impl, const ParamSet& params) {
   shape.shared_bytes = plan.shared_bytes;
   shape.tensor_maps = impl.layout.tensor_maps;
   shape.blocks_per_sm = plan.blocks_per_sm;
+  shape.cluster = plan.cluster;
   return shape;
 }
 
@@ -218,6 +219,7 @@ std::string describe_launch(const Implementation& impl, const ParamSet& params) 
     if (impl.backend == Backend::Cpu) return out + ", all cores";
     const auto* stages = r.find("stages");
     if (stages) out += " " + std::to_string(std::get<std::int64_t>(*stages)) + " st";
+    if (plan.cluster > 1) out += ", clusters of " + std::to_string(plan.cluster);
     return out + ", " + std::to_string(plan.threads) + " thr";
   }
   if (impl.backend == Backend::Cpu) return "all cores";

@@ -26,6 +26,7 @@ struct LaunchShape {
   bool tensor_maps = false;
   std::int64_t tile_k = 0;
   int blocks_per_sm = 0;  // persistent: the grid is at most this many blocks per SM
+  int cluster = 1;        // blocks a cluster (along x)
 };
 
 struct SourceUnit {

@@ -13,6 +13,12 @@
 //     (block-sparse forward and backward_input: two consumers taking whole tiles in turn, below).
 // The copy engine zero-fills what lies outside A and B, so edge tiles and any K need no branches;
 // stores to C are bounds-checked. setmaxnreg moves registers from the producer to the consumers.
+// gemm with JITK_CLUSTER_M = 2: blocks run in clusters of two that take vertically neighbouring
+// tiles (rows m and m + 1 of tiles, one column), which read the same B slices: each block's
+// producer loads its own A and half of B, the copy engine writing that half into both blocks'
+// shared memory (TMA multicast), so B is read from L2 once for two tiles. A slot is then refilled
+// only when the consumers of both blocks are done with it: they arrive on the `empty` barriers of
+// both. A cluster with a tile row past M computes zeros there and stores none of them.
 #include "jitk_gpu.h"
 
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
@@ -56,9 +62,14 @@ constexpr int TB = 0;
 constexpr bool SWAPPED = false, PINGPONG = false;
 #endif
 constexpr int STAGES = JITK_STAGES;
+#if JITK_KERNEL_BLOCK_SPARSE_MATMUL
+constexpr int CLUSTER = 1;
+#else
+constexpr int CLUSTER = JITK_CLUSTER_M;  // blocks a cluster, along M, sharing B's slices
+#endif
 // Consumers: TM / 64 sharing each tile (64 rows each), or two taking tiles in turn.
 constexpr int CONSUMERS = PINGPONG ? 2 : TM / 64;
-constexpr unsigned SLOT_USERS = PINGPONG ? 128 : CONSUMERS * 128;  // arrivals that free a slot
+constexpr unsigned SLOT_USERS = (PINGPONG ? 128 : CONSUMERS * 128) * CLUSTER;  // arrivals that free a slot (of every block of the cluster)
 // Registers: a 64-wide tile needs few accumulators (32 a thread), so two blocks share an SM and
 // one's pipeline fill and epilogue hide behind the other's products (gemm's 64-wide tiles and
 // block-sparse backward_weight; forward and backward_input hide them with PINGPONG in one block
@@ -66,6 +77,7 @@ constexpr unsigned SLOT_USERS = PINGPONG ? 128 : CONSUMERS * 128;  // arrivals t
 // block got at entry (the launch bound caps it; the pool must cover the new split).
 constexpr int BLOCKS_PER_SM = JITK_BLOCKS_PER_SM;  // the host's plan: 2 when TN <= 64 and shared memory allows
 static_assert(BLOCKS_PER_SM == 1 || (BLOCKS_PER_SM == 2 && TN <= 64), "gemm_sm90.cu: blocks an SM the registers cannot hold");
+static_assert(CLUSTER == 1 || (CLUSTER == 2 && BLOCKS_PER_SM == 1 && !PINGPONG), "gemm_sm90.cu: a cluster the host's plan refuses");
 constexpr int REGS_AT_ENTRY = 65536 / (JITK_BLOCK * BLOCKS_PER_SM) / 8 * 8;
 constexpr int PRODUCER_REGS = BLOCKS_PER_SM == 1 ? 40 : 24;
 constexpr int CONSUMER_SHARE = (REGS_AT_ENTRY * JITK_BLOCK - 128 * PRODUCER_REGS) / (128 * CONSUMERS) / 8 * 8;
@@ -116,6 +128,41 @@ __device__ inline void tma_load(void* dst, const TensorMap* map, u64* bar, int i
                : "memory");
 }
 
+// The same, the box landing at dst's offset in the shared memory of every block of the cluster in
+// `blocks` (a bit each), and completing on the barrier at bar's offset in each.
+__device__ inline void tma_load_multicast(void* dst, const TensorMap* map, u64* bar, int inner, int outer, unsigned short blocks) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+               " [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(smem_addr(dst)),
+               "l"(reinterpret_cast<u64>(map)), "r"(smem_addr(bar)), "r"(inner), "r"(outer), "h"(blocks)
+               : "memory");
+}
+// Arrives on the barrier at bar's offset in block `rank` of the cluster (this block's own included).
+__device__ inline void bar_arrive_in(u64* bar, unsigned rank) {
+  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(
+                   smem_addr(bar)),
+               "r"(rank)
+               : "memory");
+}
+// Frees a slot: on this block's `empty` barrier, and with a cluster on each block's (their
+// producers write into this block's slot too).
+__device__ inline void release(u64* bar) {
+  if (CLUSTER == 1) {
+    bar_arrive(bar);
+  } else {
+#pragma unroll
+    for (unsigned r = 0; r < CLUSTER; ++r) bar_arrive_in(bar, r);
+  }
+}
+// Every thread of every block of the cluster, at once (release / acquire).
+__device__ inline void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+__device__ inline unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
 // One operand's slice: K-major, one box of ROWS rows of 64 K at (k, r); M/N-major, ROWS / 64 boxes
 // of 64 rows of K by 64 of M or N, 4096 elements apart (the descriptor's leading offset).
 template <int ROWS, int MN>
@@ -125,6 +172,21 @@ __device__ inline void load_operand(T* slot, const TensorMap* map, u64* bar, int
   } else {
 #pragma unroll
     for (int c = 0; c < ROWS / 64; ++c) tma_load(slot + c * 4096, map, bar, r + 64 * c, k);
+  }
+}
+// With a cluster: block `rank`'s share of B's slice, multicast to every block of the cluster.
+// K-major: the rank-th box of ROWS / CLUSTER rows (the host's map has boxes that high); N-major:
+// the 64-wide boxes c with c % CLUSTER == rank.
+template <int ROWS, int MN>
+__device__ inline void load_shared_operand(T* slot, const TensorMap* map, u64* bar, int k, int r, unsigned rank) {
+  constexpr unsigned short everyone = (1u << CLUSTER) - 1;
+  if (!MN) {
+    constexpr int PART = ROWS / CLUSTER;
+    tma_load_multicast(slot + rank * PART * 64, map, bar, k, r + static_cast<int>(rank) * PART, everyone);
+  } else {
+#pragma unroll
+    for (int c = 0; c < ROWS / 64; ++c)
+      if (c % CLUSTER == static_cast<int>(rank)) tma_load_multicast(slot + c * 4096, map, bar, r + 64 * c, k, everyone);
   }
 }
 
@@ -344,6 +406,7 @@ struct Tiles {
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
   const int *row_ptr, *col_of, *row_of, *col_ptr, *by_col, *rows_by_count, *cols_by_count;
   i64 block_rows, block_cols, nnz;
+  static constexpr unsigned rank = 0;  // no clusters
 #if JITK_OP_BACKWARD_WEIGHT
   __device__ i64 count() const { return nnz; }
   __device__ Plan plan(i64 tile) const {
@@ -374,14 +437,17 @@ struct Tiles {
   }
 #endif
 #else
-  __device__ i64 count() const { return (M + TM - 1) / TM * ((N + TN - 1) / TN); }
-  // Tiles in groups of 8 tile rows, column by column within a group (neighbours share A and B in L2).
-  __device__ Plan plan(i64 tile) const {
-    const i64 tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN;
+  unsigned rank;  // this block's place in its cluster
+  // Units of CLUSTER vertically neighbouring tiles, one a cluster: unit (u, n) is tile rows
+  // u * CLUSTER .. + CLUSTER - 1 of tile column n, the block of rank r taking row u * CLUSTER + r.
+  __device__ i64 count() const { return ((M + TM - 1) / TM + CLUSTER - 1) / CLUSTER * ((N + TN - 1) / TN); }
+  // Units in groups of 8 unit rows, column by column within a group (neighbours share A and B in L2).
+  __device__ Plan plan(i64 unit) const {
+    const i64 units_m = ((M + TM - 1) / TM + CLUSTER - 1) / CLUSTER, tiles_n = (N + TN - 1) / TN;
     const i64 group = 8, per_group = group * tiles_n;
-    const i64 first = tile / per_group * group, in_group = tiles_m - first < group ? tiles_m - first : group;
-    return {(first + (tile % per_group) % in_group) * TM, (tile % per_group) / in_group * TN, c, ldc, M, N,
-            static_cast<int>((K + TK - 1) / TK)};
+    const i64 first = unit / per_group * group, in_group = units_m - first < group ? units_m - first : group;
+    const i64 u = first + (unit % per_group) % in_group;
+    return {(u * CLUSTER + rank) * TM, (unit % per_group) / in_group * TN, c, ldc, M, N, static_cast<int>((K + TK - 1) / TK)};
   }
 #endif
   // The block's local-th tile, or -1 past its last: blocks take tiles in turn; with PINGPONG the
@@ -393,8 +459,8 @@ struct Tiles {
   // first (slot = consumer x blocks + block), so every SM gets one before any gets two. A round
   // may hand a consumer a tile past the count: it has none.
   __device__ i64 tile_of(i64 local) const {
-    if (!PINGPONG) {
-      const i64 tile = blockIdx.x + local * gridDim.x;
+    if (!PINGPONG) {  // clusters take units in turn, as blocks take tiles
+      const i64 tile = blockIdx.x / CLUSTER + local * (gridDim.x / CLUSTER);
       return tile < count() ? tile : -1;
     }
     const i64 slots = static_cast<i64>(gridDim.x) * CONSUMERS, round = local / CONSUMERS;
@@ -406,8 +472,8 @@ struct Tiles {
 };
 
 // Persistent: the grid holds at most BLOCKS_PER_SM blocks an SM, each taking tiles blockIdx.x,
-// + gridDim.x, ... (PINGPONG: Tiles::tile_of's snake). The producer runs ahead into the next tile
-// while the consumers store the last.
+// + gridDim.x, ... (clusters: units; PINGPONG: Tiles::tile_of's snake). The producer runs ahead
+// into the next tile while the consumers store the last.
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
 JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
                                           i64 ldb, float beta, T* __restrict__ c, i64 ldc, const int* __restrict__ index,
@@ -424,7 +490,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
 JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
                                           i64 ldb, float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows,
                                           const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b) {
-  const Tiles tiles{M, N, K, c, ldc};
+  const Tiles tiles{M, N, K, c, ldc, CLUSTER > 1 ? cluster_rank() : 0u};
 #endif
   extern __shared__ __align__(1024) unsigned char jitk_smem[];
   // Slots 1024-byte aligned (the swizzle's period), then the barriers.
@@ -446,7 +512,10 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
     bar_init(&turn[1], 128);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  // With a cluster the other block's producer and consumers use this block's barriers: both
+  // blocks' must be initialized first.
+  if (CLUSTER > 1) cluster_sync();
+  else __syncthreads();
 
   // `it` counts the slices this block has walked over all its tiles: slot it % STAGES, in its
   // (it / STAGES)-th use.
@@ -467,9 +536,10 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
           if (round > 0) bar_wait(&empty[s], (round - 1) & 1);  // the consumers are done with the slot's last use
           int a_k, a_r, b_k, b_r;
           plan.coords(kt, a_k, a_r, b_k, b_r);
-          bar_expect_bytes(&full[s], SLOT_BYTES);
+          bar_expect_bytes(&full[s], SLOT_BYTES);  // with a cluster, part of B comes from the other block
           load_operand<TM, TA>(sa + s * A_SLOT, map_of_a, &full[s], a_k, a_r);
-          load_operand<TN, TB>(sb + s * B_SLOT, map_of_b, &full[s], b_k, b_r);
+          if (CLUSTER == 1) load_operand<TN, TB>(sb + s * B_SLOT, map_of_b, &full[s], b_k, b_r);
+          else load_shared_operand<TN, TB>(sb + s * B_SLOT, map_of_b, &full[s], b_k, b_r, tiles.rank);
         }
       }
     }
@@ -515,14 +585,17 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
         // One slice's products stay in flight while the next slice is awaited: once the previous
         // slice's are done, its slot goes back to the producer.
         wgmma_wait<1>();
-        if (kt > 0) bar_arrive(&empty[(it - 1) % STAGES]);
+        if (kt > 0) release(&empty[(it - 1) % STAGES]);
       }
       wgmma_wait<0>();
       keep_registers(d);
-      if (plan.slices > 0) bar_arrive(&empty[(it - 1) % STAGES]);  // the tile's last slot
+      if (plan.slices > 0) release(&empty[(it - 1) % STAGES]);  // the tile's last slot
       if (PINGPONG) bar_arrive(&turn[1 - w]);
       if (SWAPPED) store_transposed(plan, d, t, alpha, beta, chain);
       else store(plan, d, part, t, alpha, beta, chain);
     }
   }
+  // The other block may still arrive on this block's barriers and write into its slots: neither
+  // leaves before both are done.
+  if (CLUSTER > 1) cluster_sync();
 }

@@ -59,6 +59,8 @@ Loaded& loaded() {
     resolve(lib, a.cuFuncSetAttribute, "cuFuncSetAttribute", missing);
     std::string optional;
     resolve(lib, a.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", optional);
+    resolve(lib, a.cuLaunchKernelEx, "cuLaunchKernelEx", optional);
+    resolve(lib, a.cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", optional);
     resolve(lib, a.cuMemAlloc, "cuMemAlloc_v2", missing);
     resolve(lib, a.cuMemFree, "cuMemFree_v2", missing);
     resolve(lib, a.cuMemcpyHtoD, "cuMemcpyHtoD_v2", missing);

@@ -1,4 +1,5 @@
 // The CUDA backend: NVRTC as its compiler, modules loaded and launched through the driver API.
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -34,7 +35,7 @@ struct Fallback {
       // Tiles the generic text cannot take (Hopper's deeper stages, say) fall back to its defaults.
       ParamSet p = params;
       if (!params_problem(generic, p).empty())
-        for (const char* tile : {"tile_m", "tile_n", "tile_k", "stages"})
+        for (const char* tile : {"tile_m", "tile_n", "tile_k", "stages", "cluster_m"})
           if (p.find(tile)) p.set(tile, std::int64_t{0});
       Selection s;
       s.implementation = generic.name;
@@ -59,8 +60,10 @@ class CudaKernel final : public LoadedKernel {
  public:
   CudaKernel(CUfunction fn, LaunchShape shape, int device, std::unique_ptr<Fallback> fallback)
       : fn_(fn), shape_(shape), device_(device), fallback_(std::move(fallback)) {
-    // A persistent kernel's blocks loop over the tiles: no more of them than the SMs hold at once.
+    // A persistent kernel's blocks loop over the tiles: no more of them than the SMs hold at once
+    // (in clusters: as many whole clusters as the device runs at once).
     if (shape_.blocks_per_sm > 0) persistent_grid_ = static_cast<unsigned>(devices()[device].sm_count * shape_.blocks_per_sm);
+    if (shape_.cluster > 1) persistent_grid_ = cluster_grid();
   }
   Backend backend() const override { return Backend::Cuda; }
   void launch(const ArgPack& args) const override {
@@ -70,6 +73,8 @@ class CudaKernel final : public LoadedKernel {
       return fallback_->get().launch(args);
     GpuLaunch l(args, shape_);
     if (persistent_grid_ > 0 && l.grid > persistent_grid_) l.grid = persistent_grid_;
+    const unsigned cluster = static_cast<unsigned>(shape_.cluster);
+    l.grid = (l.grid + cluster - 1) / cluster * cluster;  // whole clusters (the text gives a block with no tile nothing to do)
     make_current(device_);
     const DriverApi* api = driver_api();
     CUtensorMap maps[2];
@@ -81,13 +86,45 @@ class CudaKernel final : public LoadedKernel {
         return m.k_inner ? encode(*api, m, shape_.tile_k, rows) : encode(*api, m, 64, shape_.tile_k);
       };
       maps[0] = box(args.matrices[0], shape_.tile_m);
-      maps[1] = box(args.matrices[1], shape_.tile_n);
+      maps[1] = box(args.matrices[1], shape_.tile_n / shape_.cluster);  // clusters: each block loads its part of B's rows
       l.append(&maps[0]);
       l.append(&maps[1]);
+    }
+    if (cluster > 1) {
+      CUlaunchAttribute attr{};
+      CUlaunchConfig config = cluster_config(&attr, l.grid, static_cast<CUstream>(args.stream.handle));
+      check(api->cuLaunchKernelEx(&config, fn_, const_cast<void**>(l.params), nullptr), "cuLaunchKernelEx");
+      return;
     }
     check(api->cuLaunchKernel(fn_, l.grid, 1, 1, l.block, 1, 1, static_cast<unsigned>(shape_.shared_bytes),
                               static_cast<CUstream>(args.stream.handle), const_cast<void**>(l.params), nullptr),
           "cuLaunchKernel");
+  }
+
+  // A launch of `grid` blocks in clusters of shape_.cluster along x; attr is the cluster attribute.
+  CUlaunchConfig cluster_config(CUlaunchAttribute* attr, unsigned grid, CUstream stream) const {
+    attr->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr->value.cluster_dim = {static_cast<unsigned>(shape_.cluster), 1, 1};
+    return {grid, 1, 1, static_cast<unsigned>(shape_.block), 1, 1, static_cast<unsigned>(shape_.shared_bytes), stream, attr, 1};
+  }
+
+  // A persistent grid in clusters: the clusters the device runs at once (the driver's count; the
+  // SMs' when it has none), each shape_.cluster blocks.
+  unsigned cluster_grid() const {
+    const DriverApi* api = driver_api();
+    if (!api->cuLaunchKernelEx)
+      throw Error(ErrorCode::BackendUnavailable, "this CUDA driver cannot launch blocks in clusters (cuLaunchKernelEx needs CUDA 12 or newer)");
+    const unsigned cluster = static_cast<unsigned>(shape_.cluster);
+    const unsigned by_sms = static_cast<unsigned>(devices()[device_].sm_count) / cluster * cluster;
+    int clusters = 0;
+    if (api->cuOccupancyMaxActiveClusters) {
+      make_current(device_);
+      CUlaunchAttribute attr{};
+      CUlaunchConfig config = cluster_config(&attr, by_sms, nullptr);
+      if (api->cuOccupancyMaxActiveClusters(&clusters, fn_, &config) != CUDA_SUCCESS) clusters = 0;
+    }
+    if (clusters <= 0) return by_sms;
+    return std::min(by_sms, static_cast<unsigned>(clusters) * cluster);
   }
 
   // A matrix as rows of `inner` elements, in boxes of box_inner x box_outer with 128-byte swizzle;

@@ -7,8 +7,10 @@
 
 #include "../examples/reference_kernels.hpp"
 #include "jit/cache.hpp"
+#include "jit/kernel_catalog.hpp"
 #include "jit/kernels.hpp"
 #include "jit/registry.hpp"
+#include "jit/specializer.hpp"
 #include "jit/tuning.hpp"
 #include "test_support.hpp"
 
@@ -172,7 +174,7 @@ TEST_CASE("a tuning decision is reused by the next process, shown by jitk ls --t
   auto choice = [](const std::string& out) { return out.substr(out.find("gemm-tuned ")); };
   CHECK(choice(second.output) == choice(first.output));
   auto ls = jitk_test::run(jitk_test::kTool + " ls --tuning", jitk_test::cache_env(cache));
-  CHECK_THAT(ls.output, Contains("gemm (dtype=f32,a_layout=row,b_layout=row,tile_m=0,tile_n=0,tile_k=0,stages=0) for m<=512,n<=256,k<=128") &&
+  CHECK_THAT(ls.output, Contains("gemm (dtype=f32,a_layout=row,b_layout=row,tile_m=0,tile_n=0,tile_k=0,stages=0,cluster_m=0) for m<=512,n<=256,k<=128") &&
                             Contains("1 tuning decisions"));
   CHECK(jitk_test::run(jitk_test::kTool + " clear", jitk_test::cache_env(cache)).exit_code == 0);
   CHECK_THAT(jitk_test::run(jitk_test::kTool + " ls --tuning", jitk_test::cache_env(cache)).output, Contains("0 tuning decisions"));
@@ -214,7 +216,7 @@ TEST_CASE("gemm's tile params may be left out of a params set: they mean 0, the 
       if (k.name == "gemm") return k;
     throw std::runtime_error("no gemm");
   }();
-  CHECK(spec.params.size() == 8);
+  CHECK(spec.params.size() == 9);
   // the type-erased path a manifest takes: only dtype and layouts given
   jit::ParamSet given{{"dtype", std::string("f32")}, {"a_layout", std::string("row")}, {"b_layout", std::string("col")}};
   jit::ParamSet typed = kernels::Gemm::to_params({jit::DType::f32, Layout::RowMajor, Layout::ColMajor});
@@ -224,4 +226,49 @@ TEST_CASE("gemm's tile params may be left out of a params set: they mean 0, the 
   // a user's kernel cannot declare a fallback its own range refuses
   jit::KernelSpec bad{"bad_fallback", "x", {{"n", {}, 1, 4, "n", false, std::int64_t{9}}}, {}};
   CHECK_THROWS_WITH(jit::register_kernel(bad), Contains("has a fallback it does not allow"));
+}
+
+TEST_CASE("gemm's cluster_m: Hopper runs pairs of blocks, the other implementations refuse it by name", "[kernels][gemm]") {
+  kernels::Gemm::Params p{jit::DType::bf16, Layout::RowMajor, Layout::ColMajor};
+  p.cluster_m = 2;
+  const jit::ParamSet params = kernels::Gemm::to_params(p);
+  const jit::Target hopper = jit::Target::parse("cuda:sm_90"), ampere = jit::Target::parse("cuda:sm_80");
+  // decided on the host, no GPU needed: only the Hopper text takes clusters
+  CHECK(jit::implementations_for("gemm", hopper, params) == std::vector<std::string>{"cuda-sm90a"});
+  CHECK(jit::choose("gemm", params, hopper).implementation == "cuda-sm90a");
+  CHECK_THROWS_WITH(jit::choose("gemm", params, ampere), Contains("cluster_m = 2: only cuda-sm90a (Hopper) runs blocks in clusters"));
+  // the launch says so; cluster_m = 0 and 1 are one block at a time, and the same launch
+  const auto& def = jit::detail::find_kernel("gemm");
+  const jit::Implementation* sm90 = nullptr;
+  for (const auto& i : def.implementations)
+    if (i.name == "cuda-sm90a") sm90 = &i;
+  REQUIRE(sm90 != nullptr);
+  const jit::ParamSet resolved = jit::detail::validate_params(def, params, jit::Backend::Cuda);
+  CHECK_THAT(jit::detail::describe_launch(*sm90, resolved), Contains("clusters of 2"));
+  const jit::TilePlan plan = jit::detail::tile_plan(*sm90, resolved);
+  CHECK(plan.cluster == 2);
+  CHECK(plan.blocks_per_sm == 1);
+  p.cluster_m = 0;
+  CHECK(jit::detail::tile_plan(*sm90, kernels::Gemm::to_params(p)).cluster == 1);
+  p.cluster_m = 1;
+  CHECK_THAT(jit::detail::describe_launch(*sm90, kernels::Gemm::to_params(p)), !Contains("cluster"));
+  // 64-wide tiles run two blocks an SM, but one in clusters
+  p.tile_n = 64;
+  CHECK(jit::detail::tile_plan(*sm90, kernels::Gemm::to_params(p)).blocks_per_sm == 2);
+  p.cluster_m = 2;
+  CHECK(jit::detail::tile_plan(*sm90, kernels::Gemm::to_params(p)).blocks_per_sm == 1);
+  // on the CPU: refused before any compile, with the reason; past the range: the range
+  kernels::Gemm::Params cpu{jit::DType::f32};
+  cpu.cluster_m = 2;
+  try {
+    jit::get<kernels::Gemm>(cpu, jit::Target::cpu());
+    FAIL("cluster_m = 2 was taken on the CPU");
+  } catch (const jit::Error& e) {
+    CHECK(e.code() == jit::ErrorCode::InvalidParams);
+    CHECK_THAT(std::string(e.what()), Contains("cluster_m = 2") && Contains("cuda-sm90a"));
+  }
+  cpu.cluster_m = 3;
+  CHECK_THROWS_WITH(jit::get<kernels::Gemm>(cpu, jit::Target::cpu()), Contains("cluster_m") && Contains("[0, 2]"));
+  cpu.cluster_m = 1;
+  CHECK_NOTHROW(jit::get<kernels::Gemm>(cpu, jit::Target::cpu()));
 }

@@ -302,6 +302,7 @@ struct AdamW {
 // accumulate in float (double for f64). The tile sizes and pipeline stages are specialization
 // parameters; 0 takes the chosen implementation's default (CPU 4x64x256; CUDA 128x128x32, 3
 // stages; Hopper's wgmma path 128x256x64, 4 stages), and get_tuned picks them per device.
+// cluster_m = 2 runs Hopper's blocks in pairs along M that share B's slices (TMA multicast).
 struct Gemm {
   static constexpr const char* name = "gemm";
   enum class Layout : std::uint8_t { RowMajor, ColMajor };
@@ -313,8 +314,9 @@ struct Gemm {
     std::int64_t tile_n = 0;
     std::int64_t tile_k = 0;
     std::int64_t stages = 0;
+    std::int64_t cluster_m = 0;
     Chain epilogue = {};
-    auto fields() const { return std::tie(dtype, a_layout, b_layout, tile_m, tile_n, tile_k, stages, epilogue); }
+    auto fields() const { return std::tie(dtype, a_layout, b_layout, tile_m, tile_n, tile_k, stages, cluster_m, epilogue); }
   };
   struct Args {
     std::int64_t m, n, k;
@@ -331,7 +333,8 @@ struct Gemm {
   static ParamSet to_params(const Params& p) {
     auto layout = [](Layout l) { return std::string(l == Layout::ColMajor ? "col" : "row"); };
     ParamSet s{{"dtype", std::string(dtype_name(p.dtype))}, {"a_layout", layout(p.a_layout)}, {"b_layout", layout(p.b_layout)},
-               {"tile_m", p.tile_m}, {"tile_n", p.tile_n}, {"tile_k", p.tile_k}, {"stages", p.stages}};
+               {"tile_m", p.tile_m}, {"tile_n", p.tile_n}, {"tile_k", p.tile_k}, {"stages", p.stages},
+               {"cluster_m", p.cluster_m}};
     add_chains(s, {}, p.epilogue);
     return s;
   }
@@ -386,6 +389,7 @@ struct Gemm {
     p.a_layout = text("a_layout") == "col" ? Layout::ColMajor : Layout::RowMajor;
     p.b_layout = text("b_layout") == "col" ? Layout::ColMajor : Layout::RowMajor;
     p.tile_m = number("tile_m"), p.tile_n = number("tile_n"), p.tile_k = number("tile_k"), p.stages = number("stages");
+    if (s.find("cluster_m")) p.cluster_m = number("cluster_m");
     if (s.find("epilogue")) p.epilogue = Chain::parse(text("epilogue"));
     return p;
   }

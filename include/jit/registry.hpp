@@ -73,6 +73,8 @@ struct TilePlan {
   // Persistent kernels: blocks an SM holds at once; the grid is then at most that many per SM and
   // each block loops over tiles (the text reads it as JITK_BLOCKS_PER_SM). 0: one block a tile.
   int blocks_per_sm = 0;
+  // Blocks a cluster (sm_90): the grid is launched in clusters of this many along x.
+  int cluster = 1;
 };
 
 inline constexpr int kAnyCapability = 1 << 30;
