@@ -811,7 +811,7 @@ Result bench_warm_throughput(const Config& cfg) {
     std::vector<jit::cache::WarmItem> list;
     for (int i = 0; i < items; ++i)
       list.push_back({"softmax", jit::Target::cpu(),
-                      jit::ParamSet{{"dtype", std::string("f32")}, {"hidden", first_hidden + i}}, "bench"});
+                      jit::ParamSet{{"dtype", std::string("f32")}, {"hidden", first_hidden + i}}, "bench", {}});
     auto t0 = Clock::now();
     auto results = jit::cache::warm(list, jobs);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
