@@ -73,8 +73,7 @@ class CudaKernel final : public LoadedKernel {
       return fallback_->get().launch(args);
     GpuLaunch l(args, shape_);
     if (persistent_grid_ > 0 && l.grid > persistent_grid_) l.grid = persistent_grid_;
-    const unsigned cluster = static_cast<unsigned>(shape_.cluster);
-    l.grid = (l.grid + cluster - 1) / cluster * cluster;  // whole clusters (the text gives a block with no tile nothing to do)
+    const unsigned cluster = static_cast<unsigned>(shape_.cluster);  // GpuLaunch's grid and the cap: whole clusters
     make_current(device_);
     const DriverApi* api = driver_api();
     CUtensorMap maps[2];

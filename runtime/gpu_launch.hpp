@@ -17,7 +17,9 @@ struct GpuLaunch {
   GpuLaunch(const ArgPack& args, const LaunchShape& shape) : block(static_cast<unsigned>(shape.block)), items(args.work_items) {
     std::int64_t blocks = 0;
     if (shape.tile_m > 0) {  // a tile layout: blocks over rows x columns
-      blocks = (args.work_items + shape.tile_m - 1) / shape.tile_m * ((args.work_columns + shape.tile_n - 1) / shape.tile_n);
+      // in clusters: a cluster takes `cluster` vertically neighbouring tiles (rows of tiles rounded up)
+      const std::int64_t tiles_m = (args.work_items + shape.tile_m - 1) / shape.tile_m;
+      blocks = (tiles_m + shape.cluster - 1) / shape.cluster * shape.cluster * ((args.work_columns + shape.tile_n - 1) / shape.tile_n);
     } else {
       const std::int64_t elements = args.work_items * shape.elements_per_item;
       blocks = (elements + shape.items_per_block - 1) / shape.items_per_block;

@@ -11,6 +11,7 @@
 #include "jit/kernels.hpp"
 #include "jit/registry.hpp"
 #include "jit/specializer.hpp"
+#include "runtime/gpu_launch.hpp"
 #include "jit/tuning.hpp"
 #include "test_support.hpp"
 
@@ -271,4 +272,20 @@ TEST_CASE("gemm's cluster_m: Hopper runs pairs of blocks, the other implementati
   CHECK_THROWS_WITH(jit::get<kernels::Gemm>(cpu, jit::Target::cpu()), Contains("cluster_m") && Contains("[0, 2]"));
   cpu.cluster_m = 1;
   CHECK_NOTHROW(jit::get<kernels::Gemm>(cpu, jit::Target::cpu()));
+}
+
+TEST_CASE("a launch in clusters covers every tile row pair: odd numbers of tile rows round up", "[kernels][gemm]") {
+  jit::detail::LaunchShape shape;
+  shape.tile_m = 128, shape.tile_n = 256, shape.block = 384;
+  auto grid = [&](std::int64_t m, std::int64_t n, int cluster) {
+    shape.cluster = cluster;
+    jit::detail::ArgPack args;
+    args.work_items = m, args.work_columns = n;
+    return jit::detail::GpuLaunch(args, shape).grid;
+  };
+  CHECK(grid(128, 2048, 1) == 8);
+  CHECK(grid(128, 2048, 2) == 16);  // one tile row: each column's pair has a second block with nothing to store
+  CHECK(grid(300, 300, 2) == 8);    // 3 tile rows -> 2 pairs, 2 columns
+  CHECK(grid(256, 256, 2) == 2);
+  CHECK(grid(1, 1, 2) == 2);
 }
