@@ -73,7 +73,8 @@ class CudaKernel final : public LoadedKernel {
       return fallback_->get().launch(args);
     GpuLaunch l(args, shape_);
     if (persistent_grid_ > 0 && l.grid > persistent_grid_) l.grid = persistent_grid_;
-    const unsigned cluster = static_cast<unsigned>(shape_.cluster);  // GpuLaunch's grid and the cap: whole clusters
+    // in clusters, both GpuLaunch's grid and the persistent cap are whole clusters
+    const unsigned cluster = static_cast<unsigned>(shape_.cluster);
     make_current(device_);
     const DriverApi* api = driver_api();
     CUtensorMap maps[2];
