@@ -8,9 +8,10 @@
 //     backward_weight  dW = alpha X^T dY + beta dW on W's support only
 //
 // One block per TM x TN tile of the output, walking K in TK slices that cp.async keeps STAGES
-// deep in shared memory. A slice wholly inside its matrix is copied from one base address a thread
-// at offsets fixed at compile time; the general copy, whose index arithmetic and edge tests run
-// per element, is kept for the edges (it cost f32 on the H100 a fifth of its speed: 35 against 44
+// deep in shared memory. A slice wholly inside its matrix is copied from one base address a thread,
+// at shared-memory offsets fixed at compile time and global ones that are multiples of the leading
+// dimension; the general copy, whose index arithmetic and edge tests run per element, is kept for
+// the edges (it cost f32 on the H100 a fifth of its speed: 35 against 44
 // TFLOP/s at 4096^3).
 //   f16, bf16: the slices stay in their global layout (each row padded by 16 bytes against bank
 //              conflicts), so every layout loads with 16-byte copies (partial tiles and unaligned

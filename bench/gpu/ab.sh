@@ -6,9 +6,10 @@
 # JITK_KERNEL_DIR=DIR for each DIR (a folder holding changed copies of some kernel_sources files;
 # the others stay built-in), each in a fresh cache. Logs go to $OUT (or ./gpu-out): tests.log, abN.jsonl
 # and abN.err (N = 1 for the built-in texts, 2.. for the DIRs) and ab.txt, a table of every bench's
-# value, baseline and ratio per text. AB_ARGS adds bench arguments (e.g. AB_ARGS="--filter f32");
-# AB_TESTS=0 skips the tests (and their build) when only the DIRs' texts changed: the bench still
-# checks every result against float64 sums and cuBLAS before timing it.
+# value, baseline and ratio per text. AB_ARGS adds bench arguments (e.g. AB_ARGS="--filter f32"; split
+# at spaces); AB_TESTS=0 skips the tests (and their build) when only the DIRs' texts changed: the bench
+# still checks every result against float64 sums and cuBLAS before timing it. Exits non-zero when the
+# tests or a bench run failed (a failed check, a timeout).
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -18,14 +19,16 @@ source .gpu-deps/unpack.sh > /dev/null
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 log=/tmp/jitk-gpu-build.log
 tests=${AB_TESTS:-1}
+read -ra bench_args <<< "${AB_ARGS:-}"
 targets="jitk_gpu_bench"
-[ "$tests" = 1 ] && targets="test_gpu_gemm $targets"
+[ "$tests" != 0 ] && targets="test_gpu_gemm $targets"
 { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu --target $targets; } > "$log" 2>&1 ||
   { cp "$log" "$out/build.log"; grep -E "error|Error" -A3 "$log" | head -60; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv
-if [ "$tests" = 1 ]; then
-  JITK_CACHE_DIR=$(mktemp -d) timeout 300 build-gpu/tests/test_gpu_gemm > "$out/tests.log" 2>&1
-  echo "gemm gpu tests exit: $?"; tail -3 "$out/tests.log"
+status=0
+if [ "$tests" != 0 ]; then
+  JITK_CACHE_DIR=$(mktemp -d) timeout 300 build-gpu/tests/test_gpu_gemm > "$out/tests.log" 2>&1 || status=1
+  echo "gemm gpu tests exit: $status"; tail -3 "$out/tests.log"
 fi
 cat > /tmp/jitk-ab-table.py <<'PY'
 import json, sys
@@ -38,8 +41,13 @@ n=0
 for dir in "" "$@"; do
   n=$((n + 1))
   echo "=== ${dir:-built-in}"
-  JITK_KERNEL_DIR=$dir JITK_CACHE_DIR=$(mktemp -d) timeout 240 build-gpu/bench/gpu/jitk_gpu_bench --json --only "$sections" ${AB_ARGS:-} \
-    > "$out/ab$n.jsonl" 2> "$out/ab$n.err"
-  echo "bench exit: $?"; grep -E "FAILED|tuning:" "$out/ab$n.err"
+  cache=$(mktemp -d)
+  JITK_KERNEL_DIR=$dir JITK_CACHE_DIR=$cache timeout 240 build-gpu/bench/gpu/jitk_gpu_bench --json --only "$sections" \
+    ${bench_args[@]+"${bench_args[@]}"} > "$out/ab$n.jsonl" 2> "$out/ab$n.err"
+  rc=$?
+  rm -rf "$cache"
+  echo "bench exit: $rc"; [ "$rc" = 0 ] || status=1
+  grep -E "FAILED|tuning:" "$out/ab$n.err"
   python3 /tmp/jitk-ab-table.py "$out/ab$n.jsonl"
-done 2>&1 | tee "$out/ab.txt"
+done > >(tee "$out/ab.txt") 2>&1
+exit $status
