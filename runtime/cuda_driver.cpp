@@ -72,9 +72,8 @@ class CudaKernel final : public LoadedKernel {
         !(copy_engine_takes(args.matrices[0]) && copy_engine_takes(args.matrices[1])))
       return fallback_->get().launch(args);
     GpuLaunch l(args, shape_);
-    if (persistent_grid_ > 0 && l.grid > persistent_grid_) l.grid = persistent_grid_;
     // in clusters, both GpuLaunch's grid and the persistent cap are whole clusters
-    const unsigned cluster = static_cast<unsigned>(shape_.cluster);
+    if (persistent_grid_ > 0 && l.grid > persistent_grid_) l.grid = persistent_grid_;
     make_current(device_);
     const DriverApi* api = driver_api();
     CUtensorMap maps[2];
@@ -90,7 +89,7 @@ class CudaKernel final : public LoadedKernel {
       l.append(&maps[0]);
       l.append(&maps[1]);
     }
-    if (cluster > 1) {
+    if (shape_.cluster > 1) {
       CUlaunchAttribute attr{};
       CUlaunchConfig config = cluster_config(&attr, l.grid, static_cast<CUstream>(args.stream.handle));
       check(api->cuLaunchKernelEx(&config, fn_, const_cast<void**>(l.params), nullptr), "cuLaunchKernelEx");

@@ -70,37 +70,26 @@ double median(std::vector<double> v) {
 
 double ms_since(clock_type::time_point t) { return std::chrono::duration<double, std::milli>(clock_type::now() - t).count(); }
 
-// Device time of `inner` back-to-back calls of fn, over inner, between two events.
-template <class F> double events_ms(F& fn, int inner, CUevent a, CUevent b) {
-  CU(cuEventRecord(a, nullptr));
-  for (int i = 0; i < inner; ++i) fn();
-  CU(cuEventRecord(b, nullptr));
-  CU(cuEventSynchronize(b));
-  float ms;
-  CU(cuEventElapsedTime(&ms, a, b));
-  return ms / inner;
-}
-
-// Times fns on the device with events, in alternation: each rep times every fn once (`inner`
-// calls each), the order rotating from rep to rep, so that the card's drift -- an H100 running a
-// GEMM lowers its clocks within tens of milliseconds: the same kernel timed right after another
-// measured 11% slower -- falls on all of them alike. The medians over reps, in fns' order.
+// Times fns on the device with events (jit::cuda::Timer on the default stream, where jitk's and
+// cuBLAS's launches here go), in alternation: each rep times `inner` back-to-back calls of every fn
+// once, the order rotating from rep to rep, so that the card's drift -- an H100 running a GEMM
+// lowers its clocks within tens of milliseconds: the same kernel timed right after another
+// measured 11% slower -- falls on all of them alike. The medians over reps of the time a call,
+// in fns' order.
 template <class... F> std::array<double, sizeof...(F)> device_ms_each(int reps, int inner, F&&... fns) {
   constexpr std::size_t n = sizeof...(F);
   std::array<std::function<void()>, n> f{std::function<void()>(fns)...};
-  CUevent a, b;
-  CU(cuEventCreate(&a, 0));
-  CU(cuEventCreate(&b, 0));
+  jit::cuda::Timer timer;
   for (auto& fn : f)
     for (int i = 0; i < 3; ++i) fn();
   std::array<std::vector<double>, n> t;
   for (int r = 0; r < reps; ++r)
     for (std::size_t j = 0; j < n; ++j) {
       const std::size_t which = (j + static_cast<std::size_t>(r)) % n;
-      t[which].push_back(events_ms(f[which], inner, a, b));
+      timer.start();
+      for (int i = 0; i < inner; ++i) f[which]();
+      t[which].push_back(timer.stop_ms() / inner);
     }
-  cuEventDestroy(a);
-  cuEventDestroy(b);
   std::array<double, n> medians;
   for (std::size_t j = 0; j < n; ++j) medians[j] = median(t[j]);
   return medians;
