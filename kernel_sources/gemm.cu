@@ -22,8 +22,9 @@
 //              column blocks) from TN = 256, with FMAs. Both slices are kept as rows of K ([TK][TM],
 //              [TK][TN], rows padded to 4 mod 32 words) so a thread reads the 8 + 8 (8 + 16) values
 //              of a k with four (six) 16-byte loads: a row-major A (column-major B) is transposed
-//              on the way in by 4-byte copies zero-filled past the edges, a warp taking 4 rows x 8
-//              elements (full 32-byte sectors, no bank conflicts; blocks of whole warps).
+//              on the way in, through registers where the tile allows (16-byte loads a slice
+//              ahead, 16-byte stores after the FMAs: StagedTranspose), else by 4-byte cp.async
+//              copies zero-filled past the edges, a warp taking 4 rows x 8 elements.
 // gemm's blocks run in groups of 8 tile rows so neighbouring blocks share A and B in L2.
 #include "jitk_gpu.h"
 #if !JITK_DTYPE_F32
@@ -68,6 +69,14 @@ constexpr int WARP_M = TM < 64 ? TM : 64, WARP_N = TN < 32 ? TN : 32;
 constexpr int WORKERS = TM / WARP_M * (TN / WARP_N) * 32;
 #endif
 static_assert(THREADS == (WORKERS < 32 ? 32 : WORKERS), "gemm.cu: the host's tile plan and this text disagree on the threads");
+// Two blocks an SM (at most 128 registers a thread at 256 threads): one block of 8 warps left
+// the FMA pipes waiting on shared memory (f32 at 4096^3 on the H100: 28 TFLOP/s, 145 registers).
+// f32's 8 x 16 shares need more registers: one block.
+#if JITK_DTYPE_F32
+constexpr int MIN_BLOCKS = RN == 16 ? 1 : 2;
+#else
+constexpr int MIN_BLOCKS = 2;
+#endif
 constexpr int V = 16 / sizeof(T);  // elements in a 16-byte copy, and the row padding
 // A slice in global memory: A_G_OUTER rows of A_G_INNER elements ([TM][TK] row-major, [TK][TM]
 // column-major); B's: [TK][TN] row-major, [TN][TK] column-major. f32 transposes A row-major and B
@@ -164,20 +173,102 @@ __device__ inline void load_slice_t(T* s, const T* __restrict__ g, i64 ld, i64 o
   }
 }
 
-// A slice into shared memory as it lies in global memory, or transposed (TRANS).
-template <bool TRANS, int OUTER, int INNER, int LD>
-__device__ inline void copy_slice(T* s, const T* __restrict__ g, i64 ld, i64 o0, i64 i0, i64 outer_lim, i64 inner_lim, bool vec) {
-  if constexpr (TRANS) load_slice_t<OUTER, INNER, LD>(s, g, ld, o0, i0, outer_lim, inner_lim);
-  else load_slice<OUTER, INNER, LD>(s, g, ld, o0, i0, outer_lim, inner_lim, vec);
-}
-__device__ inline void copy_a(T* s, const T* __restrict__ g, i64 ld, i64 o0, i64 i0, i64 outer_lim, i64 inner_lim, bool vec) {
-  copy_slice<A_T, A_G_OUTER, A_G_INNER, A_LD>(s, g, ld, o0, i0, outer_lim, inner_lim, vec);
-}
-__device__ inline void copy_b(T* s, const T* __restrict__ g, i64 ld, i64 o0, i64 i0, i64 outer_lim, i64 inner_lim, bool vec) {
-  copy_slice<B_T, B_G_OUTER, B_G_INNER, B_LD>(s, g, ld, o0, i0, outer_lim, inner_lim, vec);
-}
+// Where slice t of an operand lies: OUTER x INNER elements of g (rows ld apart) from row o0 and
+// element i0; rows at or past outer_lim and elements at or past inner_lim read as zero. vec: g and
+// ld allow 16-byte copies.
+struct Slice {
+  const T* __restrict__ g;
+  i64 ld, o0, i0, outer_lim, inner_lim;
+  bool vec;
+};
 
-// The slices a tile walks: load(sa, sb, t) copies slice t of A and B into shared memory.
+// A slice into shared memory by cp.async, as it lies in global memory or transposed (TRANS); it lands
+// with its commit group, so there is nothing to put.
+template <bool TRANS, int OUTER, int INNER, int LD>
+struct AsyncCopy {
+  __device__ void fetch(T* s, const Slice& sl) {
+    if constexpr (TRANS) load_slice_t<OUTER, INNER, LD>(s, sl.g, sl.ld, sl.o0, sl.i0, sl.outer_lim, sl.inner_lim);
+    else load_slice<OUTER, INNER, LD>(s, sl.g, sl.ld, sl.o0, sl.i0, sl.outer_lim, sl.inner_lim, sl.vec);
+  }
+  __device__ void put(T*) const {}
+};
+
+// f32's transposed slice through registers: fetch reads 4 x 4 blocks (4 rows of 4 elements, 16-byte
+// loads) a slice ahead, put writes each block's 4 columns as 16-byte rows of the [INNER][OUTER] slot,
+// after the current slice's FMAs have hidden the loads (the 4-byte cp.async transposition spent 16
+// copies a thread a slice; f32 row-major A on the H100: 0.85 of cuBLAS). A warp takes 16 rows x 32
+// elements: each row's 128 bytes whole, and in each quarter warp 2 columns of blocks x 4 of rows,
+// 8 distinct 4-bank groups of the stores with LD = 4 mod 32 words.
+template <int OUTER, int INNER, int LD>
+struct StagedTranspose {
+  static constexpr int WARPS = THREADS / 32, UNITS = OUTER / 16 * (INNER / 32), BLOCKS = UNITS / WARPS;
+  static_assert(OUTER % 16 == 0 && INNER % 32 == 0 && UNITS % WARPS == 0 && LD % 32 == 4, "gemm.cu: a staged slice it cannot copy");
+  float4 v[BLOCKS][4];
+  __device__ static int row(int b) {  // the block's first row in the slice
+    const int lane = threadIdx.x % 32, unit = threadIdx.x / 32 + b * WARPS;
+    return unit % (OUTER / 16) * 16 + (lane / 2) % 4 * 4;
+  }
+  __device__ static int inner(int b) {  // its first element
+    const int lane = threadIdx.x % 32, unit = threadIdx.x / 32 + b * WARPS;
+    return unit / (OUTER / 16) * 32 + ((lane / 8) * 2 + lane % 2) * 4;
+  }
+  __device__ void fetch(T*, const Slice& sl) {
+    if (sl.vec && sl.o0 + OUTER <= sl.outer_lim && sl.i0 + INNER <= sl.inner_lim) {
+#pragma unroll
+      for (int b = 0; b < BLOCKS; ++b) {
+        const T* src = sl.g + (sl.o0 + row(b)) * sl.ld + sl.i0 + inner(b);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[b][i] = *reinterpret_cast<const float4*>(src + i * sl.ld);
+      }
+      return;
+    }
+#pragma unroll
+    for (int b = 0; b < BLOCKS; ++b)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const i64 go = sl.o0 + row(b) + i, gi = sl.i0 + inner(b);
+        float e[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) e[j] = go < sl.outer_lim && gi + j < sl.inner_lim ? sl.g[go * sl.ld + gi + j] : 0.f;
+        v[b][i] = make_float4(e[0], e[1], e[2], e[3]);
+      }
+  }
+  __device__ void put(T* s) const {
+#pragma unroll
+    for (int b = 0; b < BLOCKS; ++b) {
+      T* dst = s + inner(b) * LD + row(b);
+      *reinterpret_cast<float4*>(dst) = make_float4(v[b][0].x, v[b][1].x, v[b][2].x, v[b][3].x);
+      *reinterpret_cast<float4*>(dst + LD) = make_float4(v[b][0].y, v[b][1].y, v[b][2].y, v[b][3].y);
+      *reinterpret_cast<float4*>(dst + 2 * LD) = make_float4(v[b][0].z, v[b][1].z, v[b][2].z, v[b][3].z);
+      *reinterpret_cast<float4*>(dst + 3 * LD) = make_float4(v[b][0].w, v[b][1].w, v[b][2].w, v[b][3].w);
+    }
+  }
+};
+
+// How an operand's slices reach shared memory: staged through registers where the slice is
+// transposed and the tile divides into the warps' 16 x 32 units, else by cp.async. The staged
+// registers live through a slice's FMAs beside the accumulators: at most STAGED_BLOCKS blocks a
+// thread in all (3 spilled at 128x256x32), the operand with more first, and none under a cap of
+// 128 registers (two blocks an SM of 256 threads: 128x128 spilled).
+constexpr int REGISTER_CAP = 65536 / (THREADS * MIN_BLOCKS);
+constexpr int STAGED_BLOCKS = REGISTER_CAP >= 192 ? 2 : 0;
+template <bool TRANS, int OUTER, int INNER>
+constexpr int staged_blocks() {  // a thread's blocks if the slice can be staged, else 0
+  return TRANS && OUTER % 16 == 0 && INNER % 32 == 0 && (OUTER / 16 * (INNER / 32)) % (THREADS / 32) == 0
+             ? OUTER / 16 * (INNER / 32) / (THREADS / 32)
+             : 0;
+}
+constexpr int A_BLOCKS = staged_blocks<A_T, A_G_OUTER, A_G_INNER>(), B_BLOCKS = staged_blocks<B_T, B_G_OUTER, B_G_INNER>();
+constexpr bool STAGE_B = B_BLOCKS > 0 && B_BLOCKS <= STAGED_BLOCKS && B_BLOCKS >= A_BLOCKS;
+constexpr bool STAGE_A = A_BLOCKS > 0 && A_BLOCKS + (STAGE_B ? B_BLOCKS : 0) <= STAGED_BLOCKS;
+template <bool STAGED, bool TRANS, int OUTER, int INNER, int LD> struct PickCopy { using type = AsyncCopy<TRANS, OUTER, INNER, LD>; };
+template <bool TRANS, int OUTER, int INNER, int LD> struct PickCopy<true, TRANS, OUTER, INNER, LD> {
+  using type = StagedTranspose<OUTER, INNER, LD>;
+};
+using CopyA = typename PickCopy<STAGE_A, A_T, A_G_OUTER, A_G_INNER, A_LD>::type;
+using CopyB = typename PickCopy<STAGE_B, B_T, B_G_OUTER, B_G_INNER, B_LD>::type;
+
+// The slices a tile walks: slices(t, sa, sb) says where slice t of A and of B lies.
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
 // index: row_ptr[block_rows + 1], col_of[nnz], row_of[nnz], col_ptr[block_cols + 1], by_col[nnz]
 // (block ids column by column), rows_by_count[block_rows], cols_by_count[block_cols]. Block b's values are at w + b * BS * BS.
@@ -192,18 +283,18 @@ struct Walk {
   int first;                  // backward_input: the first block of the row
   int block_row, block_col;   // backward_weight: the block of dW
   bool a_vec, b_vec;
-  __device__ void load(T* sa, T* sb, i64 t) const {
+  __device__ void slices(i64 t, Slice& sa, Slice& sb) const {
 #if JITK_OP_BACKWARD_WEIGHT
     // A = X^T: rows k0.. of X, the columns of the block row; B: dY's columns of the block column
     const i64 k0 = t * TK;
-    copy_a(sa, a, lda, k0, static_cast<i64>(block_row) * BS, M, a_cols, a_vec);
-    copy_b(sb, b, ldb, k0, static_cast<i64>(block_col) * BS, M, b_cols, b_vec);
+    sa = {a, lda, k0, static_cast<i64>(block_row) * BS, M, a_cols, a_vec};
+    sb = {b, ldb, k0, static_cast<i64>(block_col) * BS, M, b_cols, b_vec};
 #else
     // Slice t is one block: A's columns of its row (forward) or column; B the block, copied as it
     // is (forward reads it as [k][n], backward_input as [n][k]: the transpose).
     const int id = ids ? ids[t] : first + static_cast<int>(t);
-    copy_a(sa, a, lda, m0, static_cast<i64>(other[id]) * BS, M, a_cols, a_vec);
-    copy_b(sb, b + static_cast<i64>(id) * BS * BS, BS, 0, 0, BS, BS, b_vec);
+    sa = {a, lda, m0, static_cast<i64>(other[id]) * BS, M, a_cols, a_vec};
+    sb = {b + static_cast<i64>(id) * BS * BS, BS, 0, 0, BS, BS, b_vec};
 #endif
   }
 };
@@ -213,12 +304,10 @@ struct Walk {
   const T* __restrict__ b;
   i64 M, N, K, lda, ldb, m0, n0;
   bool a_vec, b_vec;
-  __device__ void load(T* sa, T* sb, i64 t) const {
+  __device__ void slices(i64 t, Slice& sa, Slice& sb) const {
     const i64 k0 = t * TK;
-    if (A_ROW) copy_a(sa, a, lda, m0, k0, M, K, a_vec);
-    else copy_a(sa, a, lda, k0, m0, K, M, a_vec);
-    if (B_ROW) copy_b(sb, b, ldb, k0, n0, K, N, b_vec);
-    else copy_b(sb, b, ldb, n0, k0, N, K, b_vec);
+    sa = A_ROW ? Slice{a, lda, m0, k0, M, K, a_vec} : Slice{a, lda, k0, m0, K, M, a_vec};
+    sb = B_ROW ? Slice{b, ldb, k0, n0, K, N, b_vec} : Slice{b, ldb, n0, k0, N, K, b_vec};
   }
 };
 #endif
@@ -356,33 +445,46 @@ struct Accumulators {
 };
 #endif
 
-// The K walk: STAGES - 1 slices in flight while one is multiplied.
+// The K walk: STAGES - 1 slices in flight while one is multiplied. A staged operand's slice is put
+// into its slot after the multiply: the slot (kt - 1's) is free from the barrier on, and the
+// barriers of the slices between make it visible before it is multiplied.
 __device__ inline void run_tile(const Walk& walk, i64 slices, T* sa, T* sb, Accumulators& acc) {
+  CopyA copy_a;
+  CopyB copy_b;
+  Slice slice_a, slice_b;
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < slices) walk.load(sa + st * A_ELEMS, sb + st * B_ELEMS, st);
+    if (st < slices) {
+      walk.slices(st, slice_a, slice_b);
+      copy_a.fetch(sa + st * A_ELEMS, slice_a);
+      copy_b.fetch(sb + st * B_ELEMS, slice_b);
+      copy_a.put(sa + st * A_ELEMS);
+      copy_b.put(sb + st * B_ELEMS);
+    }
     cp_async_commit();
   }
   for (i64 kt = 0; kt < slices; ++kt) {
     cp_async_wait<STAGES - 2>();  // slice kt has landed
     __syncthreads();              // ... for every thread, and slice kt - 1's slot is free
     const i64 next = kt + STAGES - 1;
-    if (next < slices) walk.load(sa + (next % STAGES) * A_ELEMS, sb + (next % STAGES) * B_ELEMS, next);
+    T* next_a = sa + (next % STAGES) * A_ELEMS;
+    T* next_b = sb + (next % STAGES) * B_ELEMS;
+    if (next < slices) {
+      walk.slices(next, slice_a, slice_b);
+      copy_a.fetch(next_a, slice_a);
+      copy_b.fetch(next_b, slice_b);
+    }
     cp_async_commit();
     acc.multiply(sa + (kt % STAGES) * A_ELEMS, sb + (kt % STAGES) * B_ELEMS);
+    if (next < slices) {
+      copy_a.put(next_a);
+      copy_b.put(next_b);
+    }
   }
   cp_async_wait<0>();
   __syncthreads();  // the staging of C reuses the slices' memory
 }
 
-// Two blocks an SM (at most 128 registers a thread at 256 threads): one block of 8 warps left
-// the FMA pipes waiting on shared memory (f32 at 4096^3 on the H100: 28 TFLOP/s, 145 registers).
-// f32's 8 x 16 shares need more registers: one block.
-#if JITK_DTYPE_F32
-constexpr int MIN_BLOCKS = RN == 16 ? 1 : 2;
-#else
-constexpr int MIN_BLOCKS = 2;
-#endif
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
 // M: rows of X (and dY); K x N: W's shape (block_rows x block_cols blocks); a, b, c per op (above).
 JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
