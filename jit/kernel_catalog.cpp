@@ -153,10 +153,21 @@ TilePlan cuda_tile_plan(const ParamSet& p, bool a_row, bool b_row, std::int64_t 
   return plan;
 }
 
+// Blocks that may split one gemm tile's K on sm_90 (a cluster; 8 is the portable cluster size).
+constexpr int kMaxSplitK = 8;
+
 TilePlan gemm_cuda_plan(const ParamSet& p) {
   if (std::string problem = no_cluster_problem(p); !problem.empty()) return {problem};
-  return cuda_tile_plan(p, text_is(p, "a_layout", "row"), text_is(p, "b_layout", "row"), int_param(p, "tile_m"),
-                        int_param(p, "tile_n"), int_param(p, "tile_k"));
+  const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
+  TilePlan plan = cuda_tile_plan(p, text_is(p, "a_layout", "row"), text_is(p, "b_layout", "row"), tm, tn, int_param(p, "tile_k"));
+  if (!plan.problem.empty()) return plan;
+  // A split tile's sums meet in shared memory as floats (f32's too: they live in registers otherwise).
+  const std::int64_t staging = tm * (tn + 4) * 4;
+  if (staging > kMaxSharedBytes)
+    return {tile_text(p) + ": its sums (" + std::to_string(staging) + " bytes as floats) do not fit shared memory"};
+  plan.shared_bytes = std::max(plan.shared_bytes, staging);
+  plan.max_split_k = kMaxSplitK;
+  return plan;
 }
 
 // block_sparse_matmul on gemm.cu: a tile is tile_m rows by one block column, walking the blocks

@@ -71,6 +71,7 @@ LaunchShape tile_shape(const Implementation& impl, const ParamSet& params) {
   shape.tensor_maps = impl.layout.tensor_maps;
   shape.blocks_per_sm = plan.blocks_per_sm;
   shape.cluster = plan.cluster;
+  shape.max_split_k = plan.max_split_k;
   return shape;
 }
 
@@ -220,6 +221,7 @@ std::string describe_launch(const Implementation& impl, const ParamSet& params) 
     const auto* stages = r.find("stages");
     if (stages) out += " " + std::to_string(std::get<std::int64_t>(*stages)) + " st";
     if (plan.cluster > 1) out += ", clusters of " + std::to_string(plan.cluster);
+    if (plan.max_split_k > 1) out += ", K split <= " + std::to_string(plan.max_split_k);
     return out + ", " + std::to_string(plan.threads) + " thr";
   }
   if (impl.backend == Backend::Cpu) return "all cores";

@@ -322,6 +322,46 @@ __device__ inline void write_c(T* __restrict__ c, i64 ldc, i64 r, i64 col, float
   c[at] = jitk::from_float<T>(v[0]);
 }
 
+// The sums of a tile as floats in shared memory (the 16-bit path's staging for the epilogue, and
+// where split tiles meet), rows C_LD apart.
+constexpr int C_LD = TN + 4;
+#if !JITK_DTYPE_F32 || !JITK_KERNEL_BLOCK_SPARSE_MATMUL  // f32 block-sparse tiles are never staged
+static_assert(TM * C_LD * 4 <= JITK_SHARED_BYTES, "gemm.cu: C's staging needs more shared memory than the host planned");
+#endif
+
+// The blocks sharing this block's tile, each walking a share of its K, and this block's place
+// among them: a cluster (sm_90), whose size the launch chose (1: a launch without clusters, the
+// rule before sm_90).
+struct Split {
+  unsigned blocks, rank;
+};
+__device__ inline Split this_split() {
+#if __CUDA_ARCH__ >= 900
+  return {jitk::cluster_size(), jitk::cluster_rank()};
+#else
+  return {1u, 0u};
+#endif
+}
+
+// A split tile's C: with every block's sums staged, block `rank` of the `split` adds them up for
+// its share of the rows (in rank order, the same sum whoever adds) and writes those rows.
+__device__ inline void write_split(const float* staging, unsigned split, unsigned rank, T* __restrict__ c, i64 M, i64 N, i64 ldc,
+                                   i64 m0, i64 n0, float alpha, float beta, const jitk_chain& chain) {
+#if __CUDA_ARCH__ >= 900
+  jitk::cluster_sync();  // every block's sums are staged
+  const int rows = (TM + static_cast<int>(split) - 1) / static_cast<int>(split), r0 = static_cast<int>(rank) * rows;
+  const int r1 = r0 + rows < TM ? r0 + rows : TM;
+  for (int e = threadIdx.x; e < (r1 - r0) * TN; e += THREADS) {
+    const int r = r0 + e / TN, col = e % TN;
+    if (m0 + r >= M || n0 + col >= N) continue;
+    float sum = 0.f;
+    for (unsigned q = 0; q < split; ++q) sum += jitk::cluster_load(staging + r * C_LD + col, q);
+    write_c(c, ldc, m0 + r, n0 + col, sum, alpha, beta, chain);
+  }
+  jitk::cluster_sync();  // no block leaves while another reads its shared memory
+#endif
+}
+
 #if !JITK_DTYPE_F32
 using namespace nvcuda;
 constexpr int WARPS_N = TN / WARP_N, FM = WARP_M / 16, FN = WARP_N / 16;
@@ -330,8 +370,6 @@ template <> struct Major<false> { using type = wmma::col_major; };
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, typename Major<A_ROW>::type>;
 using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, typename Major<B_ROW>::type>;
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-constexpr int C_LD = TN + 4;  // the float staging of C
-static_assert(TM * C_LD * 4 <= JITK_SHARED_BYTES, "gemm.cu: C's staging needs more shared memory than the host planned");
 
 struct Accumulators {
   FragC f[FM][FN];  // the warp's WARP_M x WARP_N
@@ -363,14 +401,16 @@ struct Accumulators {
         for (int j = 0; j < FN; ++j) wmma::mma_sync(f[i][j], fa[i], fb[j], f[i][j]);
     }
   }
-  // Through shared memory (the fragments' element order is the hardware's), then coalesced rows.
+  // Through shared memory (the fragments' element order is the hardware's), then coalesced rows;
+  // a split tile's rows summed over the cluster's blocks.
   __device__ void store(float* staging, T* __restrict__ c, i64 M, i64 N, i64 ldc, i64 m0, i64 n0, float alpha, float beta,
-                        const jitk_chain& chain) const {
+                        const jitk_chain& chain, unsigned split = 1, unsigned rank = 0) const {
 #pragma unroll
     for (int i = 0; i < FM; ++i)
 #pragma unroll
       for (int j = 0; j < FN; ++j)
         wmma::store_matrix_sync(staging + (wm * WARP_M + i * 16) * C_LD + wn * WARP_N + j * 16, f[i][j], C_LD, wmma::mem_row_major);
+    if (split > 1) return write_split(staging, split, rank, c, M, N, ldc, m0, n0, alpha, beta, chain);
     __syncthreads();
     for (int e = threadIdx.x; e < TM * TN; e += THREADS) {
       const int r = e / TN, col = e % TN;
@@ -428,9 +468,22 @@ struct Accumulators {
         for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
     }
   }
-  __device__ void store(float*, T* __restrict__ c, i64 M, i64 N, i64 ldc, i64 m0, i64 n0, float alpha, float beta,
-                        const jitk_chain& chain) const {
-    if (WORKERS < THREADS && threadIdx.x >= WORKERS) return;
+  // From registers; a split tile's sums are staged (16-byte rows of 4 columns) and summed over the
+  // cluster's blocks.
+  __device__ void store(float* staging, T* __restrict__ c, i64 M, i64 N, i64 ldc, i64 m0, i64 n0, float alpha, float beta,
+                        const jitk_chain& chain, unsigned split = 1, unsigned rank = 0) const {
+    const bool worker = !(WORKERS < THREADS && threadIdx.x >= WORKERS);
+    if (split > 1) {
+      if (worker)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+          for (int g = 0; g < CG; ++g)
+            *reinterpret_cast<float4*>(staging + row(ty, i) * C_LD + col(tx, g * 4)) =
+                make_float4(acc[i][g * 4], acc[i][g * 4 + 1], acc[i][g * 4 + 2], acc[i][g * 4 + 3]);
+      return write_split(staging, split, rank, c, M, N, ldc, m0, n0, alpha, beta, chain);
+    }
+    if (!worker) return;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const i64 r = m0 + row(ty, i);
@@ -448,14 +501,14 @@ struct Accumulators {
 // The K walk: STAGES - 1 slices in flight while one is multiplied. A staged operand's slice is put
 // into its slot after the multiply: the slot (kt - 1's) is free from the barrier on, and the
 // barriers of the slices between make it visible before it is multiplied.
-__device__ inline void run_tile(const Walk& walk, i64 slices, T* sa, T* sb, Accumulators& acc) {
+__device__ inline void run_tile(const Walk& walk, i64 first, i64 slices, T* sa, T* sb, Accumulators& acc) {
   CopyA copy_a;
   CopyB copy_b;
   Slice slice_a, slice_b;
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
     if (st < slices) {
-      walk.slices(st, slice_a, slice_b);
+      walk.slices(first + st, slice_a, slice_b);
       copy_a.fetch(sa + st * A_ELEMS, slice_a);
       copy_b.fetch(sb + st * B_ELEMS, slice_b);
       copy_a.put(sa + st * A_ELEMS);
@@ -470,7 +523,7 @@ __device__ inline void run_tile(const Walk& walk, i64 slices, T* sa, T* sb, Accu
     T* next_a = sa + (next % STAGES) * A_ELEMS;
     T* next_b = sb + (next % STAGES) * B_ELEMS;
     if (next < slices) {
-      walk.slices(next, slice_a, slice_b);
+      walk.slices(first + next, slice_a, slice_b);
       copy_a.fetch(next_a, slice_a);
       copy_b.fetch(next_b, slice_b);
     }
@@ -507,7 +560,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T
   const int id = blockIdx.x;  // one block of dW
   const Walk walk{a, b, M, lda, ldb, K, N, nullptr, nullptr, 0, 0, row_of[id], col_of[id],
                   jitk::aligned16(a) && lda % V == 0, jitk::aligned16(b) && ldb % V == 0};
-  run_tile(walk, (M + TK - 1) / TK, sa, sb, acc);
+  run_tile(walk, 0, (M + TK - 1) / TK, sa, sb, acc);
   acc.store(reinterpret_cast<float*>(jitk_smem), c + static_cast<i64>(id) * BS * BS, BS, BS, BS, 0, 0, alpha, beta, chain);
 #else
   // forward: tile (rows m0.., block column j) over column j's blocks; backward_input: tile (rows
@@ -531,7 +584,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T
                   jitk::aligned16(b)};
   const i64 out_cols = K;
 #endif
-  run_tile(walk, slices, sa, sb, acc);
+  run_tile(walk, 0, slices, sa, sb, acc);
   acc.store(reinterpret_cast<float*>(jitk_smem), c, M, out_cols, ldc, m0, j * BS, alpha, beta, chain);
 #endif
 }
@@ -540,16 +593,20 @@ JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T
                               i64 ldb, float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows) {
   extern __shared__ __align__(128) unsigned char jitk_smem[];
   const jitk_chain chain{JITK_CHAIN_ARGS};
-  // Tiles in groups of 8 tile rows, column by column within a group.
+  // Tiles in groups of 8 tile rows, column by column within a group; a tile split over a cluster's
+  // blocks (few tiles for the SMs: the launch decides) gives each a share of its K slices.
+  const auto [split, rank] = this_split();
   const i64 tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN;
-  const i64 group = 8, per_group = group * tiles_n, bid = blockIdx.x;
+  const i64 group = 8, per_group = group * tiles_n, bid = blockIdx.x / split;
   const i64 first = bid / per_group * group, in_group = tiles_m - first < group ? tiles_m - first : group;
   const i64 m0 = (first + (bid % per_group) % in_group) * TM, n0 = (bid % per_group) / in_group * TN;
   T* sa = reinterpret_cast<T*>(jitk_smem);
   T* sb = sa + STAGES * A_ELEMS;
   const Walk walk{a, b, M, N, K, lda, ldb, m0, n0, jitk::aligned16(a) && lda % V == 0, jitk::aligned16(b) && ldb % V == 0};
   Accumulators acc;
-  run_tile(walk, (K + TK - 1) / TK, sa, sb, acc);
-  acc.store(reinterpret_cast<float*>(jitk_smem), c, M, N, ldc, m0, n0, alpha, beta, chain);
+  const i64 slices = (K + TK - 1) / TK, share = (slices + split - 1) / split;
+  const i64 from = rank * share < slices ? rank * share : slices, to = from + share < slices ? from + share : slices;
+  run_tile(walk, from, to - from, sa, sb, acc);
+  acc.store(reinterpret_cast<float*>(jitk_smem), c, M, N, ldc, m0, n0, alpha, beta, chain, split, rank);
 }
 #endif

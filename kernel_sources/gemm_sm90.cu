@@ -153,15 +153,8 @@ __device__ inline void release(u64* bar) {
     for (unsigned r = 0; r < CLUSTER; ++r) bar_arrive_in(bar, r);
   }
 }
-// Every thread of every block of the cluster, at once (release / acquire).
-__device__ inline void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-__device__ inline unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
+using jitk::cluster_rank;
+using jitk::cluster_sync;
 
 // One operand's slice: K-major, one box of ROWS rows of 64 K at (k, r); M/N-major, ROWS / 64 boxes
 // of 64 rows of K by 64 of M or N, 4096 elements apart (the descriptor's leading offset).

@@ -49,6 +49,31 @@ typedef unsigned long long u64;
 
 namespace jitk {
 
+#if !defined(__HIPCC_RTC__) && !defined(__HIPCC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Thread block clusters (sm_90): this block's place in its cluster, the cluster's blocks (1 in a
+// launch without clusters), a barrier over every thread of every block of the cluster
+// (release / acquire), and a float of block `rank`'s shared memory at `local`'s offset.
+__device__ inline unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ inline unsigned cluster_size() {
+  unsigned n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
+  return n;
+}
+__device__ inline void cluster_sync() { asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory"); }
+__device__ inline float cluster_load(const float* local, unsigned rank) {
+  float v;
+  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %1, %2;\nld.shared::cluster.f32 %0, [remote];\n}\n"
+               : "=f"(v)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(local))), "r"(rank)
+               : "memory");
+  return v;
+}
+#endif
+
 __device__ inline float to_float(float x) { return x; }
 __device__ inline float to_float(jitk_half x) { return __half2float(x); }
 __device__ inline float to_float(jitk_bfloat16 x) { return jitk_bfloat16_to_float(x); }

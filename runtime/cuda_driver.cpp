@@ -64,6 +64,7 @@ class CudaKernel final : public LoadedKernel {
     // (in clusters: as many whole clusters as the device runs at once).
     if (shape_.blocks_per_sm > 0) persistent_grid_ = static_cast<unsigned>(devices()[device].sm_count * shape_.blocks_per_sm);
     if (shape_.cluster > 1) persistent_grid_ = cluster_grid();
+    if (shape_.max_split_k > 1) max_split_k_ = largest_cluster(shape_.max_split_k);
   }
   Backend backend() const override { return Backend::Cuda; }
   void launch(const ArgPack& args) const override {
@@ -89,9 +90,12 @@ class CudaKernel final : public LoadedKernel {
       l.append(&maps[0]);
       l.append(&maps[1]);
     }
-    if (shape_.cluster > 1) {
+    // Few tiles for the SMs: each tile's K walk split over the blocks of a cluster.
+    const int split = std::min(max_split_k_, split_k_for(l.grid, args.work_depth, shape_, devices()[device_].sm_count));
+    if (shape_.cluster > 1 || split > 1) {
+      const int cluster = split > 1 ? split : shape_.cluster;
       CUlaunchAttribute attr{};
-      CUlaunchConfig config = cluster_config(&attr, l.grid, static_cast<CUstream>(args.stream.handle));
+      CUlaunchConfig config = cluster_config(&attr, l.grid * static_cast<unsigned>(split), static_cast<CUstream>(args.stream.handle), cluster);
       check(api->cuLaunchKernelEx(&config, fn_, const_cast<void**>(l.params), nullptr), "cuLaunchKernelEx");
       return;
     }
@@ -100,11 +104,27 @@ class CudaKernel final : public LoadedKernel {
           "cuLaunchKernel");
   }
 
-  // A launch of `grid` blocks in clusters of shape_.cluster along x; attr is the cluster attribute.
-  CUlaunchConfig cluster_config(CUlaunchAttribute* attr, unsigned grid, CUstream stream) const {
+  // A launch of `grid` blocks in clusters of `cluster` along x; attr is the cluster attribute.
+  CUlaunchConfig cluster_config(CUlaunchAttribute* attr, unsigned grid, CUstream stream, int cluster) const {
     attr->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr->value.cluster_dim = {static_cast<unsigned>(shape_.cluster), 1, 1};
+    attr->value.cluster_dim = {static_cast<unsigned>(cluster), 1, 1};
     return {grid, 1, 1, static_cast<unsigned>(shape_.block), 1, 1, static_cast<unsigned>(shape_.shared_bytes), stream, attr, 1};
+  }
+
+  // The largest cluster of at most `most` blocks (8, 4 or 2) that the device can run this kernel
+  // in; 1 before sm_90, without cuLaunchKernelEx, or when none fits.
+  int largest_cluster(int most) const {
+    const DriverApi* api = driver_api();
+    if (devices()[device_].cc_major < 9 || !api->cuLaunchKernelEx || !api->cuOccupancyMaxActiveClusters) return 1;
+    make_current(device_);
+    for (int cluster = 8; cluster >= 2; cluster /= 2) {
+      if (cluster > most) continue;
+      CUlaunchAttribute attr{};
+      CUlaunchConfig config = cluster_config(&attr, static_cast<unsigned>(cluster), nullptr, cluster);
+      int clusters = 0;
+      if (api->cuOccupancyMaxActiveClusters(&clusters, fn_, &config) == CUDA_SUCCESS && clusters > 0) return cluster;
+    }
+    return 1;
   }
 
   // A persistent grid in clusters: the clusters the device runs at once (the driver's count; the
@@ -119,7 +139,7 @@ class CudaKernel final : public LoadedKernel {
     if (api->cuOccupancyMaxActiveClusters) {
       make_current(device_);
       CUlaunchAttribute attr{};
-      CUlaunchConfig config = cluster_config(&attr, by_sms, nullptr);
+      CUlaunchConfig config = cluster_config(&attr, by_sms, nullptr, shape_.cluster);
       if (api->cuOccupancyMaxActiveClusters(&clusters, fn_, &config) != CUDA_SUCCESS) clusters = 0;
     }
     if (clusters <= 0) return by_sms;
@@ -159,6 +179,7 @@ class CudaKernel final : public LoadedKernel {
   int device_;
   std::unique_ptr<Fallback> fallback_;
   unsigned persistent_grid_ = 0;
+  int max_split_k_ = 1;  // the largest cluster this kernel runs in, where its plan lets a tile's K be split
 };
 
 // Where NVRTC compilers remember toolkit-header fingerprints: beside the artifacts, when the

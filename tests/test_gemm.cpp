@@ -289,3 +289,21 @@ TEST_CASE("a launch in clusters covers every tile row pair: odd numbers of tile 
   CHECK(grid(256, 256, 2) == 2);
   CHECK(grid(1, 1, 2) == 2);
 }
+
+TEST_CASE("a launch splits K over a cluster only when its tiles leave most SMs idle", "[kernels][gemm]") {
+  jit::detail::LaunchShape shape;
+  shape.tile_m = 16, shape.tile_n = 128, shape.tile_k = 64, shape.max_split_k = 8;
+  using jit::detail::split_k_for;
+  const int sms = 132;
+  CHECK(split_k_for(32, 4096, shape, sms) == 4);   // decode 16 x 4096 x 4096: 32 tiles -> 128 blocks
+  CHECK(split_k_for(2, 4096, shape, sms) == 8);    // at most 8 a cluster
+  CHECK(split_k_for(2, 700, shape, sms) == 2);     // 11 slices: at least 4 each
+  CHECK(split_k_for(2, 255, shape, sms) == 1);     // 4 slices: nothing to share
+  CHECK(split_k_for(66, 4096, shape, sms) == 2);   // half the SMs busy: two each fill them
+  CHECK(split_k_for(67, 4096, shape, sms) == 1);   // over half: tiles enough
+  CHECK(split_k_for(32, 0, shape, sms) == 1);      // K unknown (or empty)
+  shape.max_split_k = 1;
+  CHECK(split_k_for(2, 4096, shape, sms) == 1);    // a plan that cannot split
+  shape.max_split_k = 8;
+  CHECK(split_k_for(5, 22 * 64, shape, sms) == 5);  // not a power of two: 22 slices as 5 + 5 + 5 + 5 + 2
+}

@@ -185,6 +185,40 @@ TEST_CASE("GPU gemm in clusters of two blocks (B multicast to both) matches the 
   CHECK(gemm_error<jit::bfloat16>(p, "cuda-sm90a", c, "add_vec>gelu") <= tolerance<jit::bfloat16>());
 }
 
+TEST_CASE("GPU gemm with few tiles splits K over a cluster's blocks and matches the reference", "[gpu][gemm]") {
+  if (!have_gpu()) return;
+  const std::string arch = jit::cuda::devices()[0].arch;
+  if (std::stoi(arch.substr(3)) < 90) {
+    std::printf("SKIPPED: K is split over clusters from sm_90 (this GPU: %s)\n", arch.c_str());
+    return;
+  }
+  // On an H100's 132 SMs (gpu_launch.hpp's split_k_for): 16 x 129 in 16 x 64 tiles is 3 tiles,
+  // split 8 at k = 2000 (32 slices of 64); m = 5 x n = 300 is 5 tiles, split 5 at k = 1400 (22
+  // slices: the last block gets 2); k = 700 splits in 2 (11 slices, 6 + 5); tile 16 x 128 x 32 at
+  // n = 1000 is 8 tiles split 8 (32 slices, 4 each); f32's 16 x 64 tile has 16 threads of sums in
+  // a warp; beta over C and beta = 0 over poisoned C; padded leading dimensions.
+  const Case cases[] = {{16, 129, 2000, 0, 1, 0}, {5, 300, 1400, 8, 0.5, -1.5}, {16, 129, 700, 3, 1, 0}, {9, 1000, 1000, 0, 1, 0.25}};
+  using Tile = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
+      for (auto [tm, tn, tk] : {Tile{16, 64, 64}, {16, 128, 32}})
+        for (const Case& c : cases) {
+          INFO("a " << (la == Layout::RowMajor ? "row" : "col") << " b " << (lb == Layout::RowMajor ? "row" : "col") << " tile " << tm
+                    << "x" << tn << "x" << tk << " m " << c.m << " n " << c.n << " k " << c.k << " pad " << c.pad << " beta " << c.beta);
+          auto q = params(jit::DType::bf16, la, lb);
+          q.tile_m = tm, q.tile_n = tn, q.tile_k = tk, q.stages = 3;
+          CHECK(gemm_error<jit::bfloat16>(q, "cuda", c) <= tolerance<jit::bfloat16>());
+          q.dtype = jit::DType::f32;
+          CHECK(gemm_error<float>(q, "cuda", c) <= tolerance<float>());
+        }
+  // the default f32 tile (128 x 256): 16 x 4096 is 16 tiles, split 8; the epilogue once, after the sum
+  auto f = params(jit::DType::f32, Layout::RowMajor, Layout::ColMajor);
+  CHECK(gemm_error<float>(f, "cuda", {16, 4096, 1024, 0, 1, 0}) <= tolerance<float>());
+  auto h = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);
+  h.tile_m = 16, h.tile_n = 64, h.tile_k = 64;
+  CHECK(gemm_error<jit::bfloat16>(h, "cuda", {7, 333, 1500, 8, 1, 0}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
+}
+
 TEST_CASE("GPU gemm fuses a bias and gelu epilogue in every implementation", "[gpu][gemm][chains]") {
   if (!have_gpu()) return;
   const auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);

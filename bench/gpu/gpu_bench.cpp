@@ -268,6 +268,7 @@ struct GemmCase {
   Gemm::Shape shape;
   std::string implementation = "";  // "" = the one jitk chooses
   std::int64_t cluster_m = 0;       // 2: Hopper's blocks in pairs sharing B (TMA multicast)
+  std::int64_t tile_m = 0, tile_n = 0, tile_k = 0, stages = 0;  // 0: the implementation's defaults
 
   bool a_row() const { return a_layout == Layout::RowMajor; }
   bool b_row() const { return b_layout == Layout::RowMajor; }
@@ -281,12 +282,14 @@ struct GemmCase {
     p.a_layout = a_layout;
     p.b_layout = b_layout;
     p.cluster_m = cluster_m;
+    p.tile_m = tile_m, p.tile_n = tile_n, p.tile_k = tile_k, p.stages = stages;
     return p;
   }
-  std::string name() const {  // "gemm_bf16_row_col_4096x4096x4096", "..._cluster2"
+  std::string name() const {  // "gemm_bf16_row_col_4096x4096x4096", "..._cluster2", "..._tile16x128x64"
     return "gemm_" + std::string(jit::dtype_name(dtype)) + (a_row() ? "_row" : "_col") + (b_row() ? "_row_" : "_col_") +
            std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k) +
-           (cluster_m > 1 ? "_cluster" + std::to_string(cluster_m) : "");
+           (cluster_m > 1 ? "_cluster" + std::to_string(cluster_m) : "") +
+           (tile_m > 0 ? "_tile" + std::to_string(tile_m) + "x" + std::to_string(tile_n) + "x" + std::to_string(tile_k) : "");
   }
 };
 
@@ -506,6 +509,11 @@ std::vector<GemmCase> gemm_cases() {
       // LLM projections: activations row-major, weights as nn.Linear keeps them (n x k row-major: B column-major)
       {jit::DType::bf16, row, col, {8192, 4096, 4096}},   // prefill
       {jit::DType::bf16, row, col, {16, 4096, 4096}},     // decode: reads the weights; their 32 MB stay in L2 between reps
+      // decode on the generic text: few tiles, so each tile's K is split over a cluster's blocks
+      {jit::DType::bf16, row, col, {16, 4096, 4096}, "cuda", 0, 16, 128, 64, 4},
+      {jit::DType::bf16, row, col, {16, 4096, 4096}, "cuda", 0, 16, 64, 64, 4},
+      {jit::DType::f32, row, col, {16, 4096, 4096}, "cuda", 0, 16, 128, 32, 4},
+      {jit::DType::f32, row, col, {16, 4096, 4096}},  // the default tile (128 x 256: 16 tiles, split 8)
       {jit::DType::bf16, row, col, {4096, 11008, 4096}},  // Llama-7B MLP up projection
       {jit::DType::f32, row, row, cube},
       {jit::DType::f32, row, col, cube},  // nn.Linear in f32 (B column-major: transposed on the way into shared memory)

@@ -141,6 +141,7 @@ class ArgPack {
 
   std::int64_t work_items = 0;  // rows or elements the kernel's range covers
   std::int64_t work_columns = 1;  // Tile kernels: the output's columns (their blocks cover rows x columns)
+  std::int64_t work_depth = 0;    // Tile kernels: the K their tiles walk (0: not said; K is then never split)
   std::int64_t min_grain = 1;   // smallest range worth a task of its own (CPU)
   Stream stream;                // GPU launches
 

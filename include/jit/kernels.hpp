@@ -367,6 +367,7 @@ struct Gemm {
     jit::detail::pack_chain(name, "epilogue", p.epilogue, a.epilogue, p.dtype, scalar, work, out);
     out.work_items = work == 0 ? 0 : a.m;  // rows (the CPU splits them), by columns (GPU tiles)
     out.work_columns = a.n;
+    out.work_depth = a.k;
     out.min_grain = 16;
     // The operands as rows of their contiguous dimension, for kernels that load through the copy engine.
     const std::int64_t e = static_cast<std::int64_t>(dtype_size(p.dtype));
@@ -417,7 +418,8 @@ struct Gemm {
       tiles = {{4, 64, 256, 0}, {2, 128, 256, 0}, {8, 32, 256, 0}, {4, 128, 128, 0}, {8, 64, 512, 0}, {1, 256, 256, 0}, {16, 64, 128, 0}};
     } else {
       tiles = {{128, 128, 32, 3}, {128, 128, 32, 4}, {128, 256, 32, 3}, {256, 128, 32, 3}, {64, 128, 32, 4},
-               {128, 64, 32, 4},  {64, 64, 64, 4},   {128, 128, 64, 3}, {64, 64, 32, 6}};
+               {128, 64, 32, 4},  {64, 64, 64, 4},   {128, 128, 64, 3}, {64, 64, 32, 6},
+               {16, 128, 64, 4},  {16, 64, 64, 4}};  // the last two: decode's few rows (the launch splits their K on sm_90)
       if (base.dtype != DType::f32)  // Hopper's wgmma path (tile_k 64); on other GPUs no implementation takes them
         for (Tile t : {Tile{128, 256, 64, 4}, {128, 256, 64, 3}, {128, 128, 64, 5}, {128, 192, 64, 4}, {64, 256, 64, 5}, {128, 64, 64, 8},
                        {64, 128, 64, 6}, {64, 64, 64, 8}})  // the last two: more blocks when M is small (decode)

@@ -75,6 +75,10 @@ struct TilePlan {
   int blocks_per_sm = 0;
   // Blocks a cluster (sm_90): the grid is launched in clusters of this many along x.
   int cluster = 1;
+  // The most blocks that may share one tile's K walk, each a share of its slices, reduced through
+  // the cluster's shared memory (sm_90; the text reads the split as its cluster's size). The
+  // launch splits only when the tiles leave SMs idle (decode's few rows). 1: never.
+  int max_split_k = 1;
 };
 
 inline constexpr int kAnyCapability = 1 << 30;
