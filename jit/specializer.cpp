@@ -174,6 +174,7 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
     prelude << "#define JITK_BLOCK " << unit.shape.block << "\n";
     if (tiled) prelude << "#define JITK_SHARED_BYTES " << unit.shape.shared_bytes << "\n";
     if (tiled && unit.shape.blocks_per_sm > 0) prelude << "#define JITK_BLOCKS_PER_SM " << unit.shape.blocks_per_sm << "\n";
+    if (tiled && unit.shape.max_split_k > 1) prelude << "#define JITK_MAX_SPLIT_K " << unit.shape.max_split_k << "\n";
     if (impl.layout.kind == GpuLayout::Kind::WarpPerRow)
       prelude << "#define JITK_ROWS_PER_BLOCK " << unit.shape.items_per_block << "\n";
     prelude << "#include \"" << kGpuHeaders[0] << "\"  // defines the 16-bit types T may name\n";

@@ -325,18 +325,18 @@ __device__ inline void write_c(T* __restrict__ c, i64 ldc, i64 r, i64 col, float
 // The sums of a tile as floats in shared memory (the 16-bit path's staging for the epilogue, and
 // where split tiles meet), rows C_LD apart.
 constexpr int C_LD = TN + 4;
-#if !JITK_DTYPE_F32 || !JITK_KERNEL_BLOCK_SPARSE_MATMUL  // f32 block-sparse tiles are never staged
+#if !JITK_DTYPE_F32 || defined(JITK_MAX_SPLIT_K)  // f32 tiles are staged only to be split
 static_assert(TM * C_LD * 4 <= JITK_SHARED_BYTES, "gemm.cu: C's staging needs more shared memory than the host planned");
 #endif
 
 // The blocks sharing this block's tile, each walking a share of its K, and this block's place
 // among them: a cluster (sm_90), whose size the launch chose (1: a launch without clusters, the
-// rule before sm_90).
+// rule before sm_90, and for tiles the host's plan never splits: JITK_MAX_SPLIT_K undefined).
 struct Split {
   unsigned blocks, rank;
 };
 __device__ inline Split this_split() {
-#if __CUDA_ARCH__ >= 900
+#if __CUDA_ARCH__ >= 900 && defined(JITK_MAX_SPLIT_K)
   return {jitk::cluster_size(), jitk::cluster_rank()};
 #else
   return {1u, 0u};
@@ -347,7 +347,7 @@ __device__ inline Split this_split() {
 // its share of the rows (in rank order, the same sum whoever adds) and writes those rows.
 __device__ inline void write_split(const float* staging, unsigned split, unsigned rank, T* __restrict__ c, i64 M, i64 N, i64 ldc,
                                    i64 m0, i64 n0, float alpha, float beta, const jitk_chain& chain) {
-#if __CUDA_ARCH__ >= 900
+#if __CUDA_ARCH__ >= 900 && defined(JITK_MAX_SPLIT_K)
   jitk::cluster_sync();  // every block's sums are staged
   const int rows = (TM + static_cast<int>(split) - 1) / static_cast<int>(split), r0 = static_cast<int>(rank) * rows;
   const int r1 = r0 + rows < TM ? r0 + rows : TM;
@@ -604,9 +604,14 @@ JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T
   T* sb = sa + STAGES * A_ELEMS;
   const Walk walk{a, b, M, N, K, lda, ldb, m0, n0, jitk::aligned16(a) && lda % V == 0, jitk::aligned16(b) && ldb % V == 0};
   Accumulators acc;
-  const i64 slices = (K + TK - 1) / TK, share = (slices + split - 1) / split;
-  const i64 from = rank * share < slices ? rank * share : slices, to = from + share < slices ? from + share : slices;
-  run_tile(walk, from, to - from, sa, sb, acc);
+  const i64 slices = (K + TK - 1) / TK;
+  i64 from = 0, count = slices;  // constants where the tile is never split
+  if (split > 1) {
+    const i64 share = (slices + split - 1) / split;
+    from = rank * share < slices ? rank * share : slices;
+    count = (from + share < slices ? from + share : slices) - from;
+  }
+  run_tile(walk, from, count, sa, sb, acc);
   acc.store(reinterpret_cast<float*>(jitk_smem), c, M, N, ldc, m0, n0, alpha, beta, chain, split, rank);
 }
 #endif

@@ -211,8 +211,12 @@ TEST_CASE("GPU gemm with few tiles splits K over a cluster's blocks and matches 
           q.dtype = jit::DType::f32;
           CHECK(gemm_error<float>(q, "cuda", c) <= tolerance<float>());
         }
-  // the default f32 tile (128 x 256): 16 x 4096 is 16 tiles, split 8; the epilogue once, after the sum
+  // f32's 64 x 256 tile (8 x 16 sums a thread): 16 x 4096 is 16 tiles, split 8; a 128-row tile is
+  // never split (the plan); the epilogue once, after the sum
   auto f = params(jit::DType::f32, Layout::RowMajor, Layout::ColMajor);
+  f.tile_m = 64, f.tile_n = 256;
+  CHECK(gemm_error<float>(f, "cuda", {16, 4096, 1024, 0, 1, 0}) <= tolerance<float>());
+  f.tile_m = 128;
   CHECK(gemm_error<float>(f, "cuda", {16, 4096, 1024, 0, 1, 0}) <= tolerance<float>());
   auto h = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);
   h.tile_m = 16, h.tile_n = 64, h.tile_k = 64;

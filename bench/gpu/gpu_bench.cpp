@@ -513,7 +513,7 @@ std::vector<GemmCase> gemm_cases() {
       {jit::DType::bf16, row, col, {16, 4096, 4096}, "cuda", 0, 16, 128, 64, 4},
       {jit::DType::bf16, row, col, {16, 4096, 4096}, "cuda", 0, 16, 64, 64, 4},
       {jit::DType::f32, row, col, {16, 4096, 4096}, "cuda", 0, 16, 128, 32, 4},
-      {jit::DType::f32, row, col, {16, 4096, 4096}},  // the default tile (128 x 256: 16 tiles, split 8)
+      {jit::DType::f32, row, col, {16, 4096, 4096}},  // the default tile (128 x 256: 16 tiles, never split)
       {jit::DType::bf16, row, col, {4096, 11008, 4096}},  // Llama-7B MLP up projection
       {jit::DType::f32, row, row, cube},
       {jit::DType::f32, row, col, cube},  // nn.Linear in f32 (B column-major: transposed on the way into shared memory)
