@@ -599,6 +599,9 @@ JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T
   const i64 tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN;
   const i64 group = 8, per_group = group * tiles_n, bid = blockIdx.x / split;
   const i64 first = bid / per_group * group, in_group = tiles_m - first < group ? tiles_m - first : group;
+  // A text built for an older arch than the device's (NVRTC's PTX fallback) never splits, though the
+  // launch may have: the blocks past the tiles have nothing to do.
+  if (bid >= tiles_m * tiles_n) return;
   const i64 m0 = (first + (bid % per_group) % in_group) * TM, n0 = (bid % per_group) / in_group * TN;
   T* sa = reinterpret_cast<T*>(jitk_smem);
   T* sb = sa + STAGES * A_ELEMS;
@@ -606,10 +609,9 @@ JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T
   Accumulators acc;
   const i64 slices = (K + TK - 1) / TK;
   i64 from = 0, count = slices;  // constants where the tile is never split
-  if (split > 1) {
-    const i64 share = (slices + split - 1) / split;
-    from = rank * share < slices ? rank * share : slices;
-    count = (from + share < slices ? from + share : slices) - from;
+  if (split > 1) {               // balanced shares: each block floor(slices / split) or one more
+    from = rank * slices / split;
+    count = (rank + 1) * slices / split - from;
   }
   run_tile(walk, from, count, sa, sb, acc);
   acc.store(reinterpret_cast<float*>(jitk_smem), c, M, N, ldc, m0, n0, alpha, beta, chain, split, rank);

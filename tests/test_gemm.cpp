@@ -305,5 +305,5 @@ TEST_CASE("a launch splits K over a cluster only when its tiles leave most SMs i
   shape.max_split_k = 1;
   CHECK(split_k_for(2, 4096, shape, sms) == 1);    // a plan that cannot split
   shape.max_split_k = 8;
-  CHECK(split_k_for(5, 22 * 64, shape, sms) == 5);  // not a power of two: 22 slices as 5 + 5 + 5 + 5 + 2
+  CHECK(split_k_for(5, 22 * 64, shape, sms) == 5);  // not a power of two: 22 slices as 4 + 4 + 5 + 4 + 5
 }

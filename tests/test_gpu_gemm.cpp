@@ -194,7 +194,7 @@ TEST_CASE("GPU gemm with few tiles splits K over a cluster's blocks and matches 
   }
   // On an H100's 132 SMs (gpu_launch.hpp's split_k_for): 16 x 129 in 16 x 64 tiles is 3 tiles,
   // split 8 at k = 2000 (32 slices of 64); m = 5 x n = 300 is 5 tiles, split 5 at k = 1400 (22
-  // slices: the last block gets 2); k = 700 splits in 2 (11 slices, 6 + 5); tile 16 x 128 x 32 at
+  // slices: 4, 4, 5, 4, 5); k = 700 splits in 2 (11 slices, 5 + 6); tile 16 x 128 x 32 at
   // n = 1000 is 8 tiles split 8 (32 slices, 4 each); f32's 16 x 64 tile has 16 threads of sums in
   // a warp; beta over C and beta = 0 over poisoned C; padded leading dimensions.
   const Case cases[] = {{16, 129, 2000, 0, 1, 0}, {5, 300, 1400, 8, 0.5, -1.5}, {16, 129, 700, 3, 1, 0}, {9, 1000, 1000, 0, 1, 0.25}};
