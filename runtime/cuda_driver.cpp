@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "cache/artifact_cache.hpp"
 #include "jit/cuda.hpp"
@@ -20,12 +21,17 @@ using namespace cuda;
 
 constexpr const char* kEntrySymbol = "jitk_entry";
 
-// For a kernel that loads through tensor maps: the same kernel and params in the backend's generic
-// implementation, got at the first launch whose matrices the copy engine cannot take.
+constexpr const char* kTileParams[] = {"tile_m", "tile_n", "tile_k", "stages", "cluster_m"};
+
+// For a kernel that loads through tensor maps: the same kernel in the backend's generic
+// implementation, got at the first launch that needs it (`why`, logged then: at WARN for a launch
+// the text cannot take, at INFO for one the generic text runs faster).
 struct Fallback {
   std::string kernel;
-  ParamSet params;
+  ParamSet params;  // the generic text's; tiles it cannot take fall back to its defaults
   Target target;
+  std::string why;
+  bool warn = true;
   mutable std::once_flag once;
   mutable std::shared_ptr<const LoadedKernel> loaded;
   const LoadedKernel& get() const {
@@ -35,18 +41,50 @@ struct Fallback {
       // Tiles the generic text cannot take (Hopper's deeper stages, say) fall back to its defaults.
       ParamSet p = params;
       if (!params_problem(generic, p).empty())
-        for (const char* tile : {"tile_m", "tile_n", "tile_k", "stages", "cluster_m"})
+        for (const char* tile : kTileParams)
           if (p.find(tile)) p.set(tile, std::int64_t{0});
       Selection s;
       s.implementation = generic.name;
       loaded = get_kernel(kernel, p, target, s).kernel;  // throws (and is tried again next time) when it cannot
-      log().warn("{} ({}): a matrix the copy engine cannot take (not 16-byte aligned, empty, or 2^31 or more rows or "
-                 "columns); launches like it run implementation '{}' ({})",
-                 kernel, params.to_string(), generic.name, p.to_string());
+      if (warn) log().warn("{}: {}; launches like it run implementation '{}' ({})", kernel, why, generic.name, p.to_string());
+      else log().info("{}: {}; launches like it run implementation '{}' ({})", kernel, why, generic.name, p.to_string());
     });
     return *loaded;
   }
 };
+
+// The generic text's tiles for few rows (tile_m = 16, 32, 64: the first that holds the launch's
+// rows), whose K its launch splits over a cluster (sm_90) where they are few.
+constexpr std::int64_t kFewRowsTiles[][4] = {{16, 128, 64, 4}, {32, 128, 64, 4}, {64, 128, 64, 4}};  // m, n, k, stages
+constexpr std::int64_t kFewRows = 64;  // rows at most of a launch the few-rows route takes
+
+// A tensor-map (Hopper) text at its default tiles runs launches of few rows whose tiles would leave
+// over half the SMs idle (decode: 16 x 4096 is 16 of its 128 x 256 tiles for 132 SMs, 0.29-0.43 of
+// cuBLAS on the H100) through the generic text's few-rows tiles with K split over clusters (0.95-1.2):
+// one route a tile, compiled at its first use; none where that text cannot split, or where the
+// caller chose tiles.
+std::vector<std::unique_ptr<Fallback>> few_rows_routes(const SourceUnit& unit, const Target& target) {
+  std::vector<std::unique_ptr<Fallback>> routes;
+  if (!unit.shape.tensor_maps || !unit.params.find("tile_m") || !unit.params.find("tile_n")) return routes;
+  for (const char* tile : kTileParams)
+    if (const ParamValue* v = unit.params.find(tile); v && std::get<std::int64_t>(*v) != 0) return routes;
+  const Implementation& generic = generic_implementation(find_kernel(unit.kernel), Backend::Cuda);
+  for (const auto& tile : kFewRowsTiles) {
+    ParamSet p = unit.params;
+    const char* names[] = {"tile_m", "tile_n", "tile_k", "stages"};
+    for (int i = 0; i < 4; ++i) p.set(names[i], tile[i]);
+    if (!params_problem(generic, p).empty() || tile_plan(generic, p).max_split_k <= 1) return {};
+    auto route = std::make_unique<Fallback>();
+    route->kernel = unit.kernel;
+    route->params = std::move(p);
+    route->target = target;
+    route->why = "launches of at most " + std::to_string(tile[0]) + " rows whose tiles would leave over half the SMs idle (" +
+                 unit.params.to_string() + ")";
+    route->warn = false;
+    routes.push_back(std::move(route));
+  }
+  return routes;
+}
 
 // The copy engine's limits: 16-byte aligned base and rows, and int32 coordinates within non-empty
 // dimensions.
@@ -58,8 +96,9 @@ bool copy_engine_takes(const ArgPack::Matrix& m) {
 
 class CudaKernel final : public LoadedKernel {
  public:
-  CudaKernel(CUfunction fn, LaunchShape shape, int device, std::unique_ptr<Fallback> fallback)
-      : fn_(fn), shape_(shape), device_(device), fallback_(std::move(fallback)) {
+  CudaKernel(CUfunction fn, LaunchShape shape, int device, std::unique_ptr<Fallback> fallback,
+             std::vector<std::unique_ptr<Fallback>> few_rows)
+      : fn_(fn), shape_(shape), device_(device), fallback_(std::move(fallback)), few_rows_(std::move(few_rows)) {
     // A persistent kernel's blocks loop over the tiles: no more of them than the SMs hold at once
     // (in clusters: as many whole clusters as the device runs at once).
     if (shape_.blocks_per_sm > 0) persistent_grid_ = static_cast<unsigned>(devices()[device].sm_count * shape_.blocks_per_sm);
@@ -73,6 +112,9 @@ class CudaKernel final : public LoadedKernel {
         !(copy_engine_takes(args.matrices[0]) && copy_engine_takes(args.matrices[1])))
       return fallback_->get().launch(args);
     GpuLaunch l(args, shape_);
+    if (!few_rows_.empty() && args.work_items <= kFewRows && static_cast<std::int64_t>(l.grid) * 2 <= devices()[device_].sm_count)
+      for (std::size_t i = 0; i < few_rows_.size(); ++i)
+        if (args.work_items <= kFewRowsTiles[i][0]) return few_rows_[i]->get().launch(args);
     // in clusters, both GpuLaunch's grid and the persistent cap are whole clusters
     if (persistent_grid_ > 0 && l.grid > persistent_grid_) l.grid = persistent_grid_;
     make_current(device_);
@@ -177,7 +219,8 @@ class CudaKernel final : public LoadedKernel {
   CUfunction fn_;
   LaunchShape shape_;
   int device_;
-  std::unique_ptr<Fallback> fallback_;
+  std::unique_ptr<Fallback> fallback_;  // launches the copy engine cannot take
+  std::vector<std::unique_ptr<Fallback>> few_rows_;  // launches of few rows, by kFewRowsTiles (few_rows_routes)
   unsigned persistent_grid_ = 0;
   int max_split_k_ = 1;  // the largest cluster this kernel runs in, where its plan lets a tile's K be split
 };
@@ -241,8 +284,10 @@ class CudaDriver final : public BackendDriver {
       fallback->kernel = unit.kernel;
       fallback->params = unit.params;
       fallback->target = target;
+      fallback->why = "a matrix the copy engine cannot take (not 16-byte aligned, empty, or 2^31 or more rows or columns) (" +
+                      unit.params.to_string() + ")";
     }
-    return std::make_shared<CudaKernel>(fn, unit.shape, target.device, std::move(fallback));
+    return std::make_shared<CudaKernel>(fn, unit.shape, target.device, std::move(fallback), few_rows_routes(unit, target));
   }
 
  private:

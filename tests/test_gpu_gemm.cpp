@@ -223,6 +223,33 @@ TEST_CASE("GPU gemm with few tiles splits K over a cluster's blocks and matches 
   CHECK(gemm_error<jit::bfloat16>(h, "cuda", {7, 333, 1500, 8, 1, 0}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
 }
 
+TEST_CASE("GPU gemm on cuda-sm90a's default tiles runs few rows through the generic split tile, and matches", "[gpu][gemm]") {
+  if (!have_gpu()) return;
+  const auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);
+  const auto impls = jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p));
+  if (std::find(impls.begin(), impls.end(), "cuda-sm90a") == impls.end()) {
+    std::printf("SKIPPED: not a Hopper GPU (no cuda-sm90a)\n");
+    return;
+  }
+  // m <= 64 with few 128 x 256 tiles: the route (16-, 32- or 64-row tiles, K split over clusters; leading
+  // dimensions kept 16-byte aligned, else the copy-engine fallback takes them first); m = 65:
+  // cuda-sm90a itself; explicit tiles: cuda-sm90a itself at every m. Every layout, beta over C and
+  // beta = 0 over poisoned C, an epilogue.
+  const Case cases[] = {{16, 4096, 1024, 0, 1, 0}, {8, 296, 696, 8, 0.5, -1.5}, {30, 1000, 800, 0, 1, 0},
+                        {64, 2000, 513, 0, 1, 0},  {65, 1000, 640, 8, 1, 0.25}};
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
+      for (std::int64_t tm : {0, 128})
+        for (const Case& c : cases) {
+          INFO("a " << (la == Layout::RowMajor ? "row" : "col") << " b " << (lb == Layout::RowMajor ? "row" : "col") << " tile_m " << tm
+                    << " m " << c.m << " n " << c.n << " k " << c.k << " beta " << c.beta);
+          auto q = params(jit::DType::bf16, la, lb);
+          if (tm) q.tile_m = tm, q.tile_n = 256, q.tile_k = 64, q.stages = 4;
+          CHECK(gemm_error<jit::bfloat16>(q, "cuda-sm90a", c) <= tolerance<jit::bfloat16>());
+        }
+  CHECK(gemm_error<jit::bfloat16>(p, "cuda-sm90a", {16, 2048, 1000, 8, 1, 0}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
+}
+
 TEST_CASE("GPU gemm fuses a bias and gelu epilogue in every implementation", "[gpu][gemm][chains]") {
   if (!have_gpu()) return;
   const auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);

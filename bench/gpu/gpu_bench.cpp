@@ -509,6 +509,12 @@ std::vector<GemmCase> gemm_cases() {
       // LLM projections: activations row-major, weights as nn.Linear keeps them (n x k row-major: B column-major)
       {jit::DType::bf16, row, col, {8192, 4096, 4096}},   // prefill
       {jit::DType::bf16, row, col, {16, 4096, 4096}},     // decode: reads the weights; their 32 MB stay in L2 between reps
+      // ... at cuda-sm90a's own tile: default tiles route few rows to the generic text's split tile
+      {jit::DType::bf16, row, col, {16, 4096, 4096}, "", 0, 128, 256, 64, 4},
+      {jit::DType::bf16, row, col, {64, 4096, 4096}},
+      {jit::DType::bf16, row, col, {64, 4096, 4096}, "", 0, 128, 256, 64, 4},
+      {jit::DType::bf16, row, col, {64, 4096, 4096}, "cuda", 0, 16, 128, 64, 4},
+      {jit::DType::bf16, row, col, {32, 4096, 4096}},
       // decode on the generic text: few tiles, so each tile's K is split over a cluster's blocks
       {jit::DType::bf16, row, col, {16, 4096, 4096}, "cuda", 0, 16, 128, 64, 4},
       {jit::DType::bf16, row, col, {16, 4096, 4096}, "cuda", 0, 16, 64, 64, 4},
