@@ -108,13 +108,14 @@ class CudaKernel final : public LoadedKernel {
   Backend backend() const override { return Backend::Cuda; }
   void launch(const ArgPack& args) const override {
     if (args.work_items <= 0 || args.work_columns <= 0) return;
-    if (shape_.tensor_maps && args.matrix_count == 2 && fallback_ &&
-        !(copy_engine_takes(args.matrices[0]) && copy_engine_takes(args.matrices[1])))
-      return fallback_->get().launch(args);
     GpuLaunch l(args, shape_);
+    // few rows first: the generic text the route runs also takes what the copy engine cannot
     if (!few_rows_.empty() && args.work_items <= kFewRows && static_cast<std::int64_t>(l.grid) * 2 <= devices()[device_].sm_count)
       for (std::size_t i = 0; i < few_rows_.size(); ++i)
         if (args.work_items <= kFewRowsTiles[i][0]) return few_rows_[i]->get().launch(args);
+    if (shape_.tensor_maps && args.matrix_count == 2 && fallback_ &&
+        !(copy_engine_takes(args.matrices[0]) && copy_engine_takes(args.matrices[1])))
+      return fallback_->get().launch(args);
     // in clusters, both GpuLaunch's grid and the persistent cap are whole clusters
     if (persistent_grid_ > 0 && l.grid > persistent_grid_) l.grid = persistent_grid_;
     make_current(device_);
