@@ -21,6 +21,7 @@ using namespace cuda;
 
 constexpr const char* kEntrySymbol = "jitk_entry";
 
+// A tiled kernel's tile params; the first four in kFewRowsTiles' order.
 constexpr const char* kTileParams[] = {"tile_m", "tile_n", "tile_k", "stages", "cluster_m"};
 
 // For a kernel that loads through tensor maps: the same kernel in the backend's generic
@@ -46,8 +47,8 @@ struct Fallback {
       Selection s;
       s.implementation = generic.name;
       loaded = get_kernel(kernel, p, target, s).kernel;  // throws (and is tried again next time) when it cannot
-      if (warn) log().warn("{}: {}; launches like it run implementation '{}' ({})", kernel, why, generic.name, p.to_string());
-      else log().info("{}: {}; launches like it run implementation '{}' ({})", kernel, why, generic.name, p.to_string());
+      log().log(warn ? spdlog::level::warn : spdlog::level::info, "{}: {}; launches like it run implementation '{}' ({})", kernel,
+                why, generic.name, p.to_string());
     });
     return *loaded;
   }
@@ -71,8 +72,7 @@ std::vector<std::unique_ptr<Fallback>> few_rows_routes(const SourceUnit& unit, c
   const Implementation& generic = generic_implementation(find_kernel(unit.kernel), Backend::Cuda);
   for (const auto& tile : kFewRowsTiles) {
     ParamSet p = unit.params;
-    const char* names[] = {"tile_m", "tile_n", "tile_k", "stages"};
-    for (int i = 0; i < 4; ++i) p.set(names[i], tile[i]);
+    for (int i = 0; i < 4; ++i) p.set(kTileParams[i], tile[i]);
     if (!params_problem(generic, p).empty() || tile_plan(generic, p).max_split_k <= 1) return {};
     auto route = std::make_unique<Fallback>();
     route->kernel = unit.kernel;
@@ -110,7 +110,7 @@ class CudaKernel final : public LoadedKernel {
     if (args.work_items <= 0 || args.work_columns <= 0) return;
     GpuLaunch l(args, shape_);
     // few rows first: the generic text the route runs also takes what the copy engine cannot
-    if (!few_rows_.empty() && args.work_items <= kFewRows && static_cast<std::int64_t>(l.grid) * 2 <= devices()[device_].sm_count)
+    if (!few_rows_.empty() && args.work_items <= kFewRows && leaves_sms_idle(l.grid, devices()[device_].sm_count))
       for (std::size_t i = 0; i < few_rows_.size(); ++i)
         if (args.work_items <= kFewRowsTiles[i][0]) return few_rows_[i]->get().launch(args);
     if (shape_.tensor_maps && args.matrix_count == 2 && fallback_ &&

@@ -44,13 +44,15 @@ struct GpuLaunch {
   void* params[ArgPack::kMaxArgs + 3];
 };
 
+// Whether a launch's tiles alone would leave over half the SMs idle (decode's few rows).
+inline bool leaves_sms_idle(std::int64_t tiles, int sm_count) { return tiles * 2 <= sm_count; }
+
 // Blocks to share each tile's K walk (a cluster a tile, shape.max_split_k at most) when the tiles
-// alone would leave over half the SMs idle (decode: 16 x 4096 is 32 tiles of 16 x 128 for 132
-// SMs): as many as fill the SMs, each keeping at least kMinSlicesPerSplit slices of tile_k to
-// pipeline. 1: no split.
+// leave SMs idle (decode: 16 x 4096 is 32 tiles of 16 x 128 for 132 SMs): as many as fill the SMs,
+// each keeping at least kMinSlicesPerSplit slices of tile_k to pipeline. 1: no split.
 inline int split_k_for(std::int64_t tiles, std::int64_t depth, const LaunchShape& shape, int sm_count) {
   constexpr std::int64_t kMinSlicesPerSplit = 4;
-  if (shape.max_split_k <= 1 || tiles <= 0 || depth <= 0 || shape.tile_k <= 0 || tiles * 2 > sm_count) return 1;
+  if (shape.max_split_k <= 1 || tiles <= 0 || depth <= 0 || shape.tile_k <= 0 || !leaves_sms_idle(tiles, sm_count)) return 1;
   const std::int64_t slices = (depth + shape.tile_k - 1) / shape.tile_k;
   const std::int64_t split = std::min<std::int64_t>({shape.max_split_k, sm_count / tiles, slices / kMinSlicesPerSplit});
   return split < 2 ? 1 : static_cast<int>(split);

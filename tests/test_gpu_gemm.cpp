@@ -102,6 +102,14 @@ kernels::Gemm::Params params(jit::DType t, Layout a, Layout b) {
   return p;
 }
 
+// Whether cuda-sm90a takes bf16 gemm here (a Hopper GPU); prints the SKIPPED line when not.
+bool have_hopper() {
+  const auto impls = jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor)));
+  if (std::find(impls.begin(), impls.end(), "cuda-sm90a") != impls.end()) return true;
+  std::printf("SKIPPED: not a Hopper GPU (no cuda-sm90a)\n");
+  return false;
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("GPU gemm matches the reference in every implementation, layout and odd size", "[gpu][gemm]", float, jit::half,
@@ -225,12 +233,8 @@ TEST_CASE("GPU gemm with few tiles splits K over a cluster's blocks and matches 
 
 TEST_CASE("GPU gemm on cuda-sm90a's default tiles runs few rows through the generic split tile, and matches", "[gpu][gemm]") {
   if (!have_gpu()) return;
+  if (!have_hopper()) return;
   const auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);
-  const auto impls = jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p));
-  if (std::find(impls.begin(), impls.end(), "cuda-sm90a") == impls.end()) {
-    std::printf("SKIPPED: not a Hopper GPU (no cuda-sm90a)\n");
-    return;
-  }
   // m <= 64 with few 128 x 256 tiles: the route (16-, 32- or 64-row tiles, K split over clusters),
   // taken before the copy-engine fallback (m = 8's leading dimensions, 3 past the minimum, are not
   // 16-byte aligned); m = 65: cuda-sm90a itself; explicit tiles: cuda-sm90a itself at every m (or,
@@ -262,12 +266,8 @@ TEST_CASE("GPU gemm fuses a bias and gelu epilogue in every implementation", "[g
 
 TEST_CASE("GPU gemm on matrices the copy engine cannot take runs the generic text, with a warning", "[gpu][gemm]") {
   if (!have_gpu()) return;
+  if (!have_hopper()) return;
   const auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);
-  const auto impls = jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p));
-  if (std::find(impls.begin(), impls.end(), "cuda-sm90a") == impls.end()) {
-    std::printf("SKIPPED: not a Hopper GPU (no cuda-sm90a)\n");
-    return;
-  }
   // lda = 333: rows not 16-byte aligned; the default selection picks cuda-sm90a
   for (const Case& c : {Case{40, 50, 333, 0, 1, 0}, Case{129, 65, 77, 1, 1, 0.5}}) {
     INFO("m " << c.m << " n " << c.n << " k " << c.k << " pad " << c.pad);
