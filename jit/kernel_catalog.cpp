@@ -144,7 +144,15 @@ TilePlan cuda_tile_plan(const ParamSet& p, bool a_row, bool b_row, std::int64_t 
   const auto padded = [&](std::int64_t n) { return f32 ? n + (36 - n % 32) % 32 : n + 16 / elem; };
   const std::int64_t a_tile = f32 ? tk * padded(tm) : a_row ? tm * padded(tk) : tk * padded(tm);
   const std::int64_t b_tile = f32 ? tk * padded(tn) : b_row ? tk * padded(tn) : tn * padded(tk);
-  const std::int64_t pipeline = stages * (a_tile + b_tile) * elem;
+  // `stages` slots an operand, but where f32 transposes one (A row-major, B column-major) through
+  // stages - 1 buffers of its slice and two slots: where the slice divides into whole warps' 16 x 32
+  // units (kernel_sources/gemm.cu, SmemTranspose and stageable()).
+  const auto region = [&](bool transposed, std::int64_t outer, std::int64_t slot) {
+    const bool staged = f32 && transposed && threads % 32 == 0 && outer % 16 == 0 && tk % 32 == 0 &&
+                        (outer / 16 * (tk / 32)) % (threads / 32) == 0;
+    return staged ? (stages - 1) * outer * tk + 2 * slot : stages * slot;
+  };
+  const std::int64_t pipeline = (region(a_row, tm, a_tile) + region(!b_row, tn, b_tile)) * elem;
   const std::int64_t staging = f32 ? 0 : tm * (tn + 4) * 4;
   TilePlan plan{"", static_cast<int>(threads), std::max(pipeline, staging), tm, tn, tk};
   if (plan.shared_bytes > kMaxSharedBytes)

@@ -22,9 +22,10 @@
 //              column blocks) from TN = 256, with FMAs. Both slices are kept as rows of K ([TK][TM],
 //              [TK][TN], rows padded to 4 mod 32 words) so a thread reads the 8 + 8 (8 + 16) values
 //              of a k with four (six) 16-byte loads: a row-major A (column-major B) is transposed
-//              on the way in, through registers where the tile allows (16-byte loads a slice
-//              ahead, 16-byte stores after the FMAs: StagedTranspose), else by 4-byte cp.async
-//              copies zero-filled past the edges, a warp taking 4 rows x 8 elements.
+//              on the way in, through a buffer of each thread's own where the tile allows (16-byte
+//              cp.async a slice ahead, 16-byte loads and stores after the FMAs: SmemTranspose),
+//              else by 4-byte cp.async copies zero-filled past the edges, a warp taking 4 rows x 8
+//              elements.
 // gemm's blocks run in groups of 8 tile rows so neighbouring blocks share A and B in L2.
 #include "jitk_gpu.h"
 #if !JITK_DTYPE_F32
@@ -93,9 +94,6 @@ constexpr bool A_T = false, B_T = false;
 constexpr int padded(int n) { return sizeof(T) == 4 ? n + (36 - n % 32) % 32 : n + V; }
 constexpr int A_OUTER = A_T ? A_G_INNER : A_G_OUTER, A_INNER = A_T ? A_G_OUTER : A_G_INNER, A_LD = padded(A_INNER);
 constexpr int B_OUTER = B_T ? B_G_INNER : B_G_OUTER, B_INNER = B_T ? B_G_OUTER : B_G_INNER, B_LD = padded(B_INNER);
-constexpr int A_ELEMS = A_OUTER * A_LD, B_ELEMS = B_OUTER * B_LD;
-constexpr int PIPELINE_BYTES = STAGES * (A_ELEMS + B_ELEMS) * (int)sizeof(T);
-static_assert(PIPELINE_BYTES <= JITK_SHARED_BYTES, "gemm.cu: the slices need more shared memory than the host planned");
 
 __device__ inline void cp_async16(void* smem, const void* gmem, int src_bytes) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -184,26 +182,42 @@ struct Slice {
 
 // A slice into shared memory by cp.async, as it lies in global memory or transposed (TRANS); it lands
 // with its commit group, so there is nothing to put.
+// The copiers: fetch(t, slice) starts slice t's copies, put(t) finishes them (after the FMAs of
+// slice t - 1, with slice t's copy group waited for), at(t) is where the FMAs read slice t; ELEMS is
+// the shared memory each takes.
 template <bool TRANS, int OUTER, int INNER, int LD>
-struct AsyncCopy {
-  __device__ void fetch(T* s, const Slice& sl) {
-    if constexpr (TRANS) load_slice_t<OUTER, INNER, LD>(s, sl.g, sl.ld, sl.o0, sl.i0, sl.outer_lim, sl.inner_lim);
-    else load_slice<OUTER, INNER, LD>(s, sl.g, sl.ld, sl.o0, sl.i0, sl.outer_lim, sl.inner_lim, sl.vec);
+struct AsyncCopy {  // STAGES slots of the slice as it lies in global memory, or transposed (TRANS)
+  static constexpr int SLOT = (TRANS ? INNER : OUTER) * LD, ELEMS = STAGES * SLOT;
+  T* base;
+  __device__ explicit AsyncCopy(T* region) : base(region) {}
+  __device__ T* at(i64 t) const { return base + (t % STAGES) * SLOT; }
+  __device__ void fetch(i64 t, const Slice& sl) {
+    if constexpr (TRANS) load_slice_t<OUTER, INNER, LD>(at(t), sl.g, sl.ld, sl.o0, sl.i0, sl.outer_lim, sl.inner_lim);
+    else load_slice<OUTER, INNER, LD>(at(t), sl.g, sl.ld, sl.o0, sl.i0, sl.outer_lim, sl.inner_lim, sl.vec);
   }
-  __device__ void put(T*) const {}
+  __device__ void put(i64) const {}
 };
 
-// f32's transposed slice through registers: fetch reads 4 x 4 blocks (4 rows of 4 elements, 16-byte
-// loads) a slice ahead, put writes each block's 4 columns as 16-byte rows of the [INNER][OUTER] slot,
-// after the current slice's FMAs have hidden the loads (the 4-byte cp.async transposition spent 16
-// copies a thread a slice; f32 row-major A on the H100: 0.85 of cuBLAS). A warp takes 16 rows x 32
-// elements: each row's 128 bytes whole, and in each quarter warp 2 columns of blocks x 4 of rows,
-// 8 distinct 4-bank groups of the stores with LD = 4 mod 32 words.
+// f32's transposed slice through buffers of the thread's own: fetch copies 4 x 4 blocks (4 rows of
+// 4 elements, 16-byte cp.async) STAGES - 1 slices ahead into a ring of STAGES - 1 buffers, like the
+// slots of an operand copied as it is; put writes slice t's blocks' 4 columns as 16-byte rows of
+// one of two [INNER][OUTER] slots after slice t - 1's FMAs. Nothing lives in registers across the
+// FMAs (blocks staged in registers spilled past 2 a thread, so row-major A and column-major B could
+// not both be), and the copies have as long to land as the other operand's (with one buffer, put
+// waited for copies issued one slice before: row-major A column-major B on the H100 stalled 5% of
+// its time there; 4-byte cp.async transposition cost f32 5% too). A warp takes 16 rows x 32
+// elements: each row's 128 bytes whole, and in each quarter warp 2 columns of blocks x 4 of rows, 8
+// distinct 4-bank groups of the stores with LD = 4 mod 32 words. A buffer is [BLOCKS][4][THREADS]
+// 16-byte rows: a warp's reads and copies of it are 512 contiguous bytes.
 template <int OUTER, int INNER, int LD>
-struct StagedTranspose {
+struct SmemTranspose {
   static constexpr int WARPS = THREADS / 32, UNITS = OUTER / 16 * (INNER / 32), BLOCKS = UNITS / WARPS;
+  static constexpr int RAW = OUTER * INNER, SLOT = INNER * LD, ELEMS = (STAGES - 1) * RAW + 2 * SLOT;
   static_assert(OUTER % 16 == 0 && INNER % 32 == 0 && UNITS % WARPS == 0 && LD % 32 == 4, "gemm.cu: a staged slice it cannot copy");
-  float4 v[BLOCKS][4];
+  static_assert(BLOCKS * 16 * THREADS == RAW, "gemm.cu: a staging buffer holds the slice");
+  T* slots;  // then the buffers
+  __device__ explicit SmemTranspose(T* region) : slots(region) {}
+  __device__ T* at(i64 t) const { return slots + (t % 2) * SLOT; }
   __device__ static int row(int b) {  // the block's first row in the slice
     const int lane = threadIdx.x % 32, unit = threadIdx.x / 32 + b * WARPS;
     return unit % (OUTER / 16) * 16 + (lane / 2) % 4 * 4;
@@ -212,16 +226,20 @@ struct StagedTranspose {
     const int lane = threadIdx.x % 32, unit = threadIdx.x / 32 + b * WARPS;
     return unit / (OUTER / 16) * 32 + ((lane / 8) * 2 + lane % 2) * 4;
   }
-  __device__ void fetch(T*, const Slice& sl) {
+  __device__ T* mine(i64 t, int b, int i) const {
+    return slots + 2 * SLOT + (t % (STAGES - 1)) * RAW + ((b * 4 + i) * THREADS + threadIdx.x) * 4;
+  }
+  __device__ void fetch(i64 t, const Slice& sl) {
     if (sl.vec && sl.o0 + OUTER <= sl.outer_lim && sl.i0 + INNER <= sl.inner_lim) {
 #pragma unroll
       for (int b = 0; b < BLOCKS; ++b) {
         const T* src = sl.g + (sl.o0 + row(b)) * sl.ld + sl.i0 + inner(b);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) v[b][i] = *reinterpret_cast<const float4*>(src + i * sl.ld);
+        for (int i = 0; i < 4; ++i) cp_async16(mine(t, b, i), src + i * sl.ld, 16);
       }
       return;
     }
+    // The edges (and unaligned matrices): element loads, zeros past the limits, stored as they are.
 #pragma unroll
     for (int b = 0; b < BLOCKS; ++b)
 #pragma unroll
@@ -230,43 +248,39 @@ struct StagedTranspose {
         float e[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) e[j] = go < sl.outer_lim && gi + j < sl.inner_lim ? sl.g[go * sl.ld + gi + j] : 0.f;
-        v[b][i] = make_float4(e[0], e[1], e[2], e[3]);
+        *reinterpret_cast<float4*>(mine(t, b, i)) = make_float4(e[0], e[1], e[2], e[3]);
       }
   }
-  __device__ void put(T* s) const {
+  __device__ void put(i64 t) const {  // only this thread reads its buffers: no barrier
 #pragma unroll
     for (int b = 0; b < BLOCKS; ++b) {
-      T* dst = s + inner(b) * LD + row(b);
-      *reinterpret_cast<float4*>(dst) = make_float4(v[b][0].x, v[b][1].x, v[b][2].x, v[b][3].x);
-      *reinterpret_cast<float4*>(dst + LD) = make_float4(v[b][0].y, v[b][1].y, v[b][2].y, v[b][3].y);
-      *reinterpret_cast<float4*>(dst + 2 * LD) = make_float4(v[b][0].z, v[b][1].z, v[b][2].z, v[b][3].z);
-      *reinterpret_cast<float4*>(dst + 3 * LD) = make_float4(v[b][0].w, v[b][1].w, v[b][2].w, v[b][3].w);
+      float4 v[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v[i] = *reinterpret_cast<const float4*>(mine(t, b, i));
+      T* dst = at(t) + inner(b) * LD + row(b);
+      *reinterpret_cast<float4*>(dst) = make_float4(v[0].x, v[1].x, v[2].x, v[3].x);
+      *reinterpret_cast<float4*>(dst + LD) = make_float4(v[0].y, v[1].y, v[2].y, v[3].y);
+      *reinterpret_cast<float4*>(dst + 2 * LD) = make_float4(v[0].z, v[1].z, v[2].z, v[3].z);
+      *reinterpret_cast<float4*>(dst + 3 * LD) = make_float4(v[0].w, v[1].w, v[2].w, v[3].w);
     }
   }
 };
 
-// How an operand's slices reach shared memory: staged through registers where the slice is
-// transposed and the tile divides into the warps' 16 x 32 units, else by cp.async. The staged
-// registers live through a slice's FMAs beside the accumulators: at most STAGED_BLOCKS blocks a
-// thread in all (3 spilled at 128x256x32), the operand with more first, and none under a cap of
-// 128 registers (two blocks an SM of 256 threads: 128x128 spilled).
-constexpr int REGISTER_CAP = 65536 / (THREADS * MIN_BLOCKS);
-constexpr int STAGED_BLOCKS = REGISTER_CAP >= 192 ? 2 : 0;
+// How an operand's slices reach shared memory: a transposed slice through SmemTranspose where it
+// divides into whole warps' 16 x 32 units, else by cp.async.
 template <bool TRANS, int OUTER, int INNER>
-constexpr int staged_blocks() {  // a thread's blocks if the slice can be staged, else 0
-  return TRANS && OUTER % 16 == 0 && INNER % 32 == 0 && (OUTER / 16 * (INNER / 32)) % (THREADS / 32) == 0
-             ? OUTER / 16 * (INNER / 32) / (THREADS / 32)
-             : 0;
+constexpr bool stageable() {
+  return TRANS && THREADS % 32 == 0 && OUTER % 16 == 0 && INNER % 32 == 0 && (OUTER / 16 * (INNER / 32)) % (THREADS / 32) == 0;
 }
-constexpr int A_BLOCKS = staged_blocks<A_T, A_G_OUTER, A_G_INNER>(), B_BLOCKS = staged_blocks<B_T, B_G_OUTER, B_G_INNER>();
-constexpr bool STAGE_B = B_BLOCKS > 0 && B_BLOCKS <= STAGED_BLOCKS && B_BLOCKS >= A_BLOCKS;
-constexpr bool STAGE_A = A_BLOCKS > 0 && A_BLOCKS + (STAGE_B ? B_BLOCKS : 0) <= STAGED_BLOCKS;
 template <bool STAGED, bool TRANS, int OUTER, int INNER, int LD> struct PickCopy { using type = AsyncCopy<TRANS, OUTER, INNER, LD>; };
 template <bool TRANS, int OUTER, int INNER, int LD> struct PickCopy<true, TRANS, OUTER, INNER, LD> {
-  using type = StagedTranspose<OUTER, INNER, LD>;
+  using type = SmemTranspose<OUTER, INNER, LD>;
 };
-using CopyA = typename PickCopy<STAGE_A, A_T, A_G_OUTER, A_G_INNER, A_LD>::type;
-using CopyB = typename PickCopy<STAGE_B, B_T, B_G_OUTER, B_G_INNER, B_LD>::type;
+using CopyA = typename PickCopy<stageable<A_T, A_G_OUTER, A_G_INNER>(), A_T, A_G_OUTER, A_G_INNER, A_LD>::type;
+using CopyB = typename PickCopy<stageable<B_T, B_G_OUTER, B_G_INNER>(), B_T, B_G_OUTER, B_G_INNER, B_LD>::type;
+// A's region, then B's (the host's plan counts them the same way).
+static_assert((CopyA::ELEMS + CopyB::ELEMS) * (int)sizeof(T) <= JITK_SHARED_BYTES,
+              "gemm.cu: the slices need more shared memory than the host planned");
 
 // The slices a tile walks: slices(t, sa, sb) says where slice t of A and of B lies.
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
@@ -444,28 +458,50 @@ struct Accumulators {
   }
   __device__ static int row(int ty, int i) { return (i < 4 ? 0 : TM / 2) + ty * 4 + (i & 3); }
   __device__ static int col(int tx, int j) { return (j / 4) * (TN / CG) + tx * 4 + (j & 3); }
-  // Unrolled by 8, not TK: a fully unrolled slice (TK x (8 * RN + 2 + CG) instructions) outgrows
-  // the instruction cache.
+  __device__ static void load(float (&av)[8], float (&bv)[RN], const float* sa, const float* sb, int k) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float4 x = *reinterpret_cast<const float4*>(sa + k * A_LD + h * (TM / 2));
+      av[h * 4] = x.x, av[h * 4 + 1] = x.y, av[h * 4 + 2] = x.z, av[h * 4 + 3] = x.w;
+    }
+#pragma unroll
+    for (int g = 0; g < CG; ++g) {
+      const float4 y = *reinterpret_cast<const float4*>(sb + k * B_LD + g * (TN / CG));
+      bv[g * 4] = y.x, bv[g * 4 + 1] = y.y, bv[g * 4 + 2] = y.z, bv[g * 4 + 3] = y.w;
+    }
+  }
+  __device__ void fma(const float (&av)[8], const float (&bv)[RN]) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+  }
+  // With a block an SM (255 registers) and neither operand transposed, k + 1's values are read
+  // while k's FMAs run (two register sets: A column-major B row-major on the H100 0.885 -> 0.902 of
+  // cuBLAS; A row-major B row-major lost as much, 0.887 -> 0.874); two blocks an SM (128 registers)
+  // have no room for them (128x128x16 spilled). Unrolled by 8, not TK: a fully unrolled slice
+  // (TK x (8 * RN + 2 + CG) instructions) outgrows the instruction cache.
+  static constexpr bool DOUBLE_BUFFER = MIN_BLOCKS == 1 && !A_T && !B_T;
   __device__ void multiply(const float* sa, const float* sb) {
     if (WORKERS < THREADS && threadIdx.x >= WORKERS) return;
     sa += ty * 4, sb += tx * 4;
+    if constexpr (!DOUBLE_BUFFER) {
 #pragma unroll 8
-    for (int k = 0; k < TK; ++k) {
-      float av[8], bv[RN];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float4 x = *reinterpret_cast<const float4*>(sa + k * A_LD + h * (TM / 2));
-        av[h * 4] = x.x, av[h * 4 + 1] = x.y, av[h * 4 + 2] = x.z, av[h * 4 + 3] = x.w;
+      for (int k = 0; k < TK; ++k) {
+        float av[8], bv[RN];
+        load(av, bv, sa, sb, k);
+        fma(av, bv);
       }
-#pragma unroll
-      for (int g = 0; g < CG; ++g) {
-        const float4 y = *reinterpret_cast<const float4*>(sb + k * B_LD + g * (TN / CG));
-        bv[g * 4] = y.x, bv[g * 4 + 1] = y.y, bv[g * 4 + 2] = y.z, bv[g * 4 + 3] = y.w;
-      }
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+      return;
+    }
+    float av[2][8], bv[2][RN];
+    load(av[0], bv[0], sa, sb, 0);
+#pragma unroll 4
+    for (int k = 0; k < TK; k += 2) {
+      load(av[1], bv[1], sa, sb, k + 1);
+      fma(av[0], bv[0]);
+      if (k + 2 < TK) load(av[0], bv[0], sa, sb, k + 2);
+      fma(av[1], bv[1]);
     }
   }
   // From registers; a split tile's sums are staged (16-byte rows of 4 columns) and summed over the
@@ -498,40 +534,42 @@ struct Accumulators {
 };
 #endif
 
-// The K walk: STAGES - 1 slices in flight while one is multiplied. A staged operand's slice is put
-// into its slot after the multiply: the slot (kt - 1's) is free from the barrier on, and the
-// barriers of the slices between make it visible before it is multiplied.
-__device__ inline void run_tile(const Walk& walk, i64 first, i64 slices, T* sa, T* sb, Accumulators& acc) {
-  CopyA copy_a;
-  CopyB copy_b;
+// The K walk: STAGES - 1 slices in flight while one is multiplied (a copy group each). A staged
+// operand's slice t + 1 is put after slice t's FMAs: its group has landed (the wait), its slot
+// (t - 1's) is free from the barrier on, and the next barrier makes it visible.
+__device__ inline void run_tile(const Walk& walk, i64 first, i64 slices, T* smem, Accumulators& acc) {
+  CopyA copy_a(smem);
+  CopyB copy_b(smem + CopyA::ELEMS);
   Slice slice_a, slice_b;
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
     if (st < slices) {
       walk.slices(first + st, slice_a, slice_b);
-      copy_a.fetch(sa + st * A_ELEMS, slice_a);
-      copy_b.fetch(sb + st * B_ELEMS, slice_b);
-      copy_a.put(sa + st * A_ELEMS);
-      copy_b.put(sb + st * B_ELEMS);
+      copy_a.fetch(st, slice_a);
+      copy_b.fetch(st, slice_b);
     }
     cp_async_commit();
   }
+  if (slices > 0) {
+    cp_async_wait<STAGES - 2>();  // slice 0's group
+    copy_a.put(0);
+    copy_b.put(0);
+  }
   for (i64 kt = 0; kt < slices; ++kt) {
     cp_async_wait<STAGES - 2>();  // slice kt has landed
-    __syncthreads();              // ... for every thread, and slice kt - 1's slot is free
+    __syncthreads();              // ... for every thread, and slice kt - 1's slots are free
     const i64 next = kt + STAGES - 1;
-    T* next_a = sa + (next % STAGES) * A_ELEMS;
-    T* next_b = sb + (next % STAGES) * B_ELEMS;
     if (next < slices) {
       walk.slices(first + next, slice_a, slice_b);
-      copy_a.fetch(next_a, slice_a);
-      copy_b.fetch(next_b, slice_b);
+      copy_a.fetch(next, slice_a);
+      copy_b.fetch(next, slice_b);
     }
     cp_async_commit();
-    acc.multiply(sa + (kt % STAGES) * A_ELEMS, sb + (kt % STAGES) * B_ELEMS);
-    if (next < slices) {
-      copy_a.put(next_a);
-      copy_b.put(next_b);
+    acc.multiply(copy_a.at(kt), copy_b.at(kt));
+    if (kt + 1 < slices) {
+      cp_async_wait<STAGES - 2>();  // slice kt + 1's group
+      copy_a.put(kt + 1);
+      copy_b.put(kt + 1);
     }
   }
   cp_async_wait<0>();
@@ -553,14 +591,13 @@ JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T
   const int* rows_by_count = by_col + nnz;
   const int* cols_by_count = rows_by_count + block_rows;
   (void)rows_by_count, (void)cols_by_count;
-  T* sa = reinterpret_cast<T*>(jitk_smem);
-  T* sb = sa + STAGES * A_ELEMS;
+  T* smem = reinterpret_cast<T*>(jitk_smem);
   Accumulators acc;
 #if JITK_OP_BACKWARD_WEIGHT
   const int id = blockIdx.x;  // one block of dW
   const Walk walk{a, b, M, lda, ldb, K, N, nullptr, nullptr, 0, 0, row_of[id], col_of[id],
                   jitk::aligned16(a) && lda % V == 0, jitk::aligned16(b) && ldb % V == 0};
-  run_tile(walk, 0, (M + TK - 1) / TK, sa, sb, acc);
+  run_tile(walk, 0, (M + TK - 1) / TK, smem, acc);
   acc.store(reinterpret_cast<float*>(jitk_smem), c + static_cast<i64>(id) * BS * BS, BS, BS, BS, 0, 0, alpha, beta, chain);
 #else
   // forward: tile (rows m0.., block column j) over column j's blocks; backward_input: tile (rows
@@ -584,7 +621,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T
                   jitk::aligned16(b)};
   const i64 out_cols = K;
 #endif
-  run_tile(walk, 0, slices, sa, sb, acc);
+  run_tile(walk, 0, slices, smem, acc);
   acc.store(reinterpret_cast<float*>(jitk_smem), c, M, out_cols, ldc, m0, j * BS, alpha, beta, chain);
 #endif
 }
@@ -603,8 +640,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T
   // launch may have: the blocks past the tiles have nothing to do.
   if (bid >= tiles_m * tiles_n) return;
   const i64 m0 = (first + (bid % per_group) % in_group) * TM, n0 = (bid % per_group) / in_group * TN;
-  T* sa = reinterpret_cast<T*>(jitk_smem);
-  T* sb = sa + STAGES * A_ELEMS;
+  T* smem = reinterpret_cast<T*>(jitk_smem);
   const Walk walk{a, b, M, N, K, lda, ldb, m0, n0, jitk::aligned16(a) && lda % V == 0, jitk::aligned16(b) && ldb % V == 0};
   Accumulators acc;
   const i64 slices = (K + TK - 1) / TK;
@@ -613,7 +649,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T
     from = rank * slices / split;
     count = (rank + 1) * slices / split - from;
   }
-  run_tile(walk, from, count, sa, sb, acc);
+  run_tile(walk, from, count, smem, acc);
   acc.store(reinterpret_cast<float*>(jitk_smem), c, M, N, ldc, m0, n0, alpha, beta, chain, split, rank);
 }
 #endif

@@ -1,6 +1,8 @@
 // The CUDA backend: NVRTC as its compiler, modules loaded and launched through the driver API.
 #include <algorithm>
 #include <map>
+#include <string>
+#include <variant>
 #include <mutex>
 #include <vector>
 
@@ -55,24 +57,31 @@ struct Fallback {
 };
 
 // The generic text's tiles for few rows (tile_m = 16, 32, 64: the first that holds the launch's
-// rows), whose K its launch splits over a cluster (sm_90) where they are few.
+// rows), whose K its launch splits over a cluster (sm_90) where they are few; f32 walks K 32 at a
+// time (kFewRowsF32K: its slices are twice the bytes).
 constexpr std::int64_t kFewRowsTiles[][4] = {{16, 128, 64, 4}, {32, 128, 64, 4}, {64, 128, 64, 4}};  // m, n, k, stages
+constexpr std::int64_t kFewRowsF32K = 32;
 constexpr std::int64_t kFewRows = 64;  // rows at most of a launch the few-rows route takes
 
-// A tensor-map (Hopper) text at its default tiles runs launches of few rows whose tiles would leave
-// over half the SMs idle (decode: 16 x 4096 is 16 of its 128 x 256 tiles for 132 SMs, 0.29-0.43 of
-// cuBLAS on the H100) through the generic text's few-rows tiles with K split over clusters (0.95-1.2):
-// one route a tile, compiled at its first use; none where that text cannot split, or where the
-// caller chose tiles.
+// A gemm text at its default tiles (the tensor-map Hopper text's, or the generic text's own) runs
+// launches of few rows whose tiles would leave over half the SMs idle (decode: 16 x 4096 is 16 of
+// a 128 x 256 tile for 132 SMs: bf16 on cuda-sm90a 0.29-0.43 of cuBLAS on the H100, f32 on the
+// generic text 0.07) through the generic text's few-rows tiles with K split over clusters (bf16
+// 0.95-1.2, f32 0.55-0.75): one route a tile, compiled at its first use; none where that text cannot
+// split, or where the caller chose tiles.
 std::vector<std::unique_ptr<Fallback>> few_rows_routes(const SourceUnit& unit, const Target& target) {
   std::vector<std::unique_ptr<Fallback>> routes;
-  if (!unit.shape.tensor_maps || !unit.params.find("tile_m") || !unit.params.find("tile_n")) return routes;
+  if (!unit.params.find("tile_m") || !unit.params.find("tile_n")) return routes;
   for (const char* tile : kTileParams)
     if (const ParamValue* v = unit.params.find(tile); v && std::get<std::int64_t>(*v) != 0) return routes;
   const Implementation& generic = generic_implementation(find_kernel(unit.kernel), Backend::Cuda);
+  if (!unit.shape.tensor_maps && unit.implementation != generic.name) return routes;
+  const ParamValue* dtype = unit.params.find("dtype");
+  const bool f32 = dtype && std::holds_alternative<std::string>(*dtype) && std::get<std::string>(*dtype) == "f32";
   for (const auto& tile : kFewRowsTiles) {
     ParamSet p = unit.params;
     for (int i = 0; i < 4; ++i) p.set(kTileParams[i], tile[i]);
+    if (f32) p.set("tile_k", kFewRowsF32K);
     if (!params_problem(generic, p).empty() || tile_plan(generic, p).max_split_k <= 1) return {};
     auto route = std::make_unique<Fallback>();
     route->kernel = unit.kernel;

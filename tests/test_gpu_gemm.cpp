@@ -254,6 +254,25 @@ TEST_CASE("GPU gemm on cuda-sm90a's default tiles runs few rows through the gene
   CHECK(gemm_error<jit::bfloat16>(p, "cuda-sm90a", {16, 2048, 1000, 8, 1, 0}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
 }
 
+TEST_CASE("GPU gemm on the generic text's default tiles runs few rows through its split tiles, and matches", "[gpu][gemm]") {
+  if (!have_gpu()) return;
+  // f32 (the generic text is its only GPU implementation) and bf16 asked of 'cuda': m <= 64 with few
+  // default tiles routes to the 16-, 32- or 64-row tiles (K split over clusters on sm_90, f32's
+  // 32 a slice); m = 65 and explicit tiles run as asked. Every layout, beta over C and over poisoned C.
+  const Case cases[] = {{16, 4096, 1024, 0, 1, 0}, {8, 296, 696, 3, 0.5, -1.5}, {30, 1000, 800, 0, 1, 0},
+                        {64, 2000, 513, 0, 1, 0},  {65, 1000, 640, 8, 1, 0.25}};
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
+      for (const Case& c : cases) {
+        INFO("a " << (la == Layout::RowMajor ? "row" : "col") << " b " << (lb == Layout::RowMajor ? "row" : "col") << " m " << c.m
+                  << " n " << c.n << " k " << c.k << " beta " << c.beta);
+        CHECK(gemm_error<float>(params(jit::DType::f32, la, lb), "cuda", c) <= tolerance<float>());
+        CHECK(gemm_error<jit::bfloat16>(params(jit::DType::bf16, la, lb), "cuda", c) <= tolerance<jit::bfloat16>());
+      }
+  CHECK(gemm_error<float>(params(jit::DType::f32, Layout::RowMajor, Layout::ColMajor), "cuda", {16, 2048, 1000, 8, 1, 0},
+                          "add_vec>gelu") <= tolerance<float>());
+}
+
 TEST_CASE("GPU gemm fuses a bias and gelu epilogue in every implementation", "[gpu][gemm][chains]") {
   if (!have_gpu()) return;
   const auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);
