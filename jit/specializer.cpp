@@ -72,6 +72,7 @@ LaunchShape tile_shape(const Implementation& impl, const ParamSet& params) {
   shape.blocks_per_sm = plan.blocks_per_sm;
   shape.cluster = plan.cluster;
   shape.max_split_k = plan.max_split_k;
+  shape.stream_k = plan.stream_k;
   return shape;
 }
 
@@ -175,6 +176,7 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
     if (tiled) prelude << "#define JITK_SHARED_BYTES " << unit.shape.shared_bytes << "\n";
     if (tiled && unit.shape.blocks_per_sm > 0) prelude << "#define JITK_BLOCKS_PER_SM " << unit.shape.blocks_per_sm << "\n";
     if (tiled && unit.shape.max_split_k > 1) prelude << "#define JITK_MAX_SPLIT_K " << unit.shape.max_split_k << "\n";
+    if (tiled && unit.shape.stream_k) prelude << "#define JITK_STREAM_K 1\n";
     if (impl.layout.kind == GpuLayout::Kind::WarpPerRow)
       prelude << "#define JITK_ROWS_PER_BLOCK " << unit.shape.items_per_block << "\n";
     prelude << "#include \"" << kGpuHeaders[0] << "\"  // defines the 16-bit types T may name\n";
@@ -223,6 +225,7 @@ std::string describe_launch(const Implementation& impl, const ParamSet& params) 
     if (stages) out += " " + std::to_string(std::get<std::int64_t>(*stages)) + " st";
     if (plan.cluster > 1) out += ", clusters of " + std::to_string(plan.cluster);
     if (plan.max_split_k > 1) out += ", K split <= " + std::to_string(plan.max_split_k);
+    if (plan.stream_k) out += ", stream-K tail";
     return out + ", " + std::to_string(plan.threads) + " thr";
   }
   if (impl.backend == Backend::Cpu) return "all cores";

@@ -28,6 +28,7 @@ struct LaunchShape {
   int blocks_per_sm = 0;  // persistent: the grid is at most this many blocks per SM
   int cluster = 1;        // blocks a cluster (along x)
   int max_split_k = 1;    // blocks that may share a tile's K walk in one cluster, chosen at launch (TilePlan)
+  bool stream_k = false;  // the last wave's tiles may be finished stream-K, chosen at launch (TilePlan)
 };
 
 struct SourceUnit {

@@ -26,7 +26,8 @@
 //              cp.async a slice ahead, 16-byte loads and stores after the FMAs: SmemTranspose),
 //              else by 4-byte cp.async copies zero-filled past the edges, a warp taking 4 rows x 8
 //              elements.
-// gemm's blocks run in groups of 8 tile rows so neighbouring blocks share A and B in L2.
+// gemm's blocks run in groups of 8 tile rows so neighbouring blocks share A and B in L2; where the
+// tiles end in a partial wave, its tiles are finished stream-K (JITK_STREAM_K, below).
 #include "jitk_gpu.h"
 #if !JITK_DTYPE_F32
 #include <mma.h>
@@ -415,6 +416,17 @@ struct Accumulators {
         for (int j = 0; j < FN; ++j) wmma::mma_sync(f[i][j], fa[i], fb[j], f[i][j]);
     }
   }
+  // Every accumulator of this thread with its index (stream-K's partial sums: the same fragment
+  // elements in every block).
+  static constexpr int COUNT = FM * FN * FragC::num_elements;
+  template <class F> __device__ void each(F&& visit) {
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+      for (int j = 0; j < FN; ++j)
+#pragma unroll
+        for (int e = 0; e < FragC::num_elements; ++e) visit((i * FN + j) * FragC::num_elements + e, f[i][j].x[e]);
+  }
   // Through shared memory (the fragments' element order is the hardware's), then coalesced rows;
   // a split tile's rows summed over the cluster's blocks.
   __device__ void store(float* staging, T* __restrict__ c, i64 M, i64 N, i64 ldc, i64 m0, i64 n0, float alpha, float beta,
@@ -503,6 +515,14 @@ struct Accumulators {
       if (k + 2 < TK) load(av[0], bv[0], sa, sb, k + 2);
       fma(av[1], bv[1]);
     }
+  }
+  // Every accumulator of this thread with its index (stream-K's partial sums).
+  static constexpr int COUNT = 8 * RN;
+  template <class F> __device__ void each(F&& visit) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int j = 0; j < RN; ++j) visit(i * RN + j, acc[i][j]);
   }
   // From registers; a split tile's sums are staged (16-byte rows of 4 columns) and summed over the
   // cluster's blocks.
@@ -626,24 +646,88 @@ JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T
 #endif
 }
 #else
+// Tile t's origin: tiles in groups of 8 tile rows, column by column within a group, so that
+// neighbouring blocks share A and B in L2.
+__device__ inline void tile_origin(i64 t, i64 tiles_m, i64 tiles_n, i64& m0, i64& n0) {
+  const i64 group = 8, per_group = group * tiles_n;
+  const i64 first = t / per_group * group, in_group = tiles_m - first < group ? tiles_m - first : group;
+  m0 = (first + (t % per_group) % in_group) * TM, n0 = (t % per_group) / in_group * TN;
+}
+
+#if JITK_STREAM_K
+// Stream-K (tiles for M that fills the SMs): the launch's first sk_dp_blocks blocks take a tile
+// each; the rest, at most a wave, walk equal shares of the remaining tiles' K slices, cut at tile
+// ends. A share's piece that starts inside a tile is published (this thread's sums, by index, at
+// sk_work + block * TM * TN, then its flag); the piece holding a tile's first slices -- the end of
+// its block's share, so the pieces after it were published first -- waits for the blocks after
+// it that hold the rest, adds their sums in block order (the same result whatever the timing)
+// and stores the tile. A block waits only on later blocks, which all fit the SMs with it.
+#define JITK_SK_PARAMS , float* __restrict__ sk_work, unsigned* __restrict__ sk_flags, i64 sk_dp_blocks
+static_assert(Accumulators::COUNT * THREADS == TM * TN, "gemm.cu: stream-K's partial sums are a tile of floats a block");
+__device__ inline void sk_publish(Accumulators& acc, float* sums, unsigned* flag) {
+  acc.each([&](int r, float& v) { __stcg(sums + r * THREADS + threadIdx.x, v); });
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flag), "r"(1u) : "memory");
+}
+__device__ inline void sk_add(Accumulators& acc, const float* sums, const unsigned* flag) {
+  if (threadIdx.x == 0) {
+    unsigned ready = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(ready) : "l"(flag) : "memory");
+    } while (!ready);
+    __threadfence();
+  }
+  __syncthreads();
+  acc.each([&](int r, float& v) { v += __ldcg(sums + r * THREADS + threadIdx.x); });
+}
+#else
+#define JITK_SK_PARAMS
+#endif
+
 JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
-                              i64 ldb, float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows) {
+                              i64 ldb, float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows JITK_SK_PARAMS) {
   extern __shared__ __align__(128) unsigned char jitk_smem[];
   const jitk_chain chain{JITK_CHAIN_ARGS};
-  // Tiles in groups of 8 tile rows, column by column within a group; a tile split over a cluster's
-  // blocks (few tiles for the SMs: the launch decides) gives each a share of its K slices.
-  const auto [split, rank] = this_split();
   const i64 tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN;
-  const i64 group = 8, per_group = group * tiles_n, bid = blockIdx.x / split;
-  const i64 first = bid / per_group * group, in_group = tiles_m - first < group ? tiles_m - first : group;
+  const i64 slices = (K + TK - 1) / TK;
+  T* smem = reinterpret_cast<T*>(jitk_smem);
+  const bool a_vec = jitk::aligned16(a) && lda % V == 0, b_vec = jitk::aligned16(b) && ldb % V == 0;
+#if JITK_STREAM_K
+  if (static_cast<i64>(blockIdx.x) >= sk_dp_blocks) {
+    const i64 blocks = gridDim.x - sk_dp_blocks, me = blockIdx.x - sk_dp_blocks;
+    const i64 total = (tiles_m * tiles_n - sk_dp_blocks) * slices;
+    const i64 lo = me * total / blocks, hi = (me + 1) * total / blocks;
+    for (i64 at = lo; at < hi;) {
+      const i64 u = at / slices, start = u * slices, end = start + slices, stop = hi < end ? hi : end;
+      i64 m0, n0;
+      tile_origin(sk_dp_blocks + u, tiles_m, tiles_n, m0, n0);
+      const Walk walk{a, b, M, N, K, lda, ldb, m0, n0, a_vec, b_vec};
+      Accumulators acc;
+      run_tile(walk, at - start, stop - at, smem, acc);
+      if (at > start) {
+        sk_publish(acc, sk_work + me * TM * TN, sk_flags + me);
+      } else {
+        for (i64 q = me + 1; q < blocks && q * total / blocks < end; ++q) sk_add(acc, sk_work + q * TM * TN, sk_flags + q);
+        acc.store(reinterpret_cast<float*>(jitk_smem), c, M, N, ldc, m0, n0, alpha, beta, chain);
+      }
+      __syncthreads();  // the next piece's slices reuse the staging's memory
+      at = stop;
+    }
+    return;
+  }
+#endif
+  // A tile split over a cluster's blocks (few tiles for the SMs: the launch decides) gives each a
+  // share of its K slices.
+  const auto [split, rank] = this_split();
+  const i64 bid = blockIdx.x / split;
   // A text built for an older arch than the device's (NVRTC's PTX fallback) never splits, though the
   // launch may have: the blocks past the tiles have nothing to do.
   if (bid >= tiles_m * tiles_n) return;
-  const i64 m0 = (first + (bid % per_group) % in_group) * TM, n0 = (bid % per_group) / in_group * TN;
-  T* smem = reinterpret_cast<T*>(jitk_smem);
-  const Walk walk{a, b, M, N, K, lda, ldb, m0, n0, jitk::aligned16(a) && lda % V == 0, jitk::aligned16(b) && ldb % V == 0};
+  i64 m0, n0;
+  tile_origin(bid, tiles_m, tiles_n, m0, n0);
+  const Walk walk{a, b, M, N, K, lda, ldb, m0, n0, a_vec, b_vec};
   Accumulators acc;
-  const i64 slices = (K + TK - 1) / TK;
   i64 from = 0, count = slices;  // constants where the tile is never split
   if (split > 1) {               // balanced shares: each block floor(slices / split) or one more
     from = rank * slices / split;

@@ -61,6 +61,10 @@ Loaded& loaded() {
     resolve(lib, a.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", optional);
     resolve(lib, a.cuLaunchKernelEx, "cuLaunchKernelEx", optional);
     resolve(lib, a.cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", optional);
+    resolve(lib, a.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", optional);
+    resolve(lib, a.cuMemAllocAsync, "cuMemAllocAsync", optional);
+    resolve(lib, a.cuMemFreeAsync, "cuMemFreeAsync", optional);
+    resolve(lib, a.cuMemsetD32Async, "cuMemsetD32Async", optional);
     resolve(lib, a.cuMemAlloc, "cuMemAlloc_v2", missing);
     resolve(lib, a.cuMemFree, "cuMemFree_v2", missing);
     resolve(lib, a.cuMemcpyHtoD, "cuMemcpyHtoD_v2", missing);

@@ -81,6 +81,11 @@ struct DriverApi {
   // Absent before CUDA 12 too: only cluster launches need them.
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);
   CUresult (*cuOccupancyMaxActiveClusters)(int*, CUfunction, const CUlaunchConfig*);
+  // Optional (nullptr: no stream-K tail): the occupancy of a kernel and stream-ordered workspaces.
+  CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, CUfunction, int, std::size_t);
+  CUresult (*cuMemAllocAsync)(CUdeviceptr*, std::size_t, CUstream);
+  CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
+  CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, std::size_t, CUstream);
   CUresult (*cuMemAlloc)(CUdeviceptr*, std::size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, std::size_t);

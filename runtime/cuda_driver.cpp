@@ -113,6 +113,7 @@ class CudaKernel final : public LoadedKernel {
     if (shape_.blocks_per_sm > 0) persistent_grid_ = static_cast<unsigned>(devices()[device].sm_count * shape_.blocks_per_sm);
     if (shape_.cluster > 1) persistent_grid_ = cluster_grid();
     if (shape_.max_split_k > 1) max_split_k_ = largest_cluster(shape_.max_split_k);
+    if (shape_.stream_k) wave_ = stream_k_wave();
   }
   Backend backend() const override { return Backend::Cuda; }
   void launch(const ArgPack& args) const override {
@@ -142,18 +143,69 @@ class CudaKernel final : public LoadedKernel {
       l.append(&maps[0]);
       l.append(&maps[1]);
     }
+    // Tiles past the last whole wave: finished stream-K, in a workspace of the launch's stream.
+    CUdeviceptr work = 0, flags = 0;
+    std::int64_t dp_blocks = l.grid;
+    const CUstream stream = static_cast<CUstream>(args.stream.handle);
+    if (shape_.stream_k) {
+      const StreamK sk = stream_k_for(l.grid, args.work_depth, shape_, wave_);
+      if (sk.sk_blocks > 0 && stream_k_workspace(sk, stream, &work, &flags)) {
+        dp_blocks = sk.dp_blocks;
+        l.grid = static_cast<unsigned>(sk.dp_blocks + sk.sk_blocks);
+      }
+      l.append(&work);
+      l.append(&flags);
+      l.append(&dp_blocks);
+    }
     // Few tiles for the SMs: each tile's K walk split over the blocks of a cluster.
     const int split = std::min(max_split_k_, split_k_for(l.grid, args.work_depth, shape_, devices()[device_].sm_count));
     if (shape_.cluster > 1 || split > 1) {
       const int cluster = split > 1 ? split : shape_.cluster;
       CUlaunchAttribute attr{};
-      CUlaunchConfig config = cluster_config(&attr, l.grid * static_cast<unsigned>(split), static_cast<CUstream>(args.stream.handle), cluster);
-      check(api->cuLaunchKernelEx(&config, fn_, const_cast<void**>(l.params), nullptr), "cuLaunchKernelEx");
+      CUlaunchConfig config = cluster_config(&attr, l.grid * static_cast<unsigned>(split), stream, cluster);
+      const CUresult launched = api->cuLaunchKernelEx(&config, fn_, const_cast<void**>(l.params), nullptr);
+      if (work) api->cuMemFreeAsync(work, stream);
+      check(launched, "cuLaunchKernelEx");
       return;
     }
-    check(api->cuLaunchKernel(fn_, l.grid, 1, 1, l.block, 1, 1, static_cast<unsigned>(shape_.shared_bytes),
-                              static_cast<CUstream>(args.stream.handle), const_cast<void**>(l.params), nullptr),
-          "cuLaunchKernel");
+    const CUresult launched = api->cuLaunchKernel(fn_, l.grid, 1, 1, l.block, 1, 1, static_cast<unsigned>(shape_.shared_bytes), stream,
+                                                  const_cast<void**>(l.params), nullptr);
+    if (work) api->cuMemFreeAsync(work, stream);  // after the kernel, in stream order
+    check(launched, "cuLaunchKernel");
+  }
+
+  // The blocks the device runs at once (a stream-K launch's last wave); 0 where the driver cannot say.
+  std::int64_t stream_k_wave() const {
+    const DriverApi* api = driver_api();
+    if (!api->cuOccupancyMaxActiveBlocksPerMultiprocessor || !api->cuMemAllocAsync || !api->cuMemFreeAsync || !api->cuMemsetD32Async)
+      return 0;
+    make_current(device_);
+    int per_sm = 0;
+    if (api->cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn_, shape_.block, static_cast<std::size_t>(shape_.shared_bytes)) !=
+        CUDA_SUCCESS)
+      return 0;
+    return static_cast<std::int64_t>(per_sm) * devices()[device_].sm_count;
+  }
+
+  // A stream-K launch's partial sums (a tile of floats for each of its last wave's blocks) and
+  // their flags (zeroed), allocated in stream order. False, and a plain launch, where the device
+  // has no memory for them.
+  bool stream_k_workspace(const StreamK& sk, CUstream stream, CUdeviceptr* work, CUdeviceptr* flags) const {
+    const DriverApi* api = driver_api();
+    const std::size_t sums = static_cast<std::size_t>(sk.sk_blocks * shape_.tile_m * shape_.tile_n) * sizeof(float);
+    const std::size_t flags_at = (sums + 255) / 256 * 256;
+    if (api->cuMemAllocAsync(work, flags_at + static_cast<std::size_t>(sk.sk_blocks) * sizeof(unsigned), stream) != CUDA_SUCCESS) {
+      *work = 0;
+      log().debug("stream-K workspace of {} bytes not allocated: a plain launch", flags_at + sk.sk_blocks * sizeof(unsigned));
+      return false;
+    }
+    *flags = *work + flags_at;
+    if (api->cuMemsetD32Async(*flags, 0, static_cast<std::size_t>(sk.sk_blocks), stream) != CUDA_SUCCESS) {
+      api->cuMemFreeAsync(*work, stream);
+      *work = *flags = 0;
+      return false;
+    }
+    return true;
   }
 
   // A launch of `grid` blocks in clusters of `cluster` along x; attr is the cluster attribute.
@@ -232,7 +284,8 @@ class CudaKernel final : public LoadedKernel {
   std::unique_ptr<Fallback> fallback_;  // launches the copy engine cannot take
   std::vector<std::unique_ptr<Fallback>> few_rows_;  // launches of few rows, by kFewRowsTiles (few_rows_routes)
   unsigned persistent_grid_ = 0;
-  int max_split_k_ = 1;  // the largest cluster this kernel runs in, where its plan lets a tile's K be split
+  int max_split_k_ = 1;
+  std::int64_t wave_ = 0;  // blocks the device runs at once, where a stream-K tail can be launched (0: never)  // the largest cluster this kernel runs in, where its plan lets a tile's K be split
 };
 
 // Where NVRTC compilers remember toolkit-header fingerprints: beside the artifacts, when the

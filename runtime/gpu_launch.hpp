@@ -58,4 +58,24 @@ inline int split_k_for(std::int64_t tiles, std::int64_t depth, const LaunchShape
   return split < 2 ? 1 : static_cast<int>(split);
 }
 
+// A stream-K launch: the grid's first dp_blocks blocks take a whole tile each, and sk_blocks more
+// (at most a wave) share the K slices of the tiles past them. sk_blocks 0: a plain launch.
+struct StreamK {
+  std::int64_t dp_blocks = 0, sk_blocks = 0;
+};
+
+// Where `tiles` end in a partial wave (`wave`: the blocks the SMs run at once), the tiles of that
+// wave go stream-K when it saves at least 1% of the launch: a wave of blocks each walks an equal
+// share of their slices (at least kMinSlices each, so that the tiles' partial sums stay few).
+inline StreamK stream_k_for(std::int64_t tiles, std::int64_t depth, const LaunchShape& shape, std::int64_t wave) {
+  constexpr std::int64_t kMinSlices = 8;
+  if (!shape.stream_k || wave <= 0 || tiles <= wave || depth <= 0 || shape.tile_k <= 0) return {};
+  const std::int64_t slices = (depth + shape.tile_k - 1) / shape.tile_k, tail = tiles % wave;
+  const std::int64_t waves = (tiles + wave - 1) / wave;
+  if (tail == 0 || slices < kMinSlices || (wave - tail) * 100 < wave * waves) return {};
+  const std::int64_t blocks = std::min(wave, tail * slices / kMinSlices);
+  if (blocks <= tail) return {};  // no finer than whole tiles
+  return {tiles - tail, blocks};
+}
+
 }  // namespace jit::detail

@@ -307,3 +307,24 @@ TEST_CASE("a launch splits K over a cluster only when its tiles leave most SMs i
   shape.max_split_k = 8;
   CHECK(split_k_for(5, 22 * 64, shape, sms) == 5);  // not a power of two: 22 slices as 4 + 4 + 5 + 4 + 5
 }
+
+TEST_CASE("a launch finishes the tiles past its last whole wave stream-K only where that saves time", "[kernels][gemm]") {
+  jit::detail::LaunchShape shape;
+  shape.tile_m = 128, shape.tile_n = 256, shape.tile_k = 32, shape.stream_k = true;
+  using jit::detail::stream_k_for;
+  const std::int64_t wave = 132;
+  auto sk = stream_k_for(512, 4096, shape, wave);  // f32 4096^3: 3 waves + 116 tiles
+  CHECK(sk.dp_blocks == 396);
+  CHECK(sk.sk_blocks == 132);
+  sk = stream_k_for(144, 300, shape, wave);  // 12 tiles past a wave, 10 slices: 8 slices a block at least
+  CHECK(sk.dp_blocks == 132);
+  CHECK(sk.sk_blocks == 15);
+  CHECK(stream_k_for(528, 4096, shape, wave).sk_blocks == 0);  // whole waves
+  CHECK(stream_k_for(100, 4096, shape, wave).sk_blocks == 0);  // under a wave
+  CHECK(stream_k_for(1055, 4096, shape, wave).sk_blocks == 0);  // 7 waves + 131 tiles: saves under 1%
+  CHECK(stream_k_for(512, 224, shape, wave).sk_blocks == 0);   // 7 slices: too few to share
+  CHECK(stream_k_for(133, 256, shape, wave).sk_blocks == 0);   // 1 tile's 8 slices: no finer than whole tiles
+  CHECK(stream_k_for(512, 4096, shape, 0).sk_blocks == 0);     // the driver cannot say how many blocks run at once
+  shape.stream_k = false;
+  CHECK(stream_k_for(512, 4096, shape, wave).sk_blocks == 0);  // a plan without it
+}

@@ -524,6 +524,7 @@ std::vector<GemmCase> gemm_cases() {
       {jit::DType::f32, row, row, cube},
       {jit::DType::f32, row, col, cube},  // nn.Linear in f32 (B column-major: transposed on the way into shared memory)
       {jit::DType::f32, col, row, cube},  // no operand transposed
+      {jit::DType::f32, col, col, cube},  // B alone transposed
   };
 }
 

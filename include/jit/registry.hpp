@@ -79,6 +79,11 @@ struct TilePlan {
   // the cluster's shared memory (sm_90; the text reads the split as its cluster's size). The
   // launch splits only when the tiles leave SMs idle (decode's few rows). 1: never.
   int max_split_k = 1;
+  // The launch may finish the tiles past its last whole wave stream-K: blocks of a last wave each
+  // walking an equal share of those tiles' K slices, partial sums meeting in global memory (the
+  // text reads JITK_STREAM_K and takes a workspace, its flags and the count of whole-tile blocks
+  // after the work count).
+  bool stream_k = false;
 };
 
 inline constexpr int kAnyCapability = 1 << 30;
