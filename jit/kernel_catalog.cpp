@@ -172,11 +172,13 @@ TilePlan gemm_cuda_plan(const ParamSet& p) {
   const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
   TilePlan plan = cuda_tile_plan(p, text_is(p, "a_layout", "row"), text_is(p, "b_layout", "row"), tm, tn, int_param(p, "tile_k"));
   if (!plan.problem.empty()) return plan;
-  // f32 tiles for M that fills the SMs: the last partial wave is finished stream-K (the 128x256 tile
-  // at 4096^3 is 512 tiles for 132 SMs: 3.88 waves, the SMs 96.6% busy; on the H100 0.83-0.90 ->
-  // 0.86-0.93 of cuBLAS). Not 16-bit: the generic WMMA text read 0.240 -> 0.226 with it.
+  // f32 tiles for M that fills the SMs, one block an SM (tile_n 256: 255 registers): the last partial
+  // wave is finished stream-K (the 128x256 tile at 4096^3 is 512 tiles for 132 SMs: 3.88 waves, the
+  // SMs 96.6% busy; on the H100 0.83-0.90 -> 0.86-0.93 of cuBLAS). Not at two blocks an SM (its
+  // second K walk spilled 32-88 bytes under 128 registers), not 16-bit (the generic WMMA text read
+  // 0.240 -> 0.226 with it).
   if (tm > kMaxSplitRows) {
-    plan.stream_k = text_is(p, "dtype", "f32");
+    plan.stream_k = text_is(p, "dtype", "f32") && tn >= 256;
     return plan;
   }
   // A split tile's sums meet in shared memory as floats (f32's too: they live in registers otherwise).

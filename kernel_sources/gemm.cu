@@ -661,7 +661,9 @@ __device__ inline void tile_origin(i64 t, i64 tiles_m, i64 tiles_n, i64& m0, i64
 // sk_work + block * TM * TN, then its flag); the piece holding a tile's first slices -- the end of
 // its block's share, so the pieces after it were published first -- waits for the blocks after
 // it that hold the rest, adds their sums in block order (the same result whatever the timing)
-// and stores the tile. A block waits only on later blocks, which all fit the SMs with it.
+// and stores the tile. A block waits only on later blocks, and only after its other pieces, while
+// each block publishes before it waits: with blocks started in order, some waiting block always
+// finds what it waits for done or running, as long as the SMs hold two of these blocks at once.
 #define JITK_SK_PARAMS , float* __restrict__ sk_work, unsigned* __restrict__ sk_flags, i64 sk_dp_blocks
 static_assert(Accumulators::COUNT * THREADS == TM * TN, "gemm.cu: stream-K's partial sums are a tile of floats a block");
 __device__ inline void sk_publish(Accumulators& acc, float* sums, unsigned* flag) {

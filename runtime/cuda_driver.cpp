@@ -284,8 +284,8 @@ class CudaKernel final : public LoadedKernel {
   std::unique_ptr<Fallback> fallback_;  // launches the copy engine cannot take
   std::vector<std::unique_ptr<Fallback>> few_rows_;  // launches of few rows, by kFewRowsTiles (few_rows_routes)
   unsigned persistent_grid_ = 0;
-  int max_split_k_ = 1;
-  std::int64_t wave_ = 0;  // blocks the device runs at once, where a stream-K tail can be launched (0: never)  // the largest cluster this kernel runs in, where its plan lets a tile's K be split
+  int max_split_k_ = 1;    // the largest cluster this kernel runs in, where its plan lets a tile's K be split
+  std::int64_t wave_ = 0;  // blocks the device runs at once, where a stream-K tail can be launched (0: never)
 };
 
 // Where NVRTC compilers remember toolkit-header fingerprints: beside the artifacts, when the
