@@ -22,8 +22,8 @@
 //              column blocks) from TN = 256, with FMAs. Both slices are kept as rows of K ([TK][TM],
 //              [TK][TN], rows padded to 4 mod 32 words) so a thread reads the 8 + 8 (8 + 16) values
 //              of a k with four (six) 16-byte loads: a row-major A (column-major B) is transposed
-//              on the way in, through a buffer of each thread's own where the tile allows (16-byte
-//              cp.async a slice ahead, 16-byte loads and stores after the FMAs: SmemTranspose),
+//              on the way in, through buffers of each thread's own where the tile allows (16-byte
+//              cp.async copies, 16-byte loads and stores after the FMAs: SmemTranspose),
 //              else by 4-byte cp.async copies zero-filled past the edges, a warp taking 4 rows x 8
 //              elements.
 // gemm's blocks run in groups of 8 tile rows so neighbouring blocks share A and B in L2; where the
@@ -181,13 +181,13 @@ struct Slice {
   bool vec;
 };
 
-// A slice into shared memory by cp.async, as it lies in global memory or transposed (TRANS); it lands
-// with its commit group, so there is nothing to put.
 // The copiers: fetch(t, slice) starts slice t's copies, put(t) finishes them (after the FMAs of
 // slice t - 1, with slice t's copy group waited for), at(t) is where the FMAs read slice t; ELEMS is
 // the shared memory each takes.
+// AsyncCopy: STAGES slots of the slice by cp.async, as it lies in global memory or transposed
+// (TRANS); it lands with its commit group, so there is nothing to put.
 template <bool TRANS, int OUTER, int INNER, int LD>
-struct AsyncCopy {  // STAGES slots of the slice as it lies in global memory, or transposed (TRANS)
+struct AsyncCopy {
   static constexpr int SLOT = (TRANS ? INNER : OUTER) * LD, ELEMS = STAGES * SLOT;
   T* base;
   __device__ explicit AsyncCopy(T* region) : base(region) {}
