@@ -29,6 +29,11 @@ std::string join(const std::vector<std::string>& items) {
 
 }  // namespace
 
+bool text_is(const ParamSet& p, const char* name, const char* value) {
+  const auto* v = p.find(name);
+  return v && std::holds_alternative<std::string>(*v) && std::get<std::string>(*v) == value;
+}
+
 }  // namespace jit::detail
 
 namespace jit {
@@ -91,10 +96,6 @@ std::vector<Implementation> generic_impls(std::string cpu_file, std::string gpu_
 }
 
 std::int64_t int_param(const ParamSet& p, const char* name) { return std::get<std::int64_t>(*p.find(name)); }
-bool text_is(const ParamSet& p, const char* name, const char* value) {
-  const auto* v = p.find(name);
-  return v && std::get<std::string>(*v) == value;
-}
 // Blocks a cluster the params ask for: cluster_m (resolved; 1 where the kernel has no such param).
 std::int64_t cluster_of(const ParamSet& p) { return p.find("cluster_m") ? int_param(p, "cluster_m") : 1; }
 // The plans of implementations that launch no clusters.

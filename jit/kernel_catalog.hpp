@@ -27,6 +27,8 @@ struct Registry {
 };
 const Registry& registry();
 const std::vector<KernelDef>& kernel_catalog();  // registry().kernels
+// Whether param `name` is the text `value` (false where it is absent or a number).
+bool text_is(const ParamSet& p, const char* name, const char* value);
 // Throws Error{UnknownKernel} listing the kernels that exist.
 const KernelDef& find_kernel(std::string_view name);
 // Whether `name` is one of jitk's own kernels (not a user's).

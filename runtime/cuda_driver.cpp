@@ -1,8 +1,6 @@
 // The CUDA backend: NVRTC as its compiler, modules loaded and launched through the driver API.
 #include <algorithm>
 #include <map>
-#include <string>
-#include <variant>
 #include <mutex>
 #include <vector>
 
@@ -76,8 +74,7 @@ std::vector<std::unique_ptr<Fallback>> few_rows_routes(const SourceUnit& unit, c
     if (const ParamValue* v = unit.params.find(tile); v && std::get<std::int64_t>(*v) != 0) return routes;
   const Implementation& generic = generic_implementation(find_kernel(unit.kernel), Backend::Cuda);
   if (!unit.shape.tensor_maps && unit.implementation != generic.name) return routes;
-  const ParamValue* dtype = unit.params.find("dtype");
-  const bool f32 = dtype && std::holds_alternative<std::string>(*dtype) && std::get<std::string>(*dtype) == "f32";
+  const bool f32 = text_is(unit.params, "dtype", "f32");
   for (const auto& tile : kFewRowsTiles) {
     ParamSet p = unit.params;
     for (int i = 0; i < 4; ++i) p.set(kTileParams[i], tile[i]);
