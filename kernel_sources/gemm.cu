@@ -739,3 +739,25 @@ JITK_GPU_KERNEL_MIN_BLOCKS(MIN_BLOCKS)(i64 M, i64 N, i64 K, float alpha, const T
   acc.store(reinterpret_cast<float*>(jitk_smem), c, M, N, ldc, m0, n0, alpha, beta, chain, split, rank);
 }
 #endif
+
+#if JITK_DTYPE_F32 && !JITK_KERNEL_BLOCK_SPARSE_MATMUL
+// Packing (the launch decides; the driver looks this symbol up where it is): out, `cols` rows of
+// `rows` elements (out_ld apart), = the transpose of in, `rows` rows of `cols` (ld apart). Rewrites
+// an operand lying along K (A row-major, B column-major) along M or N, which this text's f32 tiles
+// read without transposing them on the way into shared memory. 32 x 32 tiles through shared memory
+// (a column of padding against bank conflicts), blocks of 32 x 8 threads, tiles by blockIdx.x.
+extern "C" __global__ void __launch_bounds__(256) jitk_pack(const float* __restrict__ in, i64 ld, float* __restrict__ out,
+                                                            i64 out_ld, i64 rows, i64 cols) {
+  __shared__ float tile[32][33];
+  const i64 tiles_c = (cols + 31) / 32, r0 = blockIdx.x / tiles_c * 32, c0 = blockIdx.x % tiles_c * 32;
+  for (int i = threadIdx.y; i < 32; i += 8) {
+    const i64 r = r0 + i, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[i][threadIdx.x] = in[r * ld + c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += 8) {
+    const i64 c = c0 + i, r = r0 + threadIdx.x;
+    if (c < cols && r < rows) out[c * out_ld + r] = tile[threadIdx.x][i];
+  }
+}
+#endif

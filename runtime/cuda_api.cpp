@@ -65,6 +65,9 @@ Loaded& loaded() {
     resolve(lib, a.cuMemAllocAsync, "cuMemAllocAsync", optional);
     resolve(lib, a.cuMemFreeAsync, "cuMemFreeAsync", optional);
     resolve(lib, a.cuMemsetD32Async, "cuMemsetD32Async", optional);
+    resolve(lib, a.cuMemPoolCreate, "cuMemPoolCreate", optional);
+    resolve(lib, a.cuMemPoolSetAttribute, "cuMemPoolSetAttribute", optional);
+    resolve(lib, a.cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", optional);
     resolve(lib, a.cuMemAlloc, "cuMemAlloc_v2", missing);
     resolve(lib, a.cuMemFree, "cuMemFree_v2", missing);
     resolve(lib, a.cuMemcpyHtoD, "cuMemcpyHtoD_v2", missing);

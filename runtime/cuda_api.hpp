@@ -49,6 +49,23 @@ struct CUlaunchAttribute {
   } value;
 };
 static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute: cuda.h's layout");
+// Memory pools (stream-ordered allocation): cuda.h's CUmemPoolProps (v1) and the values jitk uses.
+using CUmemoryPool = struct CUmemPoolHandle_st*;
+struct CUmemPoolProps {
+  int alloc_type, handle_types;
+  struct {
+    int type, id;
+  } location;
+  void* win32_security_attributes;
+  std::size_t max_size;
+  unsigned short usage;
+  unsigned char reserved[54];
+};
+static_assert(sizeof(CUmemPoolProps) == 88, "CUmemPoolProps: cuda.h's layout");
+inline constexpr int CU_MEM_ALLOCATION_TYPE_PINNED = 1;
+inline constexpr int CU_MEM_HANDLE_TYPE_NONE = 0;
+inline constexpr int CU_MEM_LOCATION_TYPE_DEVICE = 1;
+inline constexpr int CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
 struct CUlaunchConfig {
   unsigned grid_x, grid_y, grid_z;
   unsigned block_x, block_y, block_z;
@@ -86,6 +103,10 @@ struct DriverApi {
   CUresult (*cuMemAllocAsync)(CUdeviceptr*, std::size_t, CUstream);
   CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
   CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, std::size_t, CUstream);
+  // Optional too (nullptr: scratch from the device's default pool): a pool of jitk's own.
+  CUresult (*cuMemPoolCreate)(CUmemoryPool*, const CUmemPoolProps*);
+  CUresult (*cuMemPoolSetAttribute)(CUmemoryPool, int, void*);
+  CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr*, std::size_t, CUmemoryPool, CUstream);
   CUresult (*cuMemAlloc)(CUdeviceptr*, std::size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, std::size_t);

@@ -1,6 +1,9 @@
 // The CUDA backend: NVRTC as its compiler, modules loaded and launched through the driver API.
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <map>
+#include <string_view>
 #include <mutex>
 #include <vector>
 
@@ -20,6 +23,7 @@ namespace {
 using namespace cuda;
 
 constexpr const char* kEntrySymbol = "jitk_entry";
+constexpr const char* kPackSymbol = "jitk_pack";  // gemm.cu's f32 transpose (packing)
 
 // A tiled kernel's tile params; the first four in kFewRowsTiles' order.
 constexpr const char* kTileParams[] = {"tile_m", "tile_n", "tile_k", "stages", "cluster_m"};
@@ -92,6 +96,78 @@ std::vector<std::unique_ptr<Fallback>> few_rows_routes(const SourceUnit& unit, c
   return routes;
 }
 
+// An f32 gemm on the generic text at its default tiles, with an operand lying along K (A
+// row-major, B column-major): the same gemm with the packed operands along M or N, for the
+// launches packing_for packs (A alone, B alone, both: routes 0, 1, 2), each compiled at its first
+// use. The generic text's f32 tiles transpose an operand lying along K slice by slice, which on
+// the H100 at 4096^3 cost A row-major B column-major 0.86 of cuBLAS against 0.93 for A
+// column-major B row-major; packed first (the transposes included) 0.92.
+struct PackRoutes {
+  bool a_along_k = false, b_along_k = false;
+  std::unique_ptr<Fallback> routes[3];
+  const Fallback* route(Packing p) const { return p.a || p.b ? routes[(p.a ? 1 : 0) + (p.b ? 2 : 0) - 1].get() : nullptr; }
+};
+PackRoutes pack_routes(const SourceUnit& unit, const Target& target) {
+  PackRoutes out;
+  if (unit.kernel != "gemm" || !text_is(unit.params, "dtype", "f32")) return out;
+  for (const char* tile : kTileParams)
+    if (const ParamValue* v = unit.params.find(tile); v && std::get<std::int64_t>(*v) != 0) return out;
+  const Implementation& generic = generic_implementation(find_kernel(unit.kernel), Backend::Cuda);
+  if (unit.implementation != generic.name) return out;
+  const bool a_along_k = text_is(unit.params, "a_layout", "row"), b_along_k = text_is(unit.params, "b_layout", "col");
+  for (int i = 0; i < 3; ++i) {
+    const bool pack_a = i != 1, pack_b = i != 0;
+    if ((pack_a && !a_along_k) || (pack_b && !b_along_k)) continue;
+    ParamSet p = unit.params;
+    if (pack_a) p.set("a_layout", std::string("col"));
+    if (pack_b) p.set("b_layout", std::string("row"));
+    if (!params_problem(generic, p).empty()) continue;
+    auto route = std::make_unique<Fallback>();
+    route->kernel = unit.kernel;
+    route->params = std::move(p);
+    route->target = target;
+    route->why = std::string("large launches with ") + (pack_a && pack_b ? "A and B" : pack_a ? "A" : "B") +
+                 " packed along " + (pack_a && pack_b ? "M and N" : pack_a ? "M" : "N") + " first (" + unit.params.to_string() + ")";
+    route->warn = false;
+    out.routes[i] = std::move(route);
+  }
+  out.a_along_k = a_along_k && (out.routes[0] || out.routes[2]);
+  out.b_along_k = b_along_k && (out.routes[1] || out.routes[2]);
+  return out;
+}
+
+// Scratch for a launch (packed operands, stream-K's partial sums), allocated and freed in the
+// launch's stream order. From a pool of jitk's own on the device that keeps up to kScratchKept
+// bytes reserved across synchronizations: the device's default pool gives its memory back at each,
+// and mapping a packed 4096^3 f32 gemm's 128 MB again each time would cost more than packing
+// saves. The default pool where the driver has no pools of its own. False where the memory is not
+// there (the caller launches without scratch).
+constexpr unsigned long long kScratchKept = 512ull << 20;
+bool scratch_alloc(int device, CUdeviceptr* p, std::size_t bytes, CUstream stream) {
+  const DriverApi* api = driver_api();
+  static std::mutex mutex;
+  static std::map<int, CUmemoryPool> pools;  // created once a device, kept for the process
+  CUmemoryPool pool = nullptr;
+  if (api->cuMemPoolCreate && api->cuMemPoolSetAttribute && api->cuMemAllocFromPoolAsync) {
+    std::lock_guard lock(mutex);
+    auto it = pools.find(device);
+    if (it == pools.end()) {
+      CUmemPoolProps props{};
+      props.alloc_type = CU_MEM_ALLOCATION_TYPE_PINNED;
+      props.handle_types = CU_MEM_HANDLE_TYPE_NONE;
+      props.location = {CU_MEM_LOCATION_TYPE_DEVICE, device};
+      CUmemoryPool created = nullptr;
+      unsigned long long kept = kScratchKept;
+      if (api->cuMemPoolCreate(&created, &props) != CUDA_SUCCESS) created = nullptr;
+      if (created) api->cuMemPoolSetAttribute(created, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &kept);
+      it = pools.emplace(device, created).first;
+    }
+    pool = it->second;
+  }
+  if (pool) return api->cuMemAllocFromPoolAsync(p, bytes, pool, stream) == CUDA_SUCCESS;
+  return api->cuMemAllocAsync && api->cuMemAllocAsync(p, bytes, stream) == CUDA_SUCCESS;
+}
+
 // The copy engine's limits: 16-byte aligned base and rows, and int32 coordinates within non-empty
 // dimensions.
 bool copy_engine_takes(const ArgPack::Matrix& m) {
@@ -102,9 +178,15 @@ bool copy_engine_takes(const ArgPack::Matrix& m) {
 
 class CudaKernel final : public LoadedKernel {
  public:
-  CudaKernel(CUfunction fn, LaunchShape shape, int device, std::unique_ptr<Fallback> fallback,
-             std::vector<std::unique_ptr<Fallback>> few_rows)
-      : fn_(fn), shape_(shape), device_(device), fallback_(std::move(fallback)), few_rows_(std::move(few_rows)) {
+  CudaKernel(CUfunction fn, CUfunction pack, LaunchShape shape, int device, std::unique_ptr<Fallback> fallback,
+             std::vector<std::unique_ptr<Fallback>> few_rows, PackRoutes packing)
+      : fn_(fn),
+        pack_fn_(pack),
+        shape_(shape),
+        device_(device),
+        fallback_(std::move(fallback)),
+        few_rows_(std::move(few_rows)),
+        packing_(std::move(packing)) {
     // A persistent kernel's blocks loop over the tiles: no more of them than the SMs hold at once
     // (in clusters: as many whole clusters as the device runs at once).
     if (shape_.blocks_per_sm > 0) persistent_grid_ = static_cast<unsigned>(devices()[device].sm_count * shape_.blocks_per_sm);
@@ -123,6 +205,7 @@ class CudaKernel final : public LoadedKernel {
     if (shape_.tensor_maps && args.matrix_count == 2 && fallback_ &&
         !(copy_engine_takes(args.matrices[0]) && copy_engine_takes(args.matrices[1])))
       return fallback_->get().launch(args);
+    if ((packing_.a_along_k || packing_.b_along_k) && launch_packed(args)) return;
     // in clusters, both GpuLaunch's grid and the persistent cap are whole clusters
     if (persistent_grid_ > 0 && l.grid > persistent_grid_) l.grid = persistent_grid_;
     make_current(device_);
@@ -171,6 +254,82 @@ class CudaKernel final : public LoadedKernel {
     check(launched, "cuLaunchKernel");
   }
 
+  // A launch with its operands lying along K packed along M or N into scratch of the launch's
+  // stream (packing_for decides which), then run by the route for them. False, and the launch as
+  // it is, where nothing is packed, or the route, the driver's stream-ordered allocation or the
+  // scratch cannot be had.
+  bool launch_packed(const ArgPack& args) const {
+    if (args.matrix_count != 2 || args.matrices[0].arg < 0 || args.matrices[1].arg < 0 || pack_failed_) return false;
+    // JITK_GEMM_PACK: 0 packs nothing, 1 every operand it can (any size: tests, comparisons); else packing_for decides
+    const char* mode = std::getenv("JITK_GEMM_PACK");
+    if (mode && std::string_view(mode) == "0") return false;
+    const Packing p = mode && std::string_view(mode) == "1"
+                          ? Packing{packing_.a_along_k, packing_.b_along_k}
+                          : packing_for(args.work_items, args.work_columns, args.work_depth, packing_.a_along_k, packing_.b_along_k);
+    const Fallback* route = packing_.route(p);
+    const DriverApi* api = driver_api();
+    if (!route || !api->cuMemAllocAsync || !api->cuMemFreeAsync) return false;
+    const CudaKernel* packed_kernel = nullptr;
+    try {
+      packed_kernel = dynamic_cast<const CudaKernel*>(&route->get());
+    } catch (const Error& e) {
+      log().warn("gemm: the packed route could not be had ({}); launches run unpacked", e.what());
+      pack_failed_ = true;
+      return false;
+    }
+    if (!packed_kernel || !packed_kernel->pack_fn_) return false;
+    // A's rows (M of K) packed as K rows of M, B's (N of K) as K rows of N, rows padded to 128 bytes.
+    const ArgPack::Matrix& a = args.matrices[0];
+    const ArgPack::Matrix& b = args.matrices[1];
+    const auto padded = [](std::int64_t n) { return (n + 31) / 32 * 32; };
+    const std::int64_t a_ld = padded(a.outer), b_ld = padded(b.outer);
+    const std::size_t a_bytes = p.a ? static_cast<std::size_t>(a.inner * a_ld) * sizeof(float) : 0;
+    const std::size_t b_at = (a_bytes + 255) / 256 * 256;
+    const std::size_t bytes = b_at + (p.b ? static_cast<std::size_t>(b.inner * b_ld) * sizeof(float) : 0);
+    const CUstream stream = static_cast<CUstream>(args.stream.handle);
+    make_current(device_);
+    CUdeviceptr scratch = 0;
+    if (!scratch_alloc(device_, &scratch, bytes, stream)) {
+      log().debug("gemm: {} bytes of packing scratch not allocated: the launch runs unpacked", bytes);
+      return false;
+    }
+    ArgPack packed = args;
+    try {
+      if (p.a) {
+        packed_kernel->transpose(a, scratch, a_ld, stream);
+        packed.set_pointer(a.arg, reinterpret_cast<const void*>(scratch));
+        packed.set_i64(a.arg + 1, a_ld);
+        packed.matrices[0] = {reinterpret_cast<const void*>(scratch), a.dtype, a.outer, a.inner,
+                              a_ld * static_cast<std::int64_t>(sizeof(float)), false, a.arg};
+      }
+      if (p.b) {
+        packed_kernel->transpose(b, scratch + b_at, b_ld, stream);
+        packed.set_pointer(b.arg, reinterpret_cast<const void*>(scratch + b_at));
+        packed.set_i64(b.arg + 1, b_ld);
+        packed.matrices[1] = {reinterpret_cast<const void*>(scratch + b_at), b.dtype, b.outer, b.inner,
+                              b_ld * static_cast<std::int64_t>(sizeof(float)), false, b.arg};
+      }
+      packed_kernel->launch(packed);
+    } catch (...) {
+      api->cuMemFreeAsync(scratch, stream);
+      throw;
+    }
+    check(api->cuMemFreeAsync(scratch, stream), "cuMemFreeAsync (packing scratch)");  // after the launch, in stream order
+    return true;
+  }
+
+  // out (m.inner rows of m.outer floats, out_ld apart) = the transpose of matrix m (m.outer rows
+  // of m.inner), by this module's jitk_pack.
+  void transpose(const ArgPack::Matrix& m, CUdeviceptr out, std::int64_t out_ld, CUstream stream) const {
+    const std::int64_t tiles = (m.outer + 31) / 32 * ((m.inner + 31) / 32);
+    if (tiles > GpuLaunch::kMaxGrid) throw Error(ErrorCode::InvalidArgument, "gemm: an operand too large to pack in one grid");
+    const void* in = m.base;
+    std::int64_t ld = m.row_bytes / static_cast<std::int64_t>(sizeof(float)), rows = m.outer, cols = m.inner;
+    void* params[] = {&in, &ld, &out, &out_ld, &rows, &cols};
+    check(driver_api()->cuLaunchKernel(pack_fn_, static_cast<unsigned>(tiles), 1, 1, 32, 8, 1, 0, stream, params, nullptr),
+          "cuLaunchKernel(jitk_pack)");
+  }
+
   // The blocks the device runs at once (a stream-K launch's last wave); 0 where the driver cannot say.
   std::int64_t stream_k_wave() const {
     const DriverApi* api = driver_api();
@@ -191,7 +350,7 @@ class CudaKernel final : public LoadedKernel {
     const DriverApi* api = driver_api();
     const std::size_t sums = static_cast<std::size_t>(sk.sk_blocks * shape_.tile_m * shape_.tile_n) * sizeof(float);
     const std::size_t flags_at = (sums + 255) / 256 * 256;
-    if (api->cuMemAllocAsync(work, flags_at + static_cast<std::size_t>(sk.sk_blocks) * sizeof(unsigned), stream) != CUDA_SUCCESS) {
+    if (!scratch_alloc(device_, work, flags_at + static_cast<std::size_t>(sk.sk_blocks) * sizeof(unsigned), stream)) {
       *work = 0;
       log().debug("stream-K workspace of {} bytes not allocated: a plain launch", flags_at + sk.sk_blocks * sizeof(unsigned));
       return false;
@@ -276,10 +435,13 @@ class CudaKernel final : public LoadedKernel {
 
  private:
   CUfunction fn_;
+  CUfunction pack_fn_;  // the module's jitk_pack, where it has one (f32 gemm texts): null otherwise
   LaunchShape shape_;
   int device_;
   std::unique_ptr<Fallback> fallback_;  // launches the copy engine cannot take
   std::vector<std::unique_ptr<Fallback>> few_rows_;  // launches of few rows, by kFewRowsTiles (few_rows_routes)
+  PackRoutes packing_;                               // large launches with operands along K (pack_routes)
+  mutable std::atomic<bool> pack_failed_{false};     // the packed route could not be had: launches run unpacked
   unsigned persistent_grid_ = 0;
   int max_split_k_ = 1;    // the largest cluster this kernel runs in, where its plan lets a tile's K be split
   std::int64_t wave_ = 0;  // blocks the device runs at once, where a stream-K tail can be launched (0: never)
@@ -325,8 +487,9 @@ class CudaDriver final : public BackendDriver {
     std::vector<char> image = artifact;
     image.push_back('\0');  // PTX must be NUL-terminated; a CUBIN ignores the extra byte
     check(api->cuModuleLoadData(&module, image.data()), ("cuModuleLoadData of artifact " + key).c_str(), ErrorCode::LoadFailed);
-    CUfunction fn = nullptr;
+    CUfunction fn = nullptr, pack = nullptr;
     check(api->cuModuleGetFunction(&fn, module, kEntrySymbol), "cuModuleGetFunction(jitk_entry)", ErrorCode::LoadFailed);
+    if (api->cuModuleGetFunction(&pack, module, kPackSymbol) != CUDA_SUCCESS) pack = nullptr;  // texts without one
     if (unit.shape.shared_bytes > 48 * 1024) {  // over the default a block gets: ask for it
       const auto& dev = devices()[target.device];
       if (unit.shape.shared_bytes > dev.shared_mem_per_block_optin)
@@ -347,7 +510,8 @@ class CudaDriver final : public BackendDriver {
       fallback->why = "a matrix the copy engine cannot take (not 16-byte aligned, empty, or 2^31 or more rows or columns) (" +
                       unit.params.to_string() + ")";
     }
-    return std::make_shared<CudaKernel>(fn, unit.shape, target.device, std::move(fallback), few_rows_routes(unit, target));
+    return std::make_shared<CudaKernel>(fn, pack, unit.shape, target.device, std::move(fallback), few_rows_routes(unit, target),
+                                        pack_routes(unit, target));
   }
 
  private:

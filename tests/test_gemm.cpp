@@ -328,3 +328,19 @@ TEST_CASE("a launch finishes the tiles past its last whole wave stream-K only wh
   shape.stream_k = false;
   CHECK(stream_k_for(512, 4096, shape, wave).sk_blocks == 0);  // a plan without it
 }
+
+TEST_CASE("a large f32 launch packs its operands lying along K, a small one or one along M and N does not", "[kernels][gemm]") {
+  using jit::detail::packing_for;
+  auto is = [](jit::detail::Packing p, bool a, bool b) { return p.a == a && p.b == b; };
+  CHECK(is(packing_for(4096, 4096, 4096, true, true), true, true));     // A row-major, B column-major: both
+  CHECK(is(packing_for(4096, 4096, 4096, true, false), true, false));   // A row-major, B row-major: A
+  CHECK(is(packing_for(4096, 4096, 4096, false, true), false, true));   // B column-major
+  CHECK(is(packing_for(4096, 4096, 4096, false, false), false, false)); // nothing lies along K
+  CHECK(is(packing_for(4096, 4096, 1024, true, true), true, true));    // the smallest product packed
+  CHECK(is(packing_for(4096, 4096, 1023, true, true), false, false));   // under it
+  CHECK(is(packing_for(2048, 2048, 2048, true, true), false, false));   // 2048^3: the transposes cost more than they save
+  CHECK(is(packing_for(16384, 2048, 4096, true, true), false, true));   // N small: A's transpose would cost 3.4%; B's pays
+  CHECK(is(packing_for(2048, 16384, 4096, true, true), true, false));   // M small: B's would not pay
+  CHECK(is(packing_for(4096, 4096, 0, true, true), false, false));      // K = 0: nothing to read
+  CHECK(is(packing_for(0, 4096, 4096, true, true), false, false));
+}

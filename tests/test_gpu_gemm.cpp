@@ -162,6 +162,29 @@ TEST_CASE("GPU gemm with tiles past its last whole wave finishes them stream-K, 
                           "add_vec>gelu") <= tolerance<float>());
 }
 
+TEST_CASE("GPU gemm in f32 packs its operands lying along K before the tiles read them, and matches", "[gpu][gemm]") {
+  if (!have_gpu()) return;
+  // JITK_GEMM_PACK=1 packs at any size (by default only products of 2048^3 and more): A
+  // row-major and B column-major are each rewritten into scratch along M or N, then the text for
+  // A column-major B row-major runs. Every layout (those along M and N pass through untouched),
+  // leading dimensions past the minimum and unaligned, beta over C, an epilogue; then the same
+  // launch with packing off, and with the sizes deciding (these are too small: no packing).
+  struct Env {
+    explicit Env(const char* v) { ::setenv("JITK_GEMM_PACK", v, 1); }
+    ~Env() { ::unsetenv("JITK_GEMM_PACK"); }
+  };
+  for (const char* mode : {"1", "0", ""}) {
+    Env env(mode);
+    for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+      for (Layout lb : {Layout::RowMajor, Layout::ColMajor}) {
+        INFO("JITK_GEMM_PACK=" << mode << " a " << (la == Layout::RowMajor ? "row" : "col") << " b " << (lb == Layout::RowMajor ? "row" : "col"));
+        CHECK(gemm_error<float>(params(jit::DType::f32, la, lb), "cuda", {300, 257, 130, 0, 1, 0}) <= tolerance<float>());
+        CHECK(gemm_error<float>(params(jit::DType::f32, la, lb), "cuda", {129, 1000, 77, 3, 0.5, -1.5}, "add_vec>gelu") <=
+              tolerance<float>());
+      }
+  }
+}
+
 TEST_CASE("GPU gemm tiles other than the default compute the same", "[gpu][gemm]") {
   if (!have_gpu()) return;
   using Tile = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>;

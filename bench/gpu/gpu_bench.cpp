@@ -522,9 +522,16 @@ std::vector<GemmCase> gemm_cases() {
       {jit::DType::f32, row, col, {16, 4096, 4096}},  // the default tile (128 x 256: 16 tiles, never split)
       {jit::DType::bf16, row, col, {4096, 11008, 4096}},  // Llama-7B MLP up projection
       {jit::DType::f32, row, row, cube},
-      {jit::DType::f32, row, col, cube},  // nn.Linear in f32 (B column-major: transposed on the way into shared memory)
-      {jit::DType::f32, col, row, cube},  // no operand transposed
-      {jit::DType::f32, col, col, cube},  // B alone transposed
+      {jit::DType::f32, row, col, cube},  // nn.Linear in f32 (A and B lie along K: both packed)
+      {jit::DType::f32, col, row, cube},  // no operand along K
+      {jit::DType::f32, col, col, cube},  // B alone along K
+      // the default tile chosen by hand: never packed (by default, a launch this large packs its
+      // operands lying along K first -- A row-major, B column-major: all but col/row above)
+      {jit::DType::f32, row, row, cube, "", 0, 128, 256, 32, 3},
+      {jit::DType::f32, row, col, cube, "", 0, 128, 256, 32, 3},
+      {jit::DType::f32, col, col, cube, "", 0, 128, 256, 32, 3},
+      {jit::DType::f32, row, col, {4096, 4096, 1024}},  // the smallest product packed
+      {jit::DType::f32, row, col, {4096, 4096, 1024}, "", 0, 128, 256, 32, 3},
   };
 }
 

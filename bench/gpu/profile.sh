@@ -5,7 +5,7 @@
 # Builds jitk_gpu_bench (Release), runs `--only gemm --filter FILTER` under Nsight Compute (clocks
 # left alone) for the first LAUNCHES kernels after SKIP (ours and cuBLAS's alternate: the names say
 # which), and writes $OUT/ncu.txt (speed of light, pipes, scheduler, warp stalls, top stall lines)
-# $OUT/source-FILTER.csv (per instruction of the first kernel: stall samples, shared-memory
+# (and memory: L1, L2 hit rates, DRAM bytes) $OUT/source-FILTER.csv (per instruction of the first kernel: stall samples, shared-memory
 # wavefronts) and $OUT/sass-N.txt, the machine code of each CUDA kernel jitk compiled (nvdisasm). DIR: kernel
 # texts to use instead of the built-in ones (JITK_KERNEL_DIR).
 set -uo pipefail
@@ -25,7 +25,7 @@ for f in "${filters[@]}"; do
   echo "=== $f"
   JITK_KERNEL_DIR=$dir JITK_CACHE_DIR=$cache timeout 300 "$ncu" --clock-control none --target-processes application-only \
     --launch-skip "${SKIP:-0}" --launch-count "${LAUNCHES:-4}" \
-    --section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats \
     --section InstructionStats --section LaunchStats --section Occupancy --section SourceCounters \
     --export "/tmp/profile-$f" --force-overwrite --print-summary none \
     build-gpu/bench/gpu/jitk_gpu_bench --only gemm --filter "$f" 2>> "$out/ncu.err"

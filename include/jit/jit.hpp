@@ -133,7 +133,14 @@ namespace detail {
 class ArgPack {
  public:
   static constexpr int kMaxArgs = 24;
+  ArgPack() = default;
+  // A copy points at its own values (a launch that rewrites some: a packed gemm's operands).
+  ArgPack(const ArgPack& o) { *this = o; }
+  ArgPack& operator=(const ArgPack& o);
   void add_pointer(const void* p) { add_bytes(&p, sizeof p); }
+  // Argument i (added by add_pointer, add_i64) set to another value.
+  void set_pointer(int i, const void* p) { set_bytes(i, &p, sizeof p); }
+  void set_i64(int i, std::int64_t v) { set_bytes(i, &v, sizeof v); }
   void add_i64(std::int64_t v) { add_bytes(&v, sizeof v); }
   void add_scalar(double v, DType t);  // converted to the kernel's element type
   void* const* pointers() const { return ptrs_; }
@@ -153,12 +160,14 @@ class ArgPack {
     DType dtype = DType::f32;
     std::int64_t inner = 0, outer = 0, row_bytes = 0;
     bool k_inner = true;  // its contiguous dimension is the product's K (boxes of tile_k x rows), else M or N (64 x tile_k)
+    int arg = -1;  // the argument holding its address, its leading dimension (elements, i64) the next one
   };
   Matrix matrices[2];
   int matrix_count = 0;
 
  private:
   void add_bytes(const void* p, std::size_t n);
+  void set_bytes(int i, const void* p, std::size_t n);
   // Left uninitialized: only the first count_ slots are ever read (this is on every launch).
   alignas(16) unsigned char storage_[kMaxArgs][16];
   void* ptrs_[kMaxArgs];

@@ -357,8 +357,10 @@ struct Gemm {
     out.add_i64(a.n);
     out.add_i64(a.k);
     out.add_scalar(a.alpha, scalar);
+    const int a_arg = out.size();
     out.add_pointer(a.a.data);
     out.add_i64(a.lda);
+    const int b_arg = out.size();
     out.add_pointer(a.b.data);
     out.add_i64(a.ldb);
     out.add_scalar(a.beta, scalar);
@@ -371,8 +373,8 @@ struct Gemm {
     out.min_grain = 16;
     // The operands as rows of their contiguous dimension, for kernels that load through the copy engine.
     const std::int64_t e = static_cast<std::int64_t>(dtype_size(p.dtype));
-    out.matrices[0] = {a.a.data, p.dtype, a_row ? a.k : a.m, a_row ? a.m : a.k, a.lda * e, a_row};
-    out.matrices[1] = {a.b.data, p.dtype, b_row ? a.n : a.k, b_row ? a.k : a.n, a.ldb * e, !b_row};
+    out.matrices[0] = {a.a.data, p.dtype, a_row ? a.k : a.m, a_row ? a.m : a.k, a.lda * e, a_row, a_arg};
+    out.matrices[1] = {a.b.data, p.dtype, b_row ? a.n : a.k, b_row ? a.k : a.n, a.ldb * e, !b_row, b_arg};
     out.matrix_count = 2;
   }
 
