@@ -272,7 +272,7 @@ class CudaKernel final : public LoadedKernel {
     const CudaKernel* packed_kernel = nullptr;
     try {
       packed_kernel = dynamic_cast<const CudaKernel*>(&route->get());
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       log().warn("gemm: the packed route could not be had ({}); launches run unpacked", e.what());
       pack_failed_ = true;
       return false;
@@ -283,6 +283,7 @@ class CudaKernel final : public LoadedKernel {
     const ArgPack::Matrix& b = args.matrices[1];
     const auto padded = [](std::int64_t n) { return (n + 31) / 32 * 32; };
     const std::int64_t a_ld = padded(a.outer), b_ld = padded(b.outer);
+    if ((p.a && !packable(a)) || (p.b && !packable(b))) return false;
     const std::size_t a_bytes = p.a ? static_cast<std::size_t>(a.inner * a_ld) * sizeof(float) : 0;
     const std::size_t b_at = (a_bytes + 255) / 256 * 256;
     const std::size_t bytes = b_at + (p.b ? static_cast<std::size_t>(b.inner * b_ld) * sizeof(float) : 0);
@@ -315,14 +316,21 @@ class CudaKernel final : public LoadedKernel {
       throw;
     }
     check(api->cuMemFreeAsync(scratch, stream), "cuMemFreeAsync (packing scratch)");  // after the launch, in stream order
+    if (log().should_log(spdlog::level::debug))
+      log().debug("gemm: {} packed before a launch of {} x {} x {}", p.a && p.b ? "A and B" : p.a ? "A" : "B", args.work_items,
+                  args.work_columns, args.work_depth);
     return true;
+  }
+
+  // Whether jitk_pack takes matrix m in one grid of 32 x 32 tiles.
+  static bool packable(const ArgPack::Matrix& m) {
+    return (m.outer + 31) / 32 * ((m.inner + 31) / 32) <= GpuLaunch::kMaxGrid;
   }
 
   // out (m.inner rows of m.outer floats, out_ld apart) = the transpose of matrix m (m.outer rows
   // of m.inner), by this module's jitk_pack.
   void transpose(const ArgPack::Matrix& m, CUdeviceptr out, std::int64_t out_ld, CUstream stream) const {
-    const std::int64_t tiles = (m.outer + 31) / 32 * ((m.inner + 31) / 32);
-    if (tiles > GpuLaunch::kMaxGrid) throw Error(ErrorCode::InvalidArgument, "gemm: an operand too large to pack in one grid");
+    const std::int64_t tiles = (m.outer + 31) / 32 * ((m.inner + 31) / 32);  // packable(m): at most kMaxGrid
     const void* in = m.base;
     std::int64_t ld = m.row_bytes / static_cast<std::int64_t>(sizeof(float)), rows = m.outer, cols = m.inner;
     void* params[] = {&in, &ld, &out, &out_ld, &rows, &cols};

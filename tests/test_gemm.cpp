@@ -329,6 +329,36 @@ TEST_CASE("a launch finishes the tiles past its last whole wave stream-K only wh
   CHECK(stream_k_for(512, 4096, shape, wave).sk_blocks == 0);  // a plan without it
 }
 
+TEST_CASE("a copy of a launch's arguments holds its own values, and one can be set without touching the original", "[kernels][gemm]") {
+  jit::detail::ArgPack args;
+  int x = 0, y = 0;
+  args.add_i64(7);
+  args.add_pointer(&x);
+  args.add_i64(100);
+  args.work_items = 5, args.work_columns = 6, args.work_depth = 7;
+  args.matrices[0].arg = 1;
+  args.matrix_count = 1;
+  jit::detail::ArgPack copy = args;
+  REQUIRE(copy.size() == 3);
+  for (int i = 0; i < copy.size(); ++i) CHECK(copy.pointers()[i] != args.pointers()[i]);  // its own storage
+  copy.set_pointer(1, &y);
+  copy.set_i64(2, 200);
+  auto i64_at = [](const jit::detail::ArgPack& p, int i) { return *static_cast<const std::int64_t*>(p.pointers()[i]); };
+  auto ptr_at = [](const jit::detail::ArgPack& p, int i) { return *static_cast<void* const*>(p.pointers()[i]); };
+  CHECK(i64_at(copy, 0) == 7);
+  CHECK(ptr_at(copy, 1) == &y);
+  CHECK(i64_at(copy, 2) == 200);
+  CHECK(ptr_at(args, 1) == &x);  // the original as it was
+  CHECK(i64_at(args, 2) == 100);
+  CHECK(copy.work_items == 5);
+  CHECK(copy.work_depth == 7);
+  CHECK(copy.matrices[0].arg == 1);
+  CHECK(copy.matrix_count == 1);
+  CHECK_THROWS_AS(copy.set_i64(3, 1), jit::Error);  // never packed
+  copy = copy;  // self-assignment keeps it
+  CHECK(i64_at(copy, 2) == 200);
+}
+
 TEST_CASE("a large f32 launch packs its operands lying along K, a small one or one along M and N does not", "[kernels][gemm]") {
   using jit::detail::packing_for;
   auto is = [](jit::detail::Packing p, bool a, bool b) { return p.a == a && p.b == b; };

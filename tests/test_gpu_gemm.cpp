@@ -14,7 +14,10 @@
 #include "jit/registry.hpp"
 #include "jit/tuning.hpp"
 #include "gpu_support.hpp"
+#include "runtime/logging.hpp"
 #include "test_support.hpp"
+#include <spdlog/sinks/ostream_sink.h>
+#include <sstream>
 
 namespace kernels = jit::kernels;
 namespace ref = jitk_reference;
@@ -164,25 +167,43 @@ TEST_CASE("GPU gemm with tiles past its last whole wave finishes them stream-K, 
 
 TEST_CASE("GPU gemm in f32 packs its operands lying along K before the tiles read them, and matches", "[gpu][gemm]") {
   if (!have_gpu()) return;
-  // JITK_GEMM_PACK=1 packs at any size (by default only products of 2048^3 and more): A
-  // row-major and B column-major are each rewritten into scratch along M or N, then the text for
-  // A column-major B row-major runs. Every layout (those along M and N pass through untouched),
-  // leading dimensions past the minimum and unaligned, beta over C, an epilogue; then the same
-  // launch with packing off, and with the sizes deciding (these are too small: no packing).
+  // JITK_GEMM_PACK=1 packs at any size (by default only where packing_for says: C's other side at
+  // least 4096 and M N K at least 4096^2 x 1024): A row-major and B column-major are each
+  // rewritten into scratch along M or N, then the text for A column-major B row-major runs. Every
+  // layout (those along M and N pass through untouched), leading dimensions past the minimum and
+  // unaligned, beta over C, an epilogue; then the same launches with packing off, and with the
+  // sizes deciding (these are too small: nothing packed). Each packed launch logs at DEBUG what it
+  // packed, which the test reads.
   struct Env {
     explicit Env(const char* v) { ::setenv("JITK_GEMM_PACK", v, 1); }
     ~Env() { ::unsetenv("JITK_GEMM_PACK"); }
   };
+  std::ostringstream said;
+  auto& logger = jit::detail::log();
+  const auto level = logger.level();
+  logger.sinks().push_back(std::make_shared<spdlog::sinks::ostream_sink_mt>(said));
+  logger.set_level(spdlog::level::debug);
   for (const char* mode : {"1", "0", ""}) {
     Env env(mode);
     for (Layout la : {Layout::RowMajor, Layout::ColMajor})
       for (Layout lb : {Layout::RowMajor, Layout::ColMajor}) {
         INFO("JITK_GEMM_PACK=" << mode << " a " << (la == Layout::RowMajor ? "row" : "col") << " b " << (lb == Layout::RowMajor ? "row" : "col"));
+        said.str("");
         CHECK(gemm_error<float>(params(jit::DType::f32, la, lb), "cuda", {300, 257, 130, 0, 1, 0}) <= tolerance<float>());
         CHECK(gemm_error<float>(params(jit::DType::f32, la, lb), "cuda", {129, 1000, 77, 3, 0.5, -1.5}, "add_vec>gelu") <=
               tolerance<float>());
+        const bool a = la == Layout::RowMajor, b = lb == Layout::ColMajor;
+        const std::string what = a && b ? "A and B packed" : a ? "A packed" : "B packed";
+        if (std::string(mode) == "1" && (a || b)) {
+          CHECK_THAT(said.str(), Contains("gemm: " + what + " before a launch of 300 x 257 x 130"));
+          CHECK_THAT(said.str(), Contains("gemm: " + what + " before a launch of 129 x 1000 x 77"));
+        } else {
+          CHECK_THAT(said.str(), !Contains("packed before a launch"));
+        }
       }
   }
+  logger.sinks().pop_back();
+  logger.set_level(level);
 }
 
 TEST_CASE("GPU gemm tiles other than the default compute the same", "[gpu][gemm]") {
