@@ -369,6 +369,8 @@ TEST_CASE("a large f32 launch packs its operands lying along K, a small one or o
   CHECK(is(packing_for(4096, 4096, 1024, true, true), true, true));    // the smallest product packed
   CHECK(is(packing_for(4096, 4096, 1023, true, true), false, false));   // under it
   CHECK(is(packing_for(2048, 2048, 2048, true, true), false, false));   // 2048^3: the transposes cost more than they save
+  CHECK(is(packing_for(3072, 3072, 3072, true, true), true, true));     // 3072^3: they pay
+  CHECK(is(packing_for(8192, 3071, 4096, true, true), false, true));    // the other side just short of 3072
   CHECK(is(packing_for(16384, 2048, 4096, true, true), false, true));   // N small: A's transpose would cost 3.4%; B's pays
   CHECK(is(packing_for(2048, 16384, 4096, true, true), true, false));   // M small: B's would not pay
   CHECK(is(packing_for(4096, 4096, 0, true, true), false, false));      // K = 0: nothing to read

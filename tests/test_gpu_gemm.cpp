@@ -168,7 +168,7 @@ TEST_CASE("GPU gemm with tiles past its last whole wave finishes them stream-K, 
 TEST_CASE("GPU gemm in f32 packs its operands lying along K before the tiles read them, and matches", "[gpu][gemm]") {
   if (!have_gpu()) return;
   // JITK_GEMM_PACK=1 packs at any size (by default only where packing_for says: C's other side at
-  // least 4096 and M N K at least 4096^2 x 1024): A row-major and B column-major are each
+  // least 3072 and M N K at least 4096^2 x 1024): A row-major and B column-major are each
   // rewritten into scratch along M or N, then the text for A column-major B row-major runs. Every
   // layout (those along M and N pass through untouched), leading dimensions past the minimum and
   // unaligned, beta over C, an epilogue; then the same launches with packing off, and with the
