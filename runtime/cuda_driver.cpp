@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cache/artifact_cache.hpp"
+#include "cache/cache_root.hpp"
 #include "jit/cuda.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
@@ -137,12 +138,20 @@ PackRoutes pack_routes(const SourceUnit& unit, const Target& target) {
 }
 
 // Scratch for a launch (packed operands, stream-K's partial sums), allocated and freed in the
-// launch's stream order. From a pool of jitk's own on the device that keeps up to kScratchKept
-// bytes reserved across synchronizations: the device's default pool gives its memory back at each,
-// and mapping a packed 4096^3 f32 gemm's 128 MB again each time would cost more than packing
-// saves. The default pool where the driver has no pools of its own. False where the memory is not
-// there (the caller launches without scratch).
+// launch's stream order. From a pool of jitk's own on the device that keeps up to
+// $JITK_SCRATCH_KEEP (default kScratchKept) bytes reserved across synchronizations: the device's
+// default pool gives its memory back at each, and mapping a packed 4096^3 f32 gemm's 128 MB again
+// each time would cost more than packing saves. The default pool where the driver has no pools of
+// its own. False where the memory is not there (the caller launches without scratch).
 constexpr unsigned long long kScratchKept = 512ull << 20;
+unsigned long long scratch_kept() {
+  const char* v = std::getenv("JITK_SCRATCH_KEEP");
+  if (!v || !*v) return kScratchKept;
+  if (const auto bytes = parse_size(v)) return static_cast<unsigned long long>(*bytes);
+  warn_once("scratch-keep", std::string("JITK_SCRATCH_KEEP='") + v + "' is not a size (use e.g. 512M, 2G, 0 or bytes); keeping " +
+                                std::to_string(kScratchKept >> 20) + " MiB");
+  return kScratchKept;
+}
 bool scratch_alloc(int device, CUdeviceptr* p, std::size_t bytes, CUstream stream) {
   const DriverApi* api = driver_api();
   static std::mutex mutex;
@@ -157,7 +166,7 @@ bool scratch_alloc(int device, CUdeviceptr* p, std::size_t bytes, CUstream strea
       props.handle_types = CU_MEM_HANDLE_TYPE_NONE;
       props.location = {CU_MEM_LOCATION_TYPE_DEVICE, device};
       CUmemoryPool created = nullptr;
-      unsigned long long kept = kScratchKept;
+      unsigned long long kept = scratch_kept();
       if (api->cuMemPoolCreate(&created, &props) != CUDA_SUCCESS) created = nullptr;
       if (created) api->cuMemPoolSetAttribute(created, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &kept);
       it = pools.emplace(device, created).first;
