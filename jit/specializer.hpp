@@ -58,6 +58,6 @@ std::string with_line_numbers(const std::string& text);
 
 // How a launch of `impl` with these (validated) params covers its work, in a few words for
 // `jitk ls`: "row/block 256 thr", "256 thr x 8 elem", "8 rows/block", "all cores".
-std::string describe_launch(const Implementation& impl, const ParamSet& params);
+std::string describe_launch(const Implementation& impl, const ParamSet& params, std::string_view kernel = {});
 
 }  // namespace jit::detail

@@ -98,7 +98,7 @@ std::string launch_of(const detail::IndexRow& r) {
   try {
     const auto& def = detail::find_kernel(r.kernel);
     for (const auto& impl : def.implementations)
-      if (impl.name == r.implementation) return detail::describe_launch(impl, detail::validate_params(def, parse_params_text(r.params)));
+      if (impl.name == r.implementation) return detail::describe_launch(impl, detail::validate_params(def, parse_params_text(r.params)), def.name);
   } catch (const Error&) {
     // a kernel or params this jitk does not know (a user's kernel from another program)
   }

@@ -110,12 +110,11 @@ struct PackRoutes {
 };
 PackRoutes pack_routes(const SourceUnit& unit, const Target& target) {
   PackRoutes out;
-  if (unit.kernel != "gemm" || !text_is(unit.params, "dtype", "f32")) return out;
-  for (const char* tile : kTileParams)
-    if (const ParamValue* v = unit.params.find(tile); v && std::get<std::int64_t>(*v) != 0) return out;
+  if (unit.kernel != "gemm") return out;
   const Implementation& generic = generic_implementation(find_kernel(unit.kernel), Backend::Cuda);
   if (unit.implementation != generic.name) return out;
-  const bool a_along_k = text_is(unit.params, "a_layout", "row"), b_along_k = text_is(unit.params, "b_layout", "col");
+  const auto [a_along_k, b_along_k] = packable_along_k(unit.kernel, generic, unit.params);
+  if (!a_along_k && !b_along_k) return out;
   for (int i = 0; i < 3; ++i) {
     const bool pack_a = i != 1, pack_b = i != 0;
     if ((pack_a && !a_along_k) || (pack_b && !b_along_k)) continue;

@@ -359,6 +359,24 @@ TEST_CASE("a copy of a launch's arguments holds its own values, and one can be s
   CHECK(i64_at(copy, 2) == 200);
 }
 
+TEST_CASE("the generic CUDA text's f32 gemm at default tiles says which operands it packs; other params pack none", "[kernels][gemm]") {
+  const auto& def = jit::detail::find_kernel("gemm");
+  const auto& cuda = jit::detail::generic_implementation(def, jit::Backend::Cuda);
+  auto launch = [&](jit::DType t, Layout a, Layout b, std::int64_t tile_m = 0) {
+    kernels::Gemm::Params p;
+    p.dtype = t, p.a_layout = a, p.b_layout = b, p.tile_m = tile_m, p.tile_n = tile_m ? 128 : 0;
+    return jit::detail::describe_launch(cuda, kernels::Gemm::to_params(p), "gemm");
+  };
+  const Layout row = Layout::RowMajor, col = Layout::ColMajor;
+  CHECK_THAT(launch(jit::DType::f32, row, col), Contains("packs A and B along M/N when large"));
+  CHECK_THAT(launch(jit::DType::f32, row, row), Contains("packs A along M/N when large"));
+  CHECK_THAT(launch(jit::DType::f32, col, col), Contains("packs B along M/N when large"));
+  CHECK_THAT(launch(jit::DType::f32, col, row), !Contains("packs"));       // nothing lies along K
+  CHECK_THAT(launch(jit::DType::f32, row, col, 128), !Contains("packs"));  // tiles chosen by hand
+  CHECK_THAT(launch(jit::DType::bf16, row, col), !Contains("packs"));      // 16-bit reads any layout as it is
+  CHECK(jit::detail::packable_along_k("block_sparse_matmul", cuda, kernels::Gemm::to_params({})).a == false);
+}
+
 TEST_CASE("a large f32 launch packs its operands lying along K, a small one or one along M and N does not", "[kernels][gemm]") {
   using jit::detail::packing_for;
   auto is = [](jit::detail::Packing p, bool a, bool b) { return p.a == a && p.b == b; };
