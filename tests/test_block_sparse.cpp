@@ -3,6 +3,8 @@
 // leading dimensions, alpha/beta, beta = 0 over NaN; and the mask and argument errors.
 #include "block_sparse_support.hpp"
 #include "jit/cache.hpp"
+#include "jit/kernel_catalog.hpp"
+#include "jit/specializer.hpp"
 
 namespace kernels = jit::kernels;
 namespace bss = block_sparse_support;
@@ -73,4 +75,23 @@ TEST_CASE("block_sparse_matmul with no blocks present: forward and backward_inpu
   kw(5, 1.0, x.data(), 32, y.data(), 64, 0.0, w.data(), 0, &mask, mask.index().data());
   CHECK(w[0] == 0.0f);  // untouched: there is no block to write
   CHECK_THROWS_WITH(jit::BlockMask(std::int64_t{1} << 40, std::int64_t{1} << 40, 64, {}), Contains("too many blocks"));
+}
+
+TEST_CASE("block_sparse_matmul's generic CUDA text tiles 16-bit 32-wide blocks 256 rows by default, others 128", "[kernels][block_sparse]") {
+  const auto& def = jit::detail::find_kernel("block_sparse_matmul");
+  const auto& cuda = jit::detail::generic_implementation(def, jit::Backend::Cuda);
+  auto tile_m = [&](jit::DType t, std::int64_t block, std::int64_t chosen = 0) {
+    kernels::BlockSparseMatmul::Params p;
+    p.dtype = t, p.block_size = block, p.tile_m = chosen;
+    const jit::ParamSet resolved = jit::detail::resolve_tile(cuda, kernels::BlockSparseMatmul::to_params(p));
+    return std::get<std::int64_t>(*resolved.find("tile_m"));
+  };
+  CHECK(tile_m(jit::DType::bf16, 32) == 256);
+  CHECK(tile_m(jit::DType::f16, 32) == 256);
+  CHECK(tile_m(jit::DType::bf16, 64) == 128);
+  CHECK(tile_m(jit::DType::bf16, 16) == 128);
+  CHECK(tile_m(jit::DType::f32, 32) == 128);  // SIMT: not measured at 256
+  CHECK(tile_m(jit::DType::bf16, 32, 64) == 64);  // a tile chosen by hand stays
+  CHECK_THAT(jit::detail::describe_launch(cuda, kernels::BlockSparseMatmul::to_params({jit::DType::bf16, kernels::BlockSparseMatmul::Op::Forward, 32})),
+             Contains("tile 256x32x32"));
 }
