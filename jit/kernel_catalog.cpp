@@ -34,13 +34,20 @@ bool text_is(const ParamSet& p, const char* name, const char* value) {
   return v && std::holds_alternative<std::string>(*v) && std::get<std::string>(*v) == value;
 }
 
-AlongK packable_along_k(std::string_view kernel, const Implementation& impl, const ParamSet& params) {
-  if (kernel != "gemm" || impl.backend != Backend::Cuda || !impl.generic || !text_is(params, "dtype", "f32")) return {};
-  for (const char* tile : {"tile_m", "tile_n", "tile_k", "stages", "cluster_m"})
+bool at_default_tiles(const ParamSet& params) {
+  for (const char* tile : kTileParams)
     if (const ParamValue* v = params.find(tile); v && std::holds_alternative<std::int64_t>(*v) && std::get<std::int64_t>(*v) != 0)
-      return {};
+      return false;
+  return true;
+}
+
+AlongK packable_along_k(std::string_view kernel, const Implementation& impl, const ParamSet& params) {
+  if (kernel != "gemm" || impl.backend != Backend::Cuda || !impl.generic || !text_is(params, "dtype", "f32") || !at_default_tiles(params))
+    return {};
   return {text_is(params, "a_layout", "row"), text_is(params, "b_layout", "col")};
 }
+
+std::string operands_text(AlongK operands) { return operands.a && operands.b ? "A and B" : operands.a ? "A" : operands.b ? "B" : ""; }
 
 }  // namespace jit::detail
 

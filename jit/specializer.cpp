@@ -226,8 +226,8 @@ std::string describe_launch(const Implementation& impl, const ParamSet& params, 
     if (plan.cluster > 1) out += ", clusters of " + std::to_string(plan.cluster);
     if (plan.max_split_k > 1) out += ", K split <= " + std::to_string(plan.max_split_k);
     if (plan.stream_k) out += ", stream-K tail";
-    if (const auto [a, b] = packable_along_k(kernel, impl, params); a || b)
-      out += std::string(", packs ") + (a && b ? "A and B" : a ? "A" : "B") + " along M/N when large";
+    if (const AlongK along = packable_along_k(kernel, impl, params); along.a || along.b)
+      out += ", packs " + operands_text(along) + " along M/N when large";
     return out + ", " + std::to_string(plan.threads) + " thr";
   }
   if (impl.backend == Backend::Cpu) return "all cores";

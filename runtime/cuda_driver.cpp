@@ -26,8 +26,6 @@ using namespace cuda;
 constexpr const char* kEntrySymbol = "jitk_entry";
 constexpr const char* kPackSymbol = "jitk_pack";  // gemm.cu's f32 transpose (packing)
 
-// A tiled kernel's tile params; the first four in kFewRowsTiles' order.
-constexpr const char* kTileParams[] = {"tile_m", "tile_n", "tile_k", "stages", "cluster_m"};
 
 // For a kernel that loads through tensor maps: the same kernel in the backend's generic
 // implementation, got at the first launch that needs it (`why`, logged then: at WARN for a launch
@@ -74,9 +72,7 @@ constexpr std::int64_t kFewRows = 64;  // rows at most of a launch the few-rows 
 // split, or where the caller chose tiles.
 std::vector<std::unique_ptr<Fallback>> few_rows_routes(const SourceUnit& unit, const Target& target) {
   std::vector<std::unique_ptr<Fallback>> routes;
-  if (!unit.params.find("tile_m") || !unit.params.find("tile_n")) return routes;
-  for (const char* tile : kTileParams)
-    if (const ParamValue* v = unit.params.find(tile); v && std::get<std::int64_t>(*v) != 0) return routes;
+  if (!unit.params.find("tile_m") || !unit.params.find("tile_n") || !at_default_tiles(unit.params)) return routes;
   const Implementation& generic = generic_implementation(find_kernel(unit.kernel), Backend::Cuda);
   if (!unit.shape.tensor_maps && unit.implementation != generic.name) return routes;
   const bool f32 = text_is(unit.params, "dtype", "f32");
@@ -126,8 +122,8 @@ PackRoutes pack_routes(const SourceUnit& unit, const Target& target) {
     route->kernel = unit.kernel;
     route->params = std::move(p);
     route->target = target;
-    route->why = std::string("large launches with ") + (pack_a && pack_b ? "A and B" : pack_a ? "A" : "B") +
-                 " packed along " + (pack_a && pack_b ? "M and N" : pack_a ? "M" : "N") + " first (" + unit.params.to_string() + ")";
+    route->why = "large launches with " + operands_text({pack_a, pack_b}) + " packed along " +
+                 (pack_a && pack_b ? "M and N" : pack_a ? "M" : "N") + " first (" + unit.params.to_string() + ")";
     route->warn = false;
     out.routes[i] = std::move(route);
   }
@@ -303,21 +299,18 @@ class CudaKernel final : public LoadedKernel {
       return false;
     }
     ArgPack packed = args;
+    // Operand i transposed to `at` (rows ld apart), and the launch's arguments pointed there.
+    const auto pack = [&](int i, CUdeviceptr at, std::int64_t ld) {
+      const ArgPack::Matrix& m = args.matrices[i];
+      packed_kernel->transpose(m, at, ld, stream);
+      const void* base = reinterpret_cast<const void*>(at);
+      packed.set_pointer(m.arg, base);
+      packed.set_i64(m.arg + 1, ld);
+      packed.matrices[i] = {base, m.dtype, m.outer, m.inner, ld * static_cast<std::int64_t>(sizeof(float)), false, m.arg};
+    };
     try {
-      if (p.a) {
-        packed_kernel->transpose(a, scratch, a_ld, stream);
-        packed.set_pointer(a.arg, reinterpret_cast<const void*>(scratch));
-        packed.set_i64(a.arg + 1, a_ld);
-        packed.matrices[0] = {reinterpret_cast<const void*>(scratch), a.dtype, a.outer, a.inner,
-                              a_ld * static_cast<std::int64_t>(sizeof(float)), false, a.arg};
-      }
-      if (p.b) {
-        packed_kernel->transpose(b, scratch + b_at, b_ld, stream);
-        packed.set_pointer(b.arg, reinterpret_cast<const void*>(scratch + b_at));
-        packed.set_i64(b.arg + 1, b_ld);
-        packed.matrices[1] = {reinterpret_cast<const void*>(scratch + b_at), b.dtype, b.outer, b.inner,
-                              b_ld * static_cast<std::int64_t>(sizeof(float)), false, b.arg};
-      }
+      if (p.a) pack(0, scratch, a_ld);
+      if (p.b) pack(1, scratch + b_at, b_ld);
       packed_kernel->launch(packed);
     } catch (...) {
       api->cuMemFreeAsync(scratch, stream);
@@ -325,20 +318,19 @@ class CudaKernel final : public LoadedKernel {
     }
     check(api->cuMemFreeAsync(scratch, stream), "cuMemFreeAsync (packing scratch)");  // after the launch, in stream order
     if (log().should_log(spdlog::level::debug))
-      log().debug("gemm: {} packed before a launch of {} x {} x {}", p.a && p.b ? "A and B" : p.a ? "A" : "B", args.work_items,
-                  args.work_columns, args.work_depth);
+      log().debug("gemm: {} packed before a launch of {} x {} x {}", operands_text({p.a, p.b}), args.work_items, args.work_columns,
+                  args.work_depth);
     return true;
   }
 
-  // Whether jitk_pack takes matrix m in one grid of 32 x 32 tiles.
-  static bool packable(const ArgPack::Matrix& m) {
-    return (m.outer + 31) / 32 * ((m.inner + 31) / 32) <= GpuLaunch::kMaxGrid;
-  }
+  // jitk_pack's grid for matrix m: one block a 32 x 32 tile; it takes m where that fits one grid.
+  static std::int64_t pack_tiles(const ArgPack::Matrix& m) { return (m.outer + 31) / 32 * ((m.inner + 31) / 32); }
+  static bool packable(const ArgPack::Matrix& m) { return pack_tiles(m) <= GpuLaunch::kMaxGrid; }
 
   // out (m.inner rows of m.outer floats, out_ld apart) = the transpose of matrix m (m.outer rows
   // of m.inner), by this module's jitk_pack.
   void transpose(const ArgPack::Matrix& m, CUdeviceptr out, std::int64_t out_ld, CUstream stream) const {
-    const std::int64_t tiles = (m.outer + 31) / 32 * ((m.inner + 31) / 32);  // packable(m): at most kMaxGrid
+    const std::int64_t tiles = pack_tiles(m);  // packable(m): at most kMaxGrid
     const void* in = m.base;
     std::int64_t ld = m.row_bytes / static_cast<std::int64_t>(sizeof(float)), rows = m.outer, cols = m.inner;
     void* params[] = {&in, &ld, &out, &out_ld, &rows, &cols};
