@@ -226,8 +226,9 @@ std::int64_t sm90_shared_bytes(std::int64_t stages, std::int64_t a_rows, std::in
 
 // kernel_sources/gemm_sm90.cu's block_sparse_matmul: 64-wide blocks (128-byte rows). forward and
 // backward_input: tiles of tile_m rows (64, 128, 256: wgmma's N) by one block column, two consumer
-// warpgroups taking them in turn (one block an SM); backward_weight: one consumer, its tile a block
-// of dW, two blocks an SM where shared memory fits twice.
+// warpgroups taking them in turn (one block an SM), each staging its finished tile (tile_m x 64)
+// in shared memory on its way to C; backward_weight: one consumer, its tile a block of dW, two
+// blocks an SM where shared memory fits twice.
 TilePlan block_sparse_sm90a_plan(const ParamSet& p) {
   const std::int64_t bs = int_param(p, "block_size"), stages = int_param(p, "stages");
   if (bs != 64) return {"block_size = " + std::to_string(bs) + ": cuda-sm90a takes 64 (the others run on 'cuda')"};
@@ -238,7 +239,7 @@ TilePlan block_sparse_sm90a_plan(const ParamSet& p) {
   }
   const std::int64_t tm = int_param(p, "tile_m");
   if (tm != 64 && tm != 128 && tm != 256) return {"tile_m = " + std::to_string(tm) + ": 64, 128 or 256 on cuda-sm90a"};
-  const std::int64_t shared = sm90_shared_bytes(stages, 64, tm);
+  const std::int64_t shared = sm90_shared_bytes(stages, 64, tm) + 2 * tm * 64 * 2;
   if (shared > kMaxSharedBytes)
     return {"tile_m = " + std::to_string(tm) + " x " + std::to_string(stages) + " stages needs " + std::to_string(shared) +
             " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};

@@ -5,7 +5,7 @@
 // Blocks of 128 * (TILE_M / 64 + 1) threads in warpgroups (block-sparse forward and backward_input:
 // 384, a producer and two consumers), persistent (at most JITK_BLOCKS_PER_SM an SM, each looping
 // over TILE_M x TILE_N tiles of C):
-//   warpgroup 0 (the producer; one thread works) loads 64-wide K slices of A (TILE_M rows) and B
+//   warpgroup 0 (the producer; one thread works, block-sparse's indexes a warp) loads 64-wide K slices of A (TILE_M rows) and B
 //     (TILE_N rows) through the copy engine (TMA, tensor maps made by the host at each launch) into
 //     STAGES shared-memory slots of 128-byte swizzled rows, each slot completing on a `full` mbarrier;
 //   warpgroups 1.. (consumers) each multiply 64 rows of the tile by all TILE_N columns with wgmma
@@ -31,11 +31,14 @@
 // A is then W's block (forward: read M-major, W^T; backward_input: K-major) and B is X (dY),
 // K-major; their tensor maps trade places. Two consumer warpgroups take whole tiles in turn
 // (PINGPONG): one stores its tile while the other multiplies, which a tile of a few K slices needs.
+// A finished tile goes through shared memory (stmatrix's transpose) so that C is written in
+// 16-byte pieces of its rows (written value by value, 2 bytes at a time, the stores held the
+// consumer up: H100, 4096^3 at 90% sparsity, +15-18%).
 constexpr int BS = JITK_BLOCK_SIZE;
 static_assert(BS == 64, "gemm_sm90.cu: block_sparse_matmul takes 64-wide blocks (128-byte rows)");
 #if JITK_OP_BACKWARD_WEIGHT
 constexpr int TM = 64, TN = 64, TA = 1, TB = 1;
-constexpr bool SWAPPED = false, PINGPONG = false;
+constexpr bool SWAPPED = false, PINGPONG = false, INDEXED = false;
 #else
 #if JITK_OP_FORWARD
 constexpr int TA = 1;
@@ -43,10 +46,11 @@ constexpr int TA = 1;
 constexpr int TA = 0;
 #endif
 constexpr int TM = 64, TN = JITK_TILE_M, TB = 0;
-constexpr bool SWAPPED = true, PINGPONG = true;
+constexpr bool SWAPPED = true, PINGPONG = true, INDEXED = true;  // INDEXED: a slice's coordinates come from W's indexes
 #endif
 constexpr int TK = 64;
 #else
+constexpr bool INDEXED = false;
 // A column-major is M-major, B row-major N-major: wgmma reads them transposed.
 constexpr int TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K;
 #if JITK_A_LAYOUT_COL
@@ -86,7 +90,12 @@ static_assert(TK == 64 && TM % 64 == 0 && TN % 64 == 0 && TN <= 256, "gemm_sm90.
 static_assert(JITK_BLOCK == 128 * (CONSUMERS + 1), "gemm_sm90.cu: the host's tile plan and this text disagree on the threads");
 constexpr int A_SLOT = TM * TK, B_SLOT = TN * TK;  // elements; every slot is a multiple of 1024 bytes
 constexpr unsigned SLOT_BYTES = (A_SLOT + B_SLOT) * sizeof(T);
-static_assert(STAGES * SLOT_BYTES + 1024 + 16 * STAGES + 16 <= JITK_SHARED_BYTES, "gemm_sm90.cu: more shared memory than planned");
+// SWAPPED: each consumer stages its tile's transpose (TN rows of C by the 64-wide block) in shared
+// memory after the slots, so that C is written in 16-byte pieces of its rows.
+constexpr int STAGED_ROWS = TN;  // rows staged at a time (quarters of the tile measured the same)
+constexpr unsigned STAGING_BYTES = SWAPPED ? 2 * STAGED_ROWS * 64 * sizeof(T) : 0;
+static_assert(STAGES * SLOT_BYTES + STAGING_BYTES + 1024 + 16 * STAGES + 16 <= JITK_SHARED_BYTES,
+              "gemm_sm90.cu: more shared memory than planned");
 #if JITK_DTYPE_BF16
 #define WGMMA_TYPE "bf16"
 #else
@@ -371,23 +380,70 @@ __device__ inline void store(const Plan& plan, const float (&d)[TN / 2], int w, 
   }
 }
 
+// Two values of T in one register, `lo` at the lower address.
+__device__ inline unsigned bits16(jitk_half x) { return __half_as_ushort(x); }
+__device__ inline unsigned bits16(jitk_bfloat16 x) { return __bfloat16_as_ushort(x); }
+__device__ inline unsigned pack2(float lo, float hi) {
+  return bits16(jitk::from_float<T>(lo)) | bits16(jitk::from_float<T>(hi)) << 16;
+}
+// Four 8x8 matrices of 16-bit values from the mma fragment layout (thread l: row l / 4, columns
+// 2 (l % 4) and + 1 of matrix i in register i) into shared memory transposed: thread l gives the
+// address of row l % 8 of matrix l / 8, which receives that matrix's column.
+__device__ inline void stmatrix_trans(const T* row, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(row)), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+// The consumers' own barrier (ids 1 and 2; 0 is __syncthreads): its 128 threads only.
+__device__ inline void consumer_sync(int w) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + w) : "memory"); }
+
 // SWAPPED: the accumulators hold the tile's transpose, wgmma's rows (above) being columns of C
-// (of the block) and its columns rows of C; each value is stored alone (8 threads write 16
-// contiguous bytes).
-__device__ inline void store_transposed(const Plan& plan, const float (&d)[TN / 2], int t, float alpha, float beta,
-                                        const jitk_chain& chain) {
+// (of the block) and its columns rows of C: thread t holds C[r][col] and C[r + 1][col], r =
+// m0 + 8g + 2(t % 4), col = n0 + 16(t / 32) + (t % 32) / 4 (+ 8), in registers 4g + {0, 1} (+ {2, 3}).
+// The finished values go to the consumer's staging area (TN rows of 64, the 16-byte piece p of row
+// r at p ^ (r % 8): conflict-free both ways) through stmatrix's transpose, then from there to C,
+// 8 threads a 128-byte row.
+__device__ inline void store_transposed(const Plan& plan, float (&d)[TN / 2], int t, int w, float alpha, float beta,
+                                        const jitk_chain& chain, T* staging) {
   T* __restrict__ out = plan.c;
   const i64 ld = plan.ldc, M_out = plan.rows, N_out = plan.cols;
-  const i64 c0 = plan.n0 + (t / 32) * 16 + (t % 32) / 4;
+  const int lane = t % 32, warp = t / 32;
+  const i64 c0 = plan.n0 + warp * 16 + lane / 4;
+  T* st = staging + w * STAGED_ROWS * 64;
+  const int row_in = (lane / 16) * 8 + lane % 8, piece = warp * 2 + (lane / 8) % 2;  // matrix lane / 8: rows g + (lane / 16)
+  const bool vectors = ld % 8 == 0 && jitk::aligned16(out);
 #pragma unroll
-  for (int i = 0; i < TN / 2; ++i) {
-    const i64 col = c0 + 8 * ((i / 2) % 2), r = plan.m0 + (i / 4) * 8 + (t % 4) * 2 + i % 2;
-    if (r >= M_out || col >= N_out) continue;
-    const i64 at = r * ld + col;
-    float v[1] = {alpha * d[i]};
-    if (beta != 0.f) v[0] += beta * jitk::to_float(out[at]);
-    chain.epilogue<1>(v, at, col);
-    out[at] = jitk::from_float<T>(v[0]);
+  for (int part = 0; part < TN / STAGED_ROWS; ++part) {
+#pragma unroll
+    for (int g = part * STAGED_ROWS / 8; g < (part + 1) * STAGED_ROWS / 8; g += 2) {
+#pragma unroll
+      for (int i = 4 * g; i < 4 * g + 8; ++i) {
+        const i64 col = c0 + 8 * ((i / 2) % 2), r = plan.m0 + (i / 4) * 8 + (lane % 4) * 2 + i % 2;
+        float v[1] = {alpha * d[i]};
+        if (r < M_out && col < N_out) {  // beyond C: staged, never stored
+          const i64 at = r * ld + col;
+          if (beta != 0.f) v[0] += beta * jitk::to_float(out[at]);
+          chain.epilogue<1>(v, at, col);
+        }
+        d[i] = v[0];
+      }
+      const int row = (g - part * STAGED_ROWS / 8) * 8 + row_in;
+      stmatrix_trans(st + row * 64 + ((piece ^ (row % 8)) * 8), pack2(d[4 * g], d[4 * g + 1]), pack2(d[4 * g + 2], d[4 * g + 3]),
+                     pack2(d[4 * g + 4], d[4 * g + 5]), pack2(d[4 * g + 6], d[4 * g + 7]));
+    }
+    consumer_sync(w);
+    for (int q = t; q < STAGED_ROWS * 8; q += 128) {
+      const int row = q / 8, p = q % 8;
+      const i64 r = plan.m0 + part * STAGED_ROWS + row, col = plan.n0 + p * 8;
+      if (r >= M_out) break;  // q rises with the row
+      const T* from = st + row * 64 + ((p ^ (row % 8)) * 8);
+      if (vectors && col + 8 <= N_out) {  // C is not read again here: evict-first
+        jitk::store_stream<8>(out + r * ld + col, *reinterpret_cast<const jitk::Pack<T, 8>*>(from));
+      } else {
+        for (int e = 0; e < 8 && col + e < N_out; ++e) out[r * ld + col + e] = from[e];
+      }
+    }
+    consumer_sync(w);  // the staging area is read before this consumer writes it again
   }
 }
 
@@ -401,6 +457,7 @@ struct Tiles {
   i64 block_rows, block_cols, nnz;
   static constexpr unsigned rank = 0;  // no clusters
 #if JITK_OP_BACKWARD_WEIGHT
+  __device__ i64 round_tiles(i64 slots) const { return slots; }
   __device__ i64 count() const { return nnz; }
   __device__ Plan plan(i64 tile) const {
     const int id = static_cast<int>(tile);
@@ -409,7 +466,12 @@ struct Tiles {
   }
 #else
   // Tiles of JITK_TILE_M rows by one block column (forward: W's; backward_input: dX's, W's block
-  // row), the columns with the most blocks first.
+  // row; a "line" below), in groups of a few tile rows: a group is every line of group_rows() tile
+  // rows, the lines with the most blocks first, the tile rows of a line side by side. A group
+  // fills one round of the consumers' slots (tile_of), so the tiles running at once read a few
+  // tile rows of X (dY) -- 8 MB at 4096 x 4096 -- which stay in L2 for the group's every block
+  // column, where tiles by whole block columns read all of X in a round and read it again from
+  // DRAM (H100, 4096^3 at 90% sparsity: +7%).
   static constexpr int ROWS = JITK_TILE_M;
   __device__ i64 count() const {
 #if JITK_OP_FORWARD
@@ -418,13 +480,33 @@ struct Tiles {
     return (M + ROWS - 1) / ROWS * block_rows;
 #endif
   }
-  __device__ Plan plan(i64 tile) const {
-    const i64 tiles_m = (M + ROWS - 1) / ROWS, m0 = (tile % tiles_m) * ROWS;
+  __device__ i64 lines() const {
 #if JITK_OP_FORWARD
-    const int j = cols_by_count[tile / tiles_m];
+    return block_cols;
+#else
+    return block_rows;
+#endif
+  }
+  // Tile rows a group takes: as many whole rows of lines as the consumers' slots hold (at least 1).
+  __device__ i64 group_rows() const {
+    const i64 slots = static_cast<i64>(gridDim.x) * 2, g = slots / (lines() > 0 ? lines() : 1);
+    return g < 1 ? 1 : g;
+  }
+  // Tiles a round of `slots` hands out: a group where it fits (the rest of the slots idle), else
+  // `slots` of the sequence.
+  __device__ i64 round_tiles(i64 slots) const {
+    const i64 g = group_rows() * lines();
+    return g > 0 && g <= slots ? g : slots;
+  }
+  __device__ Plan plan(i64 tile) const {
+    const i64 tiles_m = (M + ROWS - 1) / ROWS, group = group_rows(), lines_ = lines();
+    const i64 first = tile / (group * lines_) * group, in_group = tiles_m - first < group ? tiles_m - first : group;
+    const i64 in = tile - first * lines_, m0 = (first + in % in_group) * ROWS, line = in / in_group;
+#if JITK_OP_FORWARD
+    const int j = cols_by_count[line];
     return {m0, static_cast<i64>(j) * BS, c, ldc, M, N, col_ptr[j + 1] - col_ptr[j], by_col + col_ptr[j], row_of, 0, 0, 0};
 #else
-    const int j = rows_by_count[tile / tiles_m];
+    const int j = rows_by_count[line];
     return {m0, static_cast<i64>(j) * BS, c, ldc, M, K, row_ptr[j + 1] - row_ptr[j], nullptr, col_of, row_ptr[j], 0, 0};
 #endif
   }
@@ -434,6 +516,7 @@ struct Tiles {
   // Units of CLUSTER vertically neighbouring tiles, one a cluster: unit (u, n) is tile rows
   // u * CLUSTER .. + CLUSTER - 1 of tile column n, the block of rank r taking row u * CLUSTER + r.
   __device__ i64 count() const { return ((M + TM - 1) / TM + CLUSTER - 1) / CLUSTER * ((N + TN - 1) / TN); }
+  __device__ i64 round_tiles(i64 slots) const { return slots; }
   // Units in groups of 8 unit rows, column by column within a group (neighbours share A and B in L2).
   __device__ Plan plan(i64 unit) const {
     const i64 units_m = ((M + TM - 1) / TM + CLUSTER - 1) / CLUSTER, tiles_n = (N + TN - 1) / TN;
@@ -445,22 +528,24 @@ struct Tiles {
 #endif
   // The block's local-th tile, or -1 past its last: blocks take tiles in turn; with PINGPONG the
   // consumers do, in a snake over P = 2 x blocks slots (0, 1, ... P - 1, then P - 1 ... 0) so that
-  // tiles in falling size even out. A full round gives a block's two consumers neighbouring slots
-  // (slot = block x 2 + consumer): tiles of one block column and alike in length, so their turns
-  // stay even and they share W's blocks in L2 (on the H100 at 4096^2 x 4096: up to 18% faster
-  // than first consumers first). A round with fewer tiles than slots goes first consumers
-  // first (slot = consumer x blocks + block), so every SM gets one before any gets two. A round
-  // may hand a consumer a tile past the count: it has none.
+  // tiles in falling size even out, round_tiles() of them a round (slots past those idle). A full
+  // round gives a block's two consumers neighbouring slots (slot = block x 2 + consumer): tiles of
+  // one block column and alike in length, so their turns stay even and they share W's blocks in
+  // L2 (on the H100 at 4096^2 x 4096: up to 18% faster than first consumers first). A round with
+  // fewer tiles than slots goes first consumers first (slot = consumer x blocks + block), so
+  // every SM gets one before any gets two. A round may hand a consumer a tile past the count (or
+  // an idle slot): it has none.
   __device__ i64 tile_of(i64 local) const {
     if (!PINGPONG) {  // clusters take units in turn, as blocks take tiles
       const i64 tile = blockIdx.x / CLUSTER + local * (gridDim.x / CLUSTER);
       return tile < count() ? tile : -1;
     }
-    const i64 slots = static_cast<i64>(gridDim.x) * CONSUMERS, round = local / CONSUMERS;
-    if (round * slots >= count()) return -1;
-    const i64 slot = count() - round * slots < slots ? (local % CONSUMERS) * static_cast<i64>(gridDim.x) + blockIdx.x
-                                                     : static_cast<i64>(blockIdx.x) * CONSUMERS + local % CONSUMERS;
-    return round * slots + (round % 2 ? slots - 1 - slot : slot);
+    const i64 slots = static_cast<i64>(gridDim.x) * CONSUMERS, round = local / CONSUMERS, per_round = round_tiles(slots);
+    if (round * per_round >= count()) return -1;
+    const i64 slot = count() - round * per_round < per_round ? (local % CONSUMERS) * static_cast<i64>(gridDim.x) + blockIdx.x
+                                                             : static_cast<i64>(blockIdx.x) * CONSUMERS + local % CONSUMERS;
+    const i64 at = round % 2 ? slots - 1 - slot : slot;
+    return at < per_round ? round * per_round + at : count();
   }
 };
 
@@ -490,7 +575,8 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
   unsigned char* base = jitk_smem + ((1024 - smem_addr(jitk_smem) % 1024) % 1024);
   T* sa = reinterpret_cast<T*>(base);
   T* sb = sa + STAGES * A_SLOT;
-  u64* full = reinterpret_cast<u64*>(sb + STAGES * B_SLOT);
+  T* staging = sb + STAGES * B_SLOT;  // SWAPPED: the consumers' (STAGING_BYTES)
+  u64* full = reinterpret_cast<u64*>(reinterpret_cast<unsigned char*>(staging) + STAGING_BYTES);
   u64* empty = full + STAGES;
   u64* turn = empty + STAGES;  // PINGPONG: turn[w] completes when consumer w may start its next tile's products
   const i64 count = tiles.count();
@@ -517,22 +603,38 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
   const TensorMap* map_of_b = SWAPPED ? &map_a : &map_b;
   if (warpgroup == 0) {  // the producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-    if (t == 0) {
+    // Block-sparse forward and backward_input read two dependent indexes for a slice's
+    // coordinates: a warp's lanes find 32 slices' at once, lane 0 issues the copies (one thread
+    // alone waited on the indexes slice after slice: 3-5% slower at 90% sparsity). Elsewhere the
+    // coordinates are arithmetic and thread 0 does it all.
+    constexpr int LANES = INDEXED ? 32 : 1;
+    if (t < LANES) {
       int it = 0;
       for (i64 local = 0;; ++local) {
         const i64 tile = tiles.tile_of(local);
         if (tile < 0) break;
         if (tile >= count) continue;
         const Plan plan = tiles.plan(tile);
-        for (int kt = 0; kt < plan.slices; ++kt, ++it) {
-          const int s = it % STAGES, round = it / STAGES;
-          if (round > 0) bar_wait(&empty[s], (round - 1) & 1);  // the consumers are done with the slot's last use
-          int a_k, a_r, b_k, b_r;
-          plan.coords(kt, a_k, a_r, b_k, b_r);
-          bar_expect_bytes(&full[s], SLOT_BYTES);  // with a cluster, part of B comes from the other block
-          load_operand<TM, TA>(sa + s * A_SLOT, map_of_a, &full[s], a_k, a_r);
-          if (CLUSTER == 1) load_operand<TN, TB>(sb + s * B_SLOT, map_of_b, &full[s], b_k, b_r);
-          else load_shared_operand<TN, TB>(sb + s * B_SLOT, map_of_b, &full[s], b_k, b_r, tiles.rank);
+        for (int k0 = 0; k0 < plan.slices; k0 += LANES) {
+          int at[4] = {0, 0, 0, 0};  // lane l: slice k0 + l's a_k, a_r, b_k, b_r
+          if (k0 + t < plan.slices) plan.coords(k0 + t, at[0], at[1], at[2], at[3]);
+          const int n = plan.slices - k0 < LANES ? plan.slices - k0 : LANES;
+          for (int j = 0; j < n; ++j, ++it) {
+            int a_k = at[0], a_r = at[1], b_k = at[2], b_r = at[3];
+            if (INDEXED) {
+              a_k = __shfl_sync(0xffffffffu, a_k, j), a_r = __shfl_sync(0xffffffffu, a_r, j);
+              b_k = __shfl_sync(0xffffffffu, b_k, j), b_r = __shfl_sync(0xffffffffu, b_r, j);
+            }
+            if (t == 0) {
+              const int s = it % STAGES, round = it / STAGES;
+              if (round > 0) bar_wait(&empty[s], (round - 1) & 1);  // the consumers are done with the slot's last use
+              bar_expect_bytes(&full[s], SLOT_BYTES);  // with a cluster, part of B comes from the other block
+              load_operand<TM, TA>(sa + s * A_SLOT, map_of_a, &full[s], a_k, a_r);
+              if (CLUSTER == 1) load_operand<TN, TB>(sb + s * B_SLOT, map_of_b, &full[s], b_k, b_r);
+              else load_shared_operand<TN, TB>(sb + s * B_SLOT, map_of_b, &full[s], b_k, b_r, tiles.rank);
+            }
+            if (INDEXED) __syncwarp();
+          }
         }
       }
     }
@@ -584,7 +686,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
       keep_registers(d);
       if (plan.slices > 0) release(&empty[(it - 1) % STAGES]);  // the tile's last slot
       if (PINGPONG) bar_arrive(&turn[1 - w]);
-      if (SWAPPED) store_transposed(plan, d, t, alpha, beta, chain);
+      if (SWAPPED) store_transposed(plan, d, t, w, alpha, beta, chain, staging);
       else store(plan, d, part, t, alpha, beta, chain);
     }
   }

@@ -847,6 +847,13 @@ bool block_sparse_benches() {
         const double bound_ms = std::max(dense_op_ms * w.mask.density(), d.compulsory_bytes(w) / copy_bytes_per_ms);
         emit((name + "_bound_speedup").c_str(), dense_op_ms / ms, "x", dense_op_ms / bound_ms,
              "max(dense x density, compulsory bytes at D2D copy speed)");
+        // What the tiles read (from L2, mostly) at least: each block's X (dY) slice of m rows, once per
+        // block (a tile multiplies one block column or row: a slice meets one block), and
+        // backward_weight's dY slice too; against DRAM's speed, to show how much L2 carries.
+        const double slice_bytes = static_cast<double>(w.mask.nnz()) * static_cast<double>(m) * bs *
+                                   static_cast<double>(jit::dtype_size(t)) * (op == SparseOp::BackwardWeight ? 2.0 : 1.0);
+        emit((name + "_reads_TBps").c_str(), slice_bytes / ms / 1e9, "TB/s", copy_bytes_per_ms / 1e9,
+             "D2D copy (DRAM read + write), same run");
       } catch (const jit::Error& e) {
         std::fprintf(stderr, "block_sparse bench: %s failed: %s  <-- BLOCK_SPARSE CHECK FAILED\n", name.c_str(), e.what());
         ok = false;

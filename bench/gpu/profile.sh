@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Hardware counters and machine code of the GEMM cases whose names hold FILTER, in one device call
-# from the repo root (carry [".gpu-deps"]):
+# Hardware counters and machine code of the GEMM (ONLY=block_sparse: block-sparse) cases whose names
+# hold FILTER, in one device call from the repo root (carry [".gpu-deps"]):
 #   bash bench/gpu/profile.sh FILTER[,FILTER...] [DIR]
-# Builds jitk_gpu_bench (Release), runs `--only gemm --filter FILTER` under Nsight Compute (clocks
+# Builds jitk_gpu_bench (Release), runs `--only ${ONLY:-gemm} --filter FILTER` under Nsight Compute (clocks
 # left alone) for the first LAUNCHES kernels after SKIP (ours and cuBLAS's alternate: the names say
 # which), and writes $OUT/ncu.txt (speed of light, pipes, scheduler, warp stalls, top stall lines)
 # (and memory: L1, L2 hit rates, DRAM bytes) $OUT/source-FILTER.csv (per instruction of the first kernel: stall samples, shared-memory
 # wavefronts) and $OUT/sass-N.txt, the machine code of each CUDA kernel jitk compiled (nvdisasm). DIR: kernel
-# texts to use instead of the built-in ones (JITK_KERNEL_DIR).
+# texts to use instead of the built-in ones (JITK_KERNEL_DIR). KERNEL=REGEX: only kernels so named
+# (e.g. KERNEL=jitk for jitk's, not cuBLAS's or the bench's own).
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -24,11 +25,11 @@ IFS=, read -ra filters <<< "$filter"
 for f in "${filters[@]}"; do
   echo "=== $f"
   JITK_KERNEL_DIR=$dir JITK_CACHE_DIR=$cache timeout 300 "$ncu" --clock-control none --target-processes application-only \
-    --launch-skip "${SKIP:-0}" --launch-count "${LAUNCHES:-4}" \
+    --launch-skip "${SKIP:-0}" --launch-count "${LAUNCHES:-4}" ${KERNEL:+--kernel-name "regex:$KERNEL"} \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats \
     --section InstructionStats --section LaunchStats --section Occupancy --section SourceCounters \
     --export "/tmp/profile-$f" --force-overwrite --print-summary none \
-    build-gpu/bench/gpu/jitk_gpu_bench --only gemm --filter "$f" 2>> "$out/ncu.err"
+    build-gpu/bench/gpu/jitk_gpu_bench --only "${ONLY:-gemm}" --filter "$f" 2>> "$out/ncu.err"
   echo "ncu exit: $?"
   "$ncu" --import "/tmp/profile-$f.ncu-rep" --print-details all
   # per instruction: stall samples, shared wavefronts (the first kernel profiled)
