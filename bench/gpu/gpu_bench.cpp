@@ -629,18 +629,20 @@ using BlockSparse = kernels::BlockSparseMatmul;
 using SparseOp = BlockSparse::Op;
 
 constexpr SparseOp kSparseOps[] = {SparseOp::Forward, SparseOp::BackwardInput, SparseOp::BackwardWeight};
-constexpr double kSparseCheckDensity = 0.25;  // the support on which each op is checked against dense cuBLAS
 
 // One support of W (K x N) with its values (random, in id order), on the host and the device.
 struct SparseWeight {
   double target_density;  // what the mask was drawn with (mask.density() is what it got)
+  std::string shape;      // the name's suffix: "" at 4096^3, else e.g. "_8192"
   jit::BlockMask mask;
   std::vector<unsigned char> values_host;
   jit::cuda::DeviceArray<unsigned char> values;
   jit::cuda::DeviceArray<std::int32_t> index;
 
-  SparseWeight(std::int64_t K, std::int64_t N, std::int64_t block, double density, jit::DType dtype, unsigned seed)
+  SparseWeight(std::int64_t K, std::int64_t N, std::int64_t block, double density, jit::DType dtype, unsigned seed,
+               std::string shape_name = "")
       : target_density(density),
+        shape(std::move(shape_name)),
         mask(jit::BlockMask::random(K, N, block, density, seed)),
         values_host(random_values(dtype, mask.nnz() * block * block, seed + 100)),
         values(values_host),
@@ -669,11 +671,11 @@ struct SparseWeight {
       }
     return out;
   }
-  std::string name(jit::DType dtype, SparseOp op) const {  // "block_sparse_bf16_forward_b64_d0.10"
+  std::string name(jit::DType dtype, SparseOp op) const {  // "block_sparse_bf16_forward_b64_d0.10", + shape
     char density[16];
     std::snprintf(density, sizeof density, "%.2f", target_density);
     return "block_sparse_" + std::string(jit::dtype_name(dtype)) + "_" + BlockSparse::op_name(op) + "_b" +
-           std::to_string(mask.block()) + "_d" + density;
+           std::to_string(mask.block()) + "_d" + density + shape;
   }
 };
 
@@ -784,31 +786,28 @@ bool check_block_sparse(const BlockSparseData& d, const SparseWeight& w, const C
   return ok;
 }
 
-// bf16 block-sparse products at m = K = N = 4096 for two block sizes and three densities, each op
+// bf16 block-sparse products at m = K = N = `size` for the given block sizes and densities, each op
 // against dense cuBLAS doing the same op on the full shape: the speed-up over dense (baseline: the
-// ideal 1 / density) and the sparse kernel's effective TFLOP/s. Every op is checked first on the
-// supports of density kSparseCheckDensity; false (and no timing) when a check fails or a kernel
-// could not be had.
-bool block_sparse_benches() {
-  if (!Cublas::kAvailable) {
-    std::fprintf(stderr, "block_sparse note: built without cuBLAS (no CUDA::cublas): no dense baseline, section skipped\n");
-    return true;
-  }
+// ideal 1 / density), the sparse kernel's effective TFLOP/s, the speed-up against the op's bound
+// and its tile reads. Every op is checked first on the supports of density `check_density`; false
+// (and no timing) when a check fails or a kernel could not be had.
+bool block_sparse_benches(const Cublas& cublas, std::int64_t size, std::initializer_list<std::int64_t> blocks,
+                          std::initializer_list<double> densities, double check_density, const std::string& shape) {
   const jit::DType t = jit::DType::bf16;
-  const std::int64_t m = 4096, K = 4096, N = 4096;
-  Cublas cublas;
-  const BlockSparseData d(t, m, K, N);
+  const std::int64_t m = size, K = size, N = size;
   std::vector<SparseWeight> weights;
-  weights.reserve(6);
-  for (std::int64_t block : {64, 32})
-    for (double density : {0.5, 0.25, 0.1}) weights.emplace_back(K, N, block, density, t, 42);
-
-  bool ok = true;
+  weights.reserve(blocks.size() * densities.size());
+  for (std::int64_t block : blocks)
+    for (double density : densities) weights.emplace_back(K, N, block, density, t, 42, shape);
   const auto any_wanted = [&](const SparseWeight& w) {
     return std::any_of(std::begin(kSparseOps), std::end(kSparseOps), [&](SparseOp op) { return wanted(w.name(t, op)); });
   };
+  if (std::none_of(weights.begin(), weights.end(), any_wanted)) return true;
+  const BlockSparseData d(t, m, K, N);
+
+  bool ok = true;
   for (const SparseWeight& w : weights)
-    if (w.target_density == kSparseCheckDensity && any_wanted(w)) {
+    if (w.target_density == check_density && any_wanted(w)) {
       try {
         ok &= check_block_sparse(d, w, cublas);
       } catch (const jit::Error& e) {
@@ -860,6 +859,19 @@ bool block_sparse_benches() {
       }
     }
   return ok;
+}
+
+
+// The block-sparse section: every block size and density at 4096^3 (the shape), and block 64
+// at 90% sparsity on 8192^3, where the compulsory bytes no longer decide the bound.
+bool block_sparse_benches() {
+  if (!Cublas::kAvailable) {
+    std::fprintf(stderr, "block_sparse note: built without cuBLAS (no CUDA::cublas): no dense baseline, section skipped\n");
+    return true;
+  }
+  Cublas cublas;
+  bool ok = block_sparse_benches(cublas, 4096, {64, 32}, {0.5, 0.25, 0.1}, 0.25, "");
+  return block_sparse_benches(cublas, 8192, {64}, {0.1}, 0.1, "_8192") && ok;
 }
 
 }  // namespace
