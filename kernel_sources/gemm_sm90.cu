@@ -5,9 +5,10 @@
 // Blocks of 128 * (TILE_M / 64 + 1) threads in warpgroups (block-sparse forward and backward_input:
 // 384, a producer and two consumers), persistent (at most JITK_BLOCKS_PER_SM an SM, each looping
 // over TILE_M x TILE_N tiles of C):
-//   warpgroup 0 (the producer; one thread works, block-sparse's indexes a warp) loads 64-wide K slices of A (TILE_M rows) and B
-//     (TILE_N rows) through the copy engine (TMA, tensor maps made by the host at each launch) into
-//     STAGES shared-memory slots of 128-byte swizzled rows, each slot completing on a `full` mbarrier;
+//   warpgroup 0 (the producer; one thread works, a warp where block-sparse's indexes are read)
+//     loads 64-wide K slices of A (TILE_M rows) and B (TILE_N rows) through the copy engine (TMA,
+//     tensor maps made by the host at each launch) into STAGES shared-memory slots of 128-byte
+//     swizzled rows, each slot completing on a `full` mbarrier;
 //   warpgroups 1.. (consumers) each multiply 64 rows of the tile by all TILE_N columns with wgmma
 //     (A and B straight from shared memory), then release the slot on its `empty` mbarrier
 //     (block-sparse forward and backward_input: two consumers taking whole tiles in turn, below).
@@ -489,7 +490,7 @@ struct Tiles {
   }
   // Tile rows a group takes: as many whole rows of lines as the consumers' slots hold (at least 1).
   __device__ i64 group_rows() const {
-    const i64 slots = static_cast<i64>(gridDim.x) * 2, g = slots / (lines() > 0 ? lines() : 1);
+    const i64 slots = static_cast<i64>(gridDim.x) * CONSUMERS, g = slots / (lines() > 0 ? lines() : 1);
     return g < 1 ? 1 : g;
   }
   // Tiles a round of `slots` hands out: a group where it fits (the rest of the slots idle), else
@@ -605,8 +606,8 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
     // Block-sparse forward and backward_input read two dependent indexes for a slice's
     // coordinates: a warp's lanes find 32 slices' at once, lane 0 issues the copies (one thread
-    // alone waited on the indexes slice after slice: 3-5% slower at 90% sparsity). Elsewhere the
-    // coordinates are arithmetic and thread 0 does it all.
+    // alone waited on the indexes slice after slice: 0-5% slower at 90% sparsity over two runs).
+    // Elsewhere the coordinates are arithmetic and thread 0 does it all.
     constexpr int LANES = INDEXED ? 32 : 1;
     if (t < LANES) {
       int it = 0;
