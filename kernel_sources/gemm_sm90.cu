@@ -93,8 +93,7 @@ constexpr int A_SLOT = TM * TK, B_SLOT = TN * TK;  // elements; every slot is a 
 constexpr unsigned SLOT_BYTES = (A_SLOT + B_SLOT) * sizeof(T);
 // SWAPPED: each consumer stages its tile's transpose (TN rows of C by the 64-wide block) in shared
 // memory after the slots, so that C is written in 16-byte pieces of its rows.
-constexpr int STAGED_ROWS = TN;  // rows staged at a time (quarters of the tile measured the same)
-constexpr unsigned STAGING_BYTES = SWAPPED ? 2 * STAGED_ROWS * 64 * sizeof(T) : 0;
+constexpr unsigned STAGING_BYTES = SWAPPED ? 2 * TN * 64 * sizeof(T) : 0;
 static_assert(STAGES * SLOT_BYTES + STAGING_BYTES + 1024 + 16 * STAGES + 16 <= JITK_SHARED_BYTES,
               "gemm_sm90.cu: more shared memory than planned");
 #if JITK_DTYPE_BF16
@@ -410,42 +409,40 @@ __device__ inline void store_transposed(const Plan& plan, float (&d)[TN / 2], in
   const i64 ld = plan.ldc, M_out = plan.rows, N_out = plan.cols;
   const int lane = t % 32, warp = t / 32;
   const i64 c0 = plan.n0 + warp * 16 + lane / 4;
-  T* st = staging + w * STAGED_ROWS * 64;
+  T* st = staging + w * TN * 64;
   const int row_in = (lane / 16) * 8 + lane % 8, piece = warp * 2 + (lane / 8) % 2;  // matrix lane / 8: rows g + (lane / 16)
-  const bool vectors = ld % 8 == 0 && jitk::aligned16(out);
 #pragma unroll
-  for (int part = 0; part < TN / STAGED_ROWS; ++part) {
+  for (int g = 0; g < TN / 8; g += 2) {
 #pragma unroll
-    for (int g = part * STAGED_ROWS / 8; g < (part + 1) * STAGED_ROWS / 8; g += 2) {
-#pragma unroll
-      for (int i = 4 * g; i < 4 * g + 8; ++i) {
-        const i64 col = c0 + 8 * ((i / 2) % 2), r = plan.m0 + (i / 4) * 8 + (lane % 4) * 2 + i % 2;
-        float v[1] = {alpha * d[i]};
-        if (r < M_out && col < N_out) {  // beyond C: staged, never stored
-          const i64 at = r * ld + col;
-          if (beta != 0.f) v[0] += beta * jitk::to_float(out[at]);
-          chain.epilogue<1>(v, at, col);
-        }
-        d[i] = v[0];
+    for (int i = 4 * g; i < 4 * g + 8; ++i) {
+      const i64 col = c0 + 8 * ((i / 2) % 2), r = plan.m0 + (i / 4) * 8 + (lane % 4) * 2 + i % 2;
+      float v[1] = {alpha * d[i]};
+      if (r < M_out && col < N_out) {  // beyond C: staged, never stored
+        const i64 at = r * ld + col;
+        if (beta != 0.f) v[0] += beta * jitk::to_float(out[at]);
+        chain.epilogue<1>(v, at, col);
       }
-      const int row = (g - part * STAGED_ROWS / 8) * 8 + row_in;
-      stmatrix_trans(st + row * 64 + ((piece ^ (row % 8)) * 8), pack2(d[4 * g], d[4 * g + 1]), pack2(d[4 * g + 2], d[4 * g + 3]),
-                     pack2(d[4 * g + 4], d[4 * g + 5]), pack2(d[4 * g + 6], d[4 * g + 7]));
+      d[i] = v[0];
     }
-    consumer_sync(w);
-    for (int q = t; q < STAGED_ROWS * 8; q += 128) {
-      const int row = q / 8, p = q % 8;
-      const i64 r = plan.m0 + part * STAGED_ROWS + row, col = plan.n0 + p * 8;
-      if (r >= M_out) break;  // q rises with the row
-      const T* from = st + row * 64 + ((p ^ (row % 8)) * 8);
-      if (vectors && col + 8 <= N_out) {  // C is not read again here: evict-first
-        jitk::store_stream<8>(out + r * ld + col, *reinterpret_cast<const jitk::Pack<T, 8>*>(from));
-      } else {
-        for (int e = 0; e < 8 && col + e < N_out; ++e) out[r * ld + col + e] = from[e];
-      }
-    }
-    consumer_sync(w);  // the staging area is read before this consumer writes it again
+    const int row = g * 8 + row_in;
+    __syncwarp();  // stmatrix is .aligned: the whole warp, past the branch above
+    stmatrix_trans(st + row * 64 + ((piece ^ (row % 8)) * 8), pack2(d[4 * g], d[4 * g + 1]), pack2(d[4 * g + 2], d[4 * g + 3]),
+                   pack2(d[4 * g + 4], d[4 * g + 5]), pack2(d[4 * g + 6], d[4 * g + 7]));
   }
+  consumer_sync(w);
+  const bool vectors = ld % 8 == 0 && jitk::aligned16(out);
+  for (int q = t; q < TN * 8; q += 128) {
+    const int row = q / 8, p = q % 8;
+    const i64 r = plan.m0 + row, col = plan.n0 + p * 8;
+    if (r >= M_out) break;  // q rises with the row
+    const T* from = st + row * 64 + ((p ^ (row % 8)) * 8);
+    if (vectors && col + 8 <= N_out) {  // C is not read again here: evict-first
+      jitk::store_stream<8>(out + r * ld + col, *reinterpret_cast<const jitk::Pack<T, 8>*>(from));
+    } else {
+      for (int e = 0; e < 8 && col + e < N_out; ++e) out[r * ld + col + e] = from[e];
+    }
+  }
+  consumer_sync(w);  // the staging area is read before this consumer writes it again
 }
 
 // The tiles of a launch, and each one's plan.
@@ -467,12 +464,12 @@ struct Tiles {
   }
 #else
   // Tiles of JITK_TILE_M rows by one block column (forward: W's; backward_input: dX's, W's block
-  // row; a "line" below), in groups of a few tile rows: a group is every line of group_rows() tile
-  // rows, the lines with the most blocks first, the tile rows of a line side by side. A group
-  // fills one round of the consumers' slots (tile_of), so the tiles running at once read a few
-  // tile rows of X (dY) -- 8 MB at 4096 x 4096 -- which stay in L2 for the group's every block
-  // column, where tiles by whole block columns read all of X in a round and read it again from
-  // DRAM (H100, 4096^3 at 90% sparsity: +7%).
+  // row; a "line" below), in groups of a few tile rows where they fill the consumers' slots
+  // (group_rows): a group is every line of group_rows() tile rows, the lines with the most blocks
+  // first, the tile rows of a line side by side. A group is one round of the slots (tile_of), so
+  // the tiles running at once read a few tile rows of X (dY) -- 8 MB at 4096 x 4096 -- which stay
+  // in L2 for the group's every block column, where tiles by whole block columns read all of X in
+  // a round and read it again from DRAM (H100, 4096^3 at 90% sparsity: +7%).
   static constexpr int ROWS = JITK_TILE_M;
   __device__ i64 count() const {
 #if JITK_OP_FORWARD
@@ -488,19 +485,23 @@ struct Tiles {
     return block_rows;
 #endif
   }
-  // Tile rows a group takes: as many whole rows of lines as the consumers' slots hold (at least 1).
+  // Tile rows a group takes: as many whole rows of lines as the consumers' slots hold, where those
+  // leave at most 1/16 of the slots idle; else 0: no groups (tiles by whole lines, as many a round
+  // as there are slots).
+  // The snake hands a group's tiles to slots 0.. in one round and to ..P - 1 in the next, so idle
+  // slots are a lasting imbalance: every other round for the slots at either end (a grid of 114
+  // SMs on 128 lines would give some blocks twice the tiles of others).
   __device__ i64 group_rows() const {
-    const i64 slots = static_cast<i64>(gridDim.x) * CONSUMERS, g = slots / (lines() > 0 ? lines() : 1);
-    return g < 1 ? 1 : g;
+    const i64 slots = static_cast<i64>(gridDim.x) * CONSUMERS, n = lines() > 0 ? lines() : 1, g = slots / n;
+    return g >= 1 && 16 * g * n >= 15 * slots ? g : 0;
   }
-  // Tiles a round of `slots` hands out: a group where it fits (the rest of the slots idle), else
-  // `slots` of the sequence.
+  // Tiles a round of `slots` hands out: a group (the rest of the slots idle), or `slots`.
   __device__ i64 round_tiles(i64 slots) const {
-    const i64 g = group_rows() * lines();
-    return g > 0 && g <= slots ? g : slots;
+    const i64 g = group_rows();
+    return g > 0 ? g * lines() : slots;
   }
   __device__ Plan plan(i64 tile) const {
-    const i64 tiles_m = (M + ROWS - 1) / ROWS, group = group_rows(), lines_ = lines();
+    const i64 tiles_m = (M + ROWS - 1) / ROWS, group = group_rows() > 0 ? group_rows() : tiles_m, lines_ = lines();
     const i64 first = tile / (group * lines_) * group, in_group = tiles_m - first < group ? tiles_m - first : group;
     const i64 in = tile - first * lines_, m0 = (first + in % in_group) * ROWS, line = in / in_group;
 #if JITK_OP_FORWARD
