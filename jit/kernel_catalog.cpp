@@ -218,10 +218,11 @@ TilePlan block_sparse_cuda_plan(const ParamSet& p) {
 }
 
 // gemm_sm90.cu's shared memory: `stages` slots of a_rows + b_rows rows of 64 16-bit elements
-// (128-byte rows), 1024 bytes of slack to align them to the swizzle's period, then the full and
+// (128-byte rows), 1024 bytes of slack to align them to the swizzle's period, the two consumers'
+// staging areas of staged_rows rows of 64 each (block-sparse's transposed tiles), then the full and
 // empty mbarriers of each stage and the two consumers' turn barriers.
-std::int64_t sm90_shared_bytes(std::int64_t stages, std::int64_t a_rows, std::int64_t b_rows) {
-  return stages * (a_rows + b_rows) * 64 * 2 + 1024 + 16 * stages + 16;
+std::int64_t sm90_shared_bytes(std::int64_t stages, std::int64_t a_rows, std::int64_t b_rows, std::int64_t staged_rows = 0) {
+  return stages * (a_rows + b_rows) * 64 * 2 + 2 * staged_rows * 64 * 2 + 1024 + 16 * stages + 16;
 }
 
 // kernel_sources/gemm_sm90.cu's block_sparse_matmul: 64-wide blocks (128-byte rows). forward and
@@ -239,7 +240,7 @@ TilePlan block_sparse_sm90a_plan(const ParamSet& p) {
   }
   const std::int64_t tm = int_param(p, "tile_m");
   if (tm != 64 && tm != 128 && tm != 256) return {"tile_m = " + std::to_string(tm) + ": 64, 128 or 256 on cuda-sm90a"};
-  const std::int64_t shared = sm90_shared_bytes(stages, 64, tm) + 2 * tm * 64 * 2;
+  const std::int64_t shared = sm90_shared_bytes(stages, 64, tm, tm);
   if (shared > kMaxSharedBytes)
     return {"tile_m = " + std::to_string(tm) + " x " + std::to_string(stages) + " stages needs " + std::to_string(shared) +
             " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};

@@ -861,7 +861,6 @@ bool block_sparse_benches(const Cublas& cublas, std::int64_t size, std::initiali
   return ok;
 }
 
-
 // The block-sparse section: every block size and density at 4096^3 (the shape), and block 64
 // at 90% sparsity on 8192^3, where the compulsory bytes no longer decide the bound.
 bool block_sparse_benches() {
