@@ -30,7 +30,7 @@
 #include "jit/chain_codegen.hpp"
 #include "jit/specializer.hpp"
 #include "raw_clang_orc.hpp"
-#include "runtime/thread_pool.hpp"
+#include "runtime/cpu/thread_pool.hpp"
 
 // The same kernel text compiled ahead of time by g++ -O3 -march=native (bench/CMakeLists.txt).
 #define JITK_BENCH_AOT(kernel, dtype) extern "C" void aot_##kernel##_##dtype(void* const*, long long, long long);
@@ -451,7 +451,7 @@ int child_compile_overhead(int reps) {
   jitk_bench::RawClangOrc raw;
   jitk_bench::RawTiming raw_timing;
   auto compile_raw = [&](std::int64_t hidden) {
-    return raw.compile_and_load("rms_norm.cpp", render_row_kernel("rms_norm", "f32", hidden), "jitk_cpu.h",
+    return raw.compile_and_load("rms_norm/rms_norm.cpp", render_row_kernel("rms_norm", "f32", hidden), "jitk_cpu.h",
                                 kernel_text("jitk_cpu.h"), &raw_timing);
   };
   auto get_jitk = [](std::int64_t hidden) {

@@ -21,7 +21,7 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "jit/orc_compiler.hpp"
+#include "jit/cpu/orc_compiler.hpp"
 #include <vector>
 
 namespace jitk_bench {

@@ -7,7 +7,7 @@
 
 #include "cache/cache_root.hpp"
 #include "jit/error.hpp"
-#include "runtime/logging.hpp"
+#include "support/logging.hpp"
 
 namespace jit::detail {
 namespace {

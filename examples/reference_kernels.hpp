@@ -1,4 +1,6 @@
-// Float64 reference implementations of the shipped kernels, and the relative L2 error used to judge them.
+// Float64 references of the shipped kernels (each family's reference.hpp, gathered from
+// kernel_sources/families.def at build time), the fusion chains' reference, and the relative L2
+// error used to judge them.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -9,117 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "jitk/family_references.hpp"  // generated: kernel_sources/<family>/reference.hpp for each family
+
 namespace jitk_reference {
-
-template <class T> std::vector<double> saxpy(double a, const std::vector<T>& x, const std::vector<T>& y) {
-  std::vector<double> out(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) out[i] = a * double(x[i]) + double(y[i]);
-  return out;
-}
-
-template <class T> std::vector<double> silu_and_mul(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x) {
-  std::vector<double> out(static_cast<std::size_t>(rows * hidden));
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t i = 0; i < hidden; ++i) {
-      double g = x[r * 2 * hidden + i], u = x[r * 2 * hidden + hidden + i];
-      out[r * hidden + i] = g / (1.0 + std::exp(-g)) * u;
-    }
-  return out;
-}
-
-template <class T>
-std::vector<double> rms_norm(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x, const std::vector<T>& w,
-                             double eps) {
-  std::vector<double> out(static_cast<std::size_t>(rows * hidden));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    double ss = 0;
-    for (std::int64_t i = 0; i < hidden; ++i) ss += double(x[r * hidden + i]) * double(x[r * hidden + i]);
-    double inv = 1.0 / std::sqrt(ss / double(hidden) + eps);
-    for (std::int64_t i = 0; i < hidden; ++i) out[r * hidden + i] = double(x[r * hidden + i]) * inv * double(w[i]);
-  }
-  return out;
-}
-
-// The max of row r and the sum of exp(x - max) over it.
-template <class T> std::pair<double, double> max_and_exp_sum(const std::vector<T>& x, std::int64_t r, std::int64_t hidden) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (std::int64_t i = 0; i < hidden; ++i) m = std::max(m, double(x[r * hidden + i]));
-  double sum = 0;
-  for (std::int64_t i = 0; i < hidden; ++i) sum += std::exp(double(x[r * hidden + i]) - m);
-  return {m, sum};
-}
-
-template <class T> std::vector<double> softmax(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x) {
-  std::vector<double> out(static_cast<std::size_t>(rows * hidden));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const auto [m, sum] = max_and_exp_sum(x, r, hidden);
-    for (std::int64_t i = 0; i < hidden; ++i) out[r * hidden + i] = std::exp(double(x[r * hidden + i]) - m) / sum;
-  }
-  return out;
-}
-
-template <class T> std::vector<double> log_softmax(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x) {
-  std::vector<double> out(static_cast<std::size_t>(rows * hidden));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const auto [m, sum] = max_and_exp_sum(x, r, hidden);
-    const double log_sum = std::log(sum);
-    for (std::int64_t i = 0; i < hidden; ++i) out[r * hidden + i] = double(x[r * hidden + i]) - m - log_sum;
-  }
-  return out;
-}
-
-template <class T>
-std::vector<double> layer_norm(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x, const std::vector<T>& w,
-                               const std::vector<T>& b, double eps) {
-  std::vector<double> out(static_cast<std::size_t>(rows * hidden));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    double mean = 0, var = 0;
-    for (std::int64_t i = 0; i < hidden; ++i) mean += double(x[r * hidden + i]);
-    mean /= double(hidden);
-    for (std::int64_t i = 0; i < hidden; ++i) var += (double(x[r * hidden + i]) - mean) * (double(x[r * hidden + i]) - mean);
-    const double inv = 1.0 / std::sqrt(var / double(hidden) + eps);
-    for (std::int64_t i = 0; i < hidden; ++i)
-      out[r * hidden + i] = (double(x[r * hidden + i]) - mean) * inv * double(w[i]) + double(b[i]);
-  }
-  return out;
-}
-
-// gelu(x[:, :hidden]) * x[:, hidden:]; tanh: the tanh approximation (PyTorch approximate="tanh").
-template <class T>
-std::vector<double> gelu_and_mul(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x, bool tanh_approx) {
-  std::vector<double> out(static_cast<std::size_t>(rows * hidden));
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t i = 0; i < hidden; ++i) {
-      const double g = x[r * 2 * hidden + i], u = x[r * 2 * hidden + hidden + i];
-      // 0.5 g (1 + tanh(z)) and 0.5 g (1 + erf(g / sqrt 2)), written without their cancellation for g < 0
-      const double z = 0.7978845608028654 * (g + 0.044715 * g * g * g);
-      const double gelu = tanh_approx ? g / (1 + std::exp(-2 * z)) : 0.5 * g * std::erfc(-g / std::sqrt(2.0));
-      out[r * hidden + i] = gelu * u;
-    }
-  return out;
-}
-
-// residual + x, and rms_norm of that sum.
-template <class T>
-std::vector<double> add_rms_norm_sum(const std::vector<T>& x, const std::vector<T>& residual) {
-  std::vector<double> out(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) out[i] = double(x[i]) + double(residual[i]);
-  return out;
-}
-
-// One AdamW step (torch.optim.AdamW) in float64: param, m and v updated in place.
-template <class G>
-void adamw(std::vector<double>& param, const std::vector<G>& grad, std::vector<double>& m, std::vector<double>& v,
-           double lr, std::int64_t step, double beta1, double beta2, double eps, double weight_decay) {
-  const double bc1 = 1 - std::pow(beta1, double(step)), bc2 = 1 - std::pow(beta2, double(step));
-  for (std::size_t i = 0; i < param.size(); ++i) {
-    const double g = double(grad[i]);
-    param[i] *= 1 - lr * weight_decay;
-    m[i] = beta1 * m[i] + (1 - beta1) * g;
-    v[i] = beta2 * v[i] + (1 - beta2) * g * g;
-    param[i] -= lr / bc1 * m[i] / (std::sqrt(v[i] / bc2) + eps);
-  }
-}
 
 // One operand of a fusion chain step: a tensor or per-column vector (data), a number, or what a
 // store step wrote (stored).

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "runtime/manifest.hpp"
+#include "runtime/shipping/manifest.hpp"
 
 namespace jit {
 // parse_manifest (the file wrapper) names the default target; the harness has no backends.

@@ -33,15 +33,6 @@ bool text_is(const ParamSet& p, const char* name, const char* value);
 inline constexpr const char* kTileParams[] = {"tile_m", "tile_n", "tile_k", "stages", "cluster_m"};
 // Whether every tile param `params` holds is 0 (the implementation's defaults).
 bool at_default_tiles(const ParamSet& params);
-// A gemm in f32 on its generic CUDA text at the default tiles (every tile param 0): which operands
-// lie along K (A row-major, B column-major) and may be packed along M or N before a large launch
-// (the CUDA driver's routes; runtime/gpu_launch.hpp's packing_for decides each launch).
-struct AlongK {
-  bool a = false, b = false;
-};
-AlongK packable_along_k(std::string_view kernel, const Implementation& impl, const ParamSet& params);
-// "A and B", "A" or "B" (empty for neither).
-std::string operands_text(AlongK operands);
 // Throws Error{UnknownKernel} listing the kernels that exist.
 const KernelDef& find_kernel(std::string_view name);
 // Whether `name` is one of jitk's own kernels (not a user's).

@@ -13,7 +13,8 @@
 #include "jit/chain.hpp"
 #include "jit/chain_codegen.hpp"
 #include "jit/embedded_sources.hpp"
-#include "runtime/logging.hpp"
+#include "kernel_sources/gemm/routes.hpp"
+#include "support/logging.hpp"
 
 namespace jit::detail {
 namespace {

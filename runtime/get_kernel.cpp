@@ -10,8 +10,8 @@
 #include "jit/specializer.hpp"
 #include "runtime/backend_driver.hpp"
 #include "runtime/get_kernel.hpp"
-#include "runtime/logging.hpp"
-#include "runtime/record.hpp"
+#include "support/logging.hpp"
+#include "runtime/shipping/record.hpp"
 #include "runtime/selection.hpp"
 
 namespace jit::detail {

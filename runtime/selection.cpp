@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "cache/cache_key.hpp"
-#include "runtime/logging.hpp"
+#include "support/logging.hpp"
 
 namespace jit {
 

@@ -11,8 +11,8 @@
 #include "cache/cache_key.hpp"
 #include "jit/cuda.hpp"
 #include "runtime/backend_driver.hpp"
-#include "runtime/logging.hpp"
-#include "runtime/thread_pool.hpp"
+#include "support/logging.hpp"
+#include "runtime/cpu/thread_pool.hpp"
 
 namespace jit {
 namespace detail {

@@ -16,7 +16,7 @@
 #include "cache/cache_root.hpp"
 #include "cache/file_lock.hpp"
 #include "cache/sqlite_index.hpp"
-#include "jit/include_scan.hpp"
+#include "jit/cuda/include_scan.hpp"
 #include "test_support.hpp"
 
 using namespace jit::detail;

@@ -131,11 +131,11 @@ TEST_CASE("JITK_KERNEL_DIR text is used, is part of the key, and unsetting it re
   REQUIRE(run(kClient + " saxpy", env).exit_code == 0);
   // A deliberately different saxpy: y = a*x + y + 1. The client's reference check must then fail,
   // which proves the override's text was compiled rather than the cached shipped one.
-  auto text = jitk_test::read_file(std::string(JITK_SOURCE_DIR) + "/kernel_sources/saxpy.cpp");
+  auto text = jitk_test::read_file(std::string(JITK_SOURCE_DIR) + "/kernel_sources/saxpy/saxpy.cpp");
   auto pos = text.find("y[i] = a * x[i] + y[i];");
   REQUIRE(pos != std::string::npos);
   text.replace(pos, 23, "y[i] = a * x[i] + y[i] + T(1);");
-  jitk_test::write_file(kernels.path() / "saxpy.cpp", text);
+  jitk_test::write_file(kernels.path() / "saxpy/saxpy.cpp", text);
 
   auto changed = run(kClient + " saxpy", env + " JITK_KERNEL_DIR='" + kernels.str() + "'");
   CHECK_THAT(changed.output, Contains("saxpy compiled WRONG"));

@@ -226,9 +226,9 @@ TEST_CASE("different specializations get different keys", "[kernels]") {
 
 TEST_CASE("a compile error names the kernel and params and shows the compiler log and numbered source", "[kernels]") {
   jitk_test::TempDir override_dir;
-  auto text = jitk_test::read_file(std::string(JITK_SOURCE_DIR) + "/kernel_sources/rms_norm.cpp");
+  auto text = jitk_test::read_file(std::string(JITK_SOURCE_DIR) + "/kernel_sources/rms_norm/rms_norm.cpp");
   text += "\nthis is not C++;\n";
-  jitk_test::write_file(override_dir.path() / "rms_norm.cpp", text);
+  jitk_test::write_file(override_dir.path() / "rms_norm/rms_norm.cpp", text);
   ::setenv("JITK_KERNEL_DIR", override_dir.str().c_str(), 1);
   auto expect = [&](const jit::Error& e) {
     CHECK(e.code() == jit::ErrorCode::CompileFailed);

@@ -8,6 +8,7 @@
 #include "../examples/reference_kernels.hpp"
 #include "jit/cache.hpp"
 #include "jit/kernel_catalog.hpp"
+#include "kernel_sources/gemm/routes.hpp"
 #include "jit/kernels.hpp"
 #include "jit/registry.hpp"
 #include "jit/specializer.hpp"

@@ -14,7 +14,7 @@
 #include "jit/registry.hpp"
 #include "jit/tuning.hpp"
 #include "gpu_support.hpp"
-#include "runtime/logging.hpp"
+#include "support/logging.hpp"
 #include "test_support.hpp"
 #include <spdlog/sinks/ostream_sink.h>
 #include <sstream>

@@ -14,7 +14,7 @@
 #include "jit/kernel_catalog.hpp"
 #include "jit/kernels.hpp"
 #include "jit/registry.hpp"
-#include "jit/nvrtc_compiler.hpp"
+#include "jit/cuda/nvrtc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
 #include "runtime/selection.hpp"
 #include "gpu_support.hpp"

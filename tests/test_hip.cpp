@@ -13,7 +13,7 @@
 
 #include "jit/cache.hpp"
 #include "jit/error.hpp"
-#include "jit/hiprtc_compiler.hpp"
+#include "jit/hip/hiprtc_compiler.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "jit/kernels.hpp"
 #include "runtime/backend_driver.hpp"

@@ -365,8 +365,8 @@ TEST_CASE("a shipped kernel's override changes its key too", "[selection][kernel
   jitk_test::TempDir dir;
   const jit::ParamSet params{{"dtype", std::string("f32")}, {"hidden", std::int64_t{96}}};
   const auto shipped = jit::detail::get_kernel("rms_norm", params, jit::Target::cpu()).key;
-  auto text = jitk_test::read_file(std::string(JITK_SOURCE_DIR) + "/kernel_sources/rms_norm.cpp");
-  jitk_test::write_file(dir.path() / "rms_norm.cpp", text + "\n// a development edit\n");
+  auto text = jitk_test::read_file(std::string(JITK_SOURCE_DIR) + "/kernel_sources/rms_norm/rms_norm.cpp");
+  jitk_test::write_file(dir.path() / "rms_norm/rms_norm.cpp", text + "\n// a development edit\n");
   ::setenv("JITK_KERNEL_DIR", dir.str().c_str(), 1);
   const auto edited = jit::detail::get_kernel("rms_norm", params, jit::Target::cpu());
   ::unsetenv("JITK_KERNEL_DIR");

@@ -83,6 +83,7 @@ inline std::string read_file(const fs::path& p) {
 }
 
 inline void write_file(const fs::path& p, const std::string& bytes) {
+  if (p.has_parent_path()) fs::create_directories(p.parent_path());
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out << bytes;
 }

@@ -245,7 +245,7 @@ TEST_CASE("settings that cannot be honoured are named in one warning, never sile
     auto r = run(kClient + " rms_norm softmax", env + " JITK_LOG_LEVEL=info JITK_KERNEL_DIR='" + empty.str() + "'");
     INFO(r.output);
     CHECK(r.exit_code == 0);
-    CHECK(jitk_test::count_lines_with(r.output, "has no rms_norm.cpp; using the copy built into jitk") == 1);
+    CHECK(jitk_test::count_lines_with(r.output, "has no rms_norm/rms_norm.cpp; using the copy built into jitk") == 1);
     CHECK(jitk_test::count_lines_with(r.output, "has no jitk_cpu.h; using the copy built into jitk") == 1);  // both kernels read it
     CHECK(r.output.find("[jitk W]") == std::string::npos);
   }

@@ -1,6 +1,6 @@
 // Finds hipRTC (inside libamdhip64.so.5 on ROCm 5.2, libhiprtc on newer ROCm), checks the target
 // against comgr's ISA list, compiles to a bare AMDGPU code object (an ELF that hipModuleLoadData takes).
-#include "jit/hiprtc_compiler.hpp"
+#include "jit/hip/hiprtc_compiler.hpp"
 
 #include <dlfcn.h>
 

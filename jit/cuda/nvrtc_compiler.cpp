@@ -1,5 +1,5 @@
 // Finds libnvrtc (13, then 12; also under $CUDA_HOME), compiles to CUBIN, or PTX for an arch it cannot target.
-#include "jit/nvrtc_compiler.hpp"
+#include "jit/cuda/nvrtc_compiler.hpp"
 
 #include <dlfcn.h>
 
@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "cache/cache_key.hpp"
-#include "jit/include_scan.hpp"
+#include "jit/cuda/include_scan.hpp"
 
 namespace jit::detail {
 

@@ -1,5 +1,5 @@
 // Opens libcuda.so.1, resolves the driver functions jitk uses, initializes and lists devices.
-#include "runtime/cuda_api.hpp"
+#include "runtime/cuda/cuda_api.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>

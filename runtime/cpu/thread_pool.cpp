@@ -1,11 +1,11 @@
 // A fixed pool of workers woken per job; chunks are handed out under one mutex (jobs are coarse).
-#include "runtime/thread_pool.hpp"
+#include "runtime/cpu/thread_pool.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 #include <string>
 
-#include "runtime/logging.hpp"
+#include "support/logging.hpp"
 
 namespace jit::detail {
 namespace {

@@ -1,5 +1,5 @@
 // The library's spdlog logger and warn-once bookkeeping.
-#include "runtime/logging.hpp"
+#include "support/logging.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 

@@ -1,5 +1,5 @@
 // JITK_RECORD: append what a program uses to a warm manifest, deduplicated under a file lock.
-#include "runtime/record.hpp"
+#include "runtime/shipping/record.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -12,7 +12,7 @@
 #include <set>
 
 #include "jit/kernel_catalog.hpp"
-#include "runtime/logging.hpp"
+#include "support/logging.hpp"
 
 namespace jit::detail {
 namespace {

@@ -1,5 +1,5 @@
 // Runs clang's frontend in-process on a source unit held in memory and returns ELF object code.
-#include "jit/orc_compiler.hpp"
+#include "jit/cpu/orc_compiler.hpp"
 
 #include <clang/Basic/DiagnosticOptions.h>
 #include <clang/Basic/Version.h>

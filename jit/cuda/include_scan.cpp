@@ -1,5 +1,5 @@
 // Scans #include lines and hashes the toolkit headers they reach (for NVRTC's cache keys).
-#include "jit/include_scan.hpp"
+#include "jit/cuda/include_scan.hpp"
 
 #include <algorithm>
 #include <filesystem>

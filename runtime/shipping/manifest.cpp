@@ -1,5 +1,5 @@
 // Warm manifests: TOML text -> validated, expanded warm items (a pure function; fuzzed in fuzz/).
-#include "runtime/manifest.hpp"
+#include "runtime/shipping/manifest.hpp"
 
 #include <toml++/toml.h>
 

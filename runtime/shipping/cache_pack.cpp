@@ -16,7 +16,7 @@
 #include "jit/cache.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "runtime/backend_driver.hpp"
-#include "runtime/logging.hpp"
+#include "support/logging.hpp"
 
 namespace jit::cache {
 namespace {

@@ -6,7 +6,7 @@
 #include <map>
 #include <mutex>
 
-#include "jit/hiprtc_compiler.hpp"
+#include "jit/hip/hiprtc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
 #include "runtime/gpu_launch.hpp"
 

@@ -10,13 +10,14 @@
 #include "cache/artifact_cache.hpp"
 #include "cache/cache_root.hpp"
 #include "jit/cuda.hpp"
-#include "jit/nvrtc_compiler.hpp"
+#include "jit/cuda/nvrtc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
 #include "runtime/gpu_launch.hpp"
-#include "runtime/cuda_api.hpp"
+#include "runtime/cuda/cuda_api.hpp"
 #include "runtime/get_kernel.hpp"
-#include "runtime/logging.hpp"
+#include "support/logging.hpp"
 #include "jit/kernel_catalog.hpp"
+#include "kernel_sources/gemm/routes.hpp"
 
 namespace jit::detail {
 namespace {

@@ -9,10 +9,10 @@
 #include <future>
 #include <mutex>
 
-#include "jit/orc_compiler.hpp"
+#include "jit/cpu/orc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
-#include "runtime/logging.hpp"
-#include "runtime/thread_pool.hpp"
+#include "support/logging.hpp"
+#include "runtime/cpu/thread_pool.hpp"
 
 namespace jit::detail {
 namespace {

@@ -1,0 +1,176 @@
+// gemm: the family descriptor (parameters, tile plans per implementation, tile defaults).
+#include "kernel_sources/gemm/routes.hpp"
+#include "kernel_sources/gemm/tile_plans.hpp"
+
+namespace jit::detail {
+
+namespace {
+
+
+TilePlan gemm_cpu_plan(const ParamSet& p) {
+  if (std::string problem = no_cluster_problem(p); !problem.empty()) return {problem};
+  const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
+  if (tm > 64) return {"tile_m = " + std::to_string(tm) + " is over 64 on the CPU"};
+  if (tm * tn > 4096) return {"tile_m * tile_n = " + std::to_string(tm * tn) + " accumulators; at most 4096 on the CPU"};
+  return {"", 0, 0, tm, tn, int_param(p, "tile_k")};
+}
+
+
+// Blocks that may split one gemm tile's K on sm_90 (a cluster; 8 is the portable cluster size),
+// for tiles of at most kMaxSplitRows rows: decode's. Larger tiles are for M that fills the SMs, and
+// the split's code cost f32's 128x256 tile 4-7% on the H100 (its registers went from 207 to 255).
+constexpr int kMaxSplitK = 8;
+constexpr std::int64_t kMaxSplitRows = 64;
+
+TilePlan gemm_cuda_plan(const ParamSet& p) {
+  if (std::string problem = no_cluster_problem(p); !problem.empty()) return {problem};
+  const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
+  TilePlan plan = cuda_tile_plan(p, text_is(p, "a_layout", "row"), text_is(p, "b_layout", "row"), tm, tn, int_param(p, "tile_k"));
+  if (!plan.problem.empty()) return plan;
+  // f32 tiles for M that fills the SMs, one block an SM (tile_n 256: 255 registers): the last partial
+  // wave is finished stream-K (the 128x256 tile at 4096^3 is 512 tiles for 132 SMs: 3.88 waves, the
+  // SMs 96.6% busy; on the H100 0.83-0.90 -> 0.86-0.93 of cuBLAS). Not at two blocks an SM (its
+  // second K walk spilled 32-88 bytes under 128 registers), not 16-bit (the generic WMMA text read
+  // 0.240 -> 0.226 with it).
+  if (tm > kMaxSplitRows) {
+    plan.stream_k = text_is(p, "dtype", "f32") && tn >= 256;
+    return plan;
+  }
+  // A split tile's sums meet in shared memory as floats (f32's too: they live in registers otherwise).
+  const std::int64_t staging = tm * (tn + 4) * 4;
+  if (staging > kMaxSharedBytes)
+    return {tile_text(p) + ": its sums (" + std::to_string(staging) + " bytes as floats) do not fit shared memory"};
+  plan.shared_bytes = std::max(plan.shared_bytes, staging);
+  plan.max_split_k = kMaxSplitK;
+  return plan;
+}
+// kernel_sources/gemm/gemm_sm90.cu: a producer warpgroup loads A and B tiles (64 elements of K, or 64 of M
+// or N for a transposed operand, in 128-byte swizzled rows) through tensor maps; tile_m / 64 consumer warpgroups each multiply 64 rows by
+// the whole tile_n with wgmma.
+TilePlan gemm_sm90a_plan(const ParamSet& p) {
+  const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n"), tk = int_param(p, "tile_k");
+  const std::int64_t stages = int_param(p, "stages");
+  if (tk != 64) return {tile_text(p) + ": tile_k must be 64 (128-byte swizzled rows) on cuda-sm90a"};
+  if (tm != 64 && tm != 128) return {tile_text(p) + ": tile_m must be 64 or 128 on cuda-sm90a (one warpgroup per 64 rows)"};
+  if (tn % 64 || tn < 64) return {tile_text(p) + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
+  if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
+  const std::int64_t cluster = cluster_of(p);
+  if (cluster != 1 && cluster != 2) return {"cluster_m = " + std::to_string(cluster) + ": 1 or 2 on cuda-sm90a"};
+  const std::int64_t shared = sm90_shared_bytes(stages, tm, tn);  // tk is 64 (checked above)
+  // Two blocks an SM for 64-wide tiles (few accumulators) where their shared memory fits twice
+  // (not in clusters: the text takes those one an SM).
+  const bool two = cluster == 1 && tn <= 64 && 2 * shared <= kMaxSharedBytes;
+  TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, tn, tk, two ? 2 : 1, static_cast<int>(cluster)};
+  if (plan.shared_bytes > kMaxSharedBytes)
+    return {tile_text(p) + " x " + std::to_string(stages) + " stages needs " + std::to_string(plan.shared_bytes) +
+            " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
+  return plan;
+}
+
+}  // namespace
+
+TilePlan cuda_tile_plan(const ParamSet& p, bool a_row, bool b_row, std::int64_t tm, std::int64_t tn, std::int64_t tk) {
+  const std::int64_t stages = int_param(p, "stages");
+  const bool f32 = text_is(p, "dtype", "f32");
+  const std::string tile = "tile " + std::to_string(tm) + "x" + std::to_string(tn) + "x" + std::to_string(tk);
+  if (tm < 16 || tn < 16 || tm % 16 || tn % 16 || (tm > 64 && tm % 64) || (tn > 32 && tn % 32))
+    return {tile + ": tile_m must be 16, 32, 48, 64 or a multiple of 64, and tile_n 16 or a multiple of 32, on CUDA"};
+  if (tk % 16 || tk > 128) return {tile + ": tile_k must be a multiple of 16, at most 128, on CUDA"};
+  if (stages < 2 || stages > 6) return {"stages = " + std::to_string(stages) + ": 2 to 6 on CUDA"};
+  // f32: 8 x 8 accumulators a thread, 8 x 16 where tile_n >= 256 (one block an SM, up to 255 registers)
+  const std::int64_t f32_cols = tn >= 256 ? 16 : 8;
+  const std::int64_t threads = f32 ? std::max<std::int64_t>(32, tm * tn / (8 * f32_cols))
+                                   : (tm / std::min<std::int64_t>(64, tm)) * (tn / std::min<std::int64_t>(32, tn)) * 32;
+  if (threads > 1024) return {tile + ": over 1024 threads"};
+  // f32's shares hold 64 or 128 accumulators: past 256 threads a block they would spill
+  if (f32 && threads > 256)
+    return {tile + ": f32 takes at most 256 threads a block (tile_m * tile_n up to 16384, 32768 from tile_n 256)"};
+  const std::int64_t elem = f32 ? 4 : 2;
+  // Rows padded by 16 bytes; f32 keeps both slices as rows of K, padded to 4 mod 32 words.
+  const auto padded = [&](std::int64_t n) { return f32 ? n + (36 - n % 32) % 32 : n + 16 / elem; };
+  const std::int64_t a_tile = f32 ? tk * padded(tm) : a_row ? tm * padded(tk) : tk * padded(tm);
+  const std::int64_t b_tile = f32 ? tk * padded(tn) : b_row ? tk * padded(tn) : tn * padded(tk);
+  // `stages` slots an operand, but where f32 transposes one (A row-major, B column-major) through
+  // stages - 1 buffers of its slice and two slots: where the slice divides into whole warps' 16 x 32
+  // units (kernel_sources/gemm/gemm.cu, SmemTranspose and stageable()).
+  const auto region = [&](bool transposed, std::int64_t outer, std::int64_t slot) {
+    const bool staged = f32 && transposed && threads % 32 == 0 && outer % 16 == 0 && tk % 32 == 0 &&
+                        (outer / 16 * (tk / 32)) % (threads / 32) == 0;
+    return staged ? (stages - 1) * outer * tk + 2 * slot : stages * slot;
+  };
+  const std::int64_t pipeline = (region(a_row, tm, a_tile) + region(!b_row, tn, b_tile)) * elem;
+  const std::int64_t staging = f32 ? 0 : tm * (tn + 4) * 4;
+  TilePlan plan{"", static_cast<int>(threads), std::max(pipeline, staging), tm, tn, tk};
+  if (plan.shared_bytes > kMaxSharedBytes)
+    return {tile + " x " + std::to_string(stages) + " stages needs " + std::to_string(plan.shared_bytes) +
+            " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
+  return plan;
+}
+
+std::int64_t sm90_shared_bytes(std::int64_t stages, std::int64_t a_rows, std::int64_t b_rows, std::int64_t staged_rows) {
+  return stages * (a_rows + b_rows) * 64 * 2 + 2 * staged_rows * 64 * 2 + 1024 + 16 * stages + 16;
+}
+
+Implementation hopper_impl(GpuLayout layout, TilePlan (*plan)(const ParamSet&), std::string note) {
+  Implementation i;
+  i.name = "cuda-sm90a";
+  i.backend = Backend::Cuda;
+  i.min_capability = i.max_capability = 90;
+  i.arch_suffix = "a";
+  i.priority = 1;
+  i.file = "gemm/gemm_sm90.cu";
+  i.dtypes = {DType::f16, DType::bf16};
+  i.layout = layout;
+  i.layout.tensor_maps = true;
+  i.tile_plan = plan;
+  i.note = std::move(note);
+  return i;
+}
+
+std::vector<KernelSpec> gemm_family() {
+  Implementation cpu = cpu_impl("gemm/gemm.cpp");
+  cpu.version = 2;  // v2: tile params of 0 take the defaults; rows as work items
+  cpu.layout = {Kind::Tile, 256, 4, 1, 4, 64, 256, 1};
+  cpu.tile_plan = gemm_cpu_plan;
+  cpu.note = "host CPU, all cores; a tile_m x tile_n block of C in vector registers";
+  Implementation cuda = cuda_generic("gemm/gemm.cu", {Kind::Tile, 256, 4, 1, 128, 128, 32, 3}, "");
+  cuda.min_capability = 80;  // cp.async, bf16 WMMA
+  cuda.tile_plan = gemm_cuda_plan;
+  // f32 defaults to 128x256 (8 x 16 a thread): on the H100 0.69 of cuBLAS against 0.64 for 128x128
+  // (bench/results/2026-11-23-h100-gemm.md)
+  cuda.tile_defaults = [layout = cuda.layout](const ParamSet& p) {
+    GpuLayout l = layout;
+    if (text_is(p, "dtype", "f32")) l.tile_n = 256;
+    return l;
+  };
+  cuda.note = "any layout; WMMA tensor cores (f16, bf16), 8x8 or 8x16 a thread (f32); cp.async stages";
+  std::vector<Implementation> impls = {
+      std::move(cpu), std::move(cuda),
+      hopper_impl({Kind::Tile, 384, 4, 1, 128, 256, 64, 4}, gemm_sm90a_plan,
+                  "Hopper: wgmma, TMA loads, a producer warpgroup, persistent; any layout")};
+  return {
+      {"gemm", "C = alpha * A B + beta * C (A, B row- or column-major), tiles as parameters, tuned per device",
+       {{"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "element type (accumulation in float, double for f64)"},
+        {"a_layout", {"row", "col"}, 0, 0, "A (M x K) row-major (lda >= K) or column-major (lda >= M)"},
+        {"b_layout", {"row", "col"}, 0, 0, "B (K x N) row-major (ldb >= N) or column-major (ldb >= K)"},
+        {"tile_m", {}, 0, 256, "rows of C a tile covers (0: the implementation's default)", false, std::int64_t{0}},
+        {"tile_n", {}, 0, 256, "columns of C a tile covers (0: the default)", false, std::int64_t{0}},
+        {"tile_k", {}, 0, 4096, "length of the K slices a tile walks (0: the default)", false, std::int64_t{0}},
+        {"stages", {}, 0, 8, "GPU: K slices in flight in shared memory (0: the default)", false, std::int64_t{0}},
+        {"cluster_m", {}, 0, 2,
+         "Hopper (cuda-sm90a): blocks a cluster along M, sharing B's slices by TMA multicast: 1 or 2 (0: the default, 1)",
+         false, std::int64_t{0}},
+        epilogue_param()},
+       std::move(impls)}};
+}
+
+
+AlongK packable_along_k(std::string_view kernel, const Implementation& impl, const ParamSet& params) {
+  if (kernel != "gemm" || impl.backend != Backend::Cuda || !impl.generic || !text_is(params, "dtype", "f32") || !at_default_tiles(params))
+    return {};
+  return {text_is(params, "a_layout", "row"), text_is(params, "b_layout", "col")};
+}
+
+std::string operands_text(AlongK operands) { return operands.a && operands.b ? "A and B" : operands.a ? "A" : operands.b ? "B" : ""; }
+
+}  // namespace jit::detail
