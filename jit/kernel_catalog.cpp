@@ -13,23 +13,7 @@
 
 namespace jit::detail {
 
-// Every family of kernel_sources/ (families.def lists them), in that order.
-#define JITK_FAMILY(family) std::vector<KernelSpec> family##_family();
-#include "kernel_sources/families.def"
-#undef JITK_FAMILY
-
 namespace {
-
-std::vector<KernelDef> shipped_kernels() {
-  std::vector<KernelDef> all;
-  for (auto* family : {
-#define JITK_FAMILY(family) &family##_family,
-#include "kernel_sources/families.def"
-#undef JITK_FAMILY
-       })
-    for (KernelDef& def : family()) all.push_back(std::move(def));
-  return all;
-}
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || !(std::islower(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;

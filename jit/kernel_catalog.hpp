@@ -26,6 +26,9 @@ struct Registry {
   std::vector<KernelDef> kernels;
 };
 const Registry& registry();
+// jitk's own kernels, every family of kernel_sources/families.def in its order (defined by
+// kernel_sources/families.cpp: the catalog reaches the families by this call, not by their headers).
+std::vector<KernelDef> shipped_kernels();
 const std::vector<KernelDef>& kernel_catalog();  // registry().kernels
 // Whether param `name` is the text `value` (false where it is absent or a number).
 bool text_is(const ParamSet& p, const char* name, const char* value);

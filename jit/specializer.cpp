@@ -13,7 +13,6 @@
 #include "jit/chain.hpp"
 #include "jit/chain_codegen.hpp"
 #include "jit/embedded_sources.hpp"
-#include "kernel_sources/gemm/routes.hpp"
 #include "support/logging.hpp"
 
 namespace jit::detail {
@@ -227,8 +226,8 @@ std::string describe_launch(const Implementation& impl, const ParamSet& params, 
     if (plan.cluster > 1) out += ", clusters of " + std::to_string(plan.cluster);
     if (plan.max_split_k > 1) out += ", K split <= " + std::to_string(plan.max_split_k);
     if (plan.stream_k) out += ", stream-K tail";
-    if (const AlongK along = packable_along_k(kernel, impl, params); along.a || along.b)
-      out += ", packs " + operands_text(along) + " along M/N when large";
+    if (impl.launch_note)
+      if (std::string note = impl.launch_note(params); !note.empty()) out += ", " + note;
     return out + ", " + std::to_string(plan.threads) + " thr";
   }
   if (impl.backend == Backend::Cpu) return "all cores";

@@ -78,23 +78,4 @@ inline StreamK stream_k_for(std::int64_t tiles, std::int64_t depth, const Launch
   return {tiles - tail, blocks};
 }
 
-// Which of an f32 gemm launch's operands lying along K (A row-major, B column-major: a_along_k,
-// b_along_k) to pack, i.e. rewrite along M or N into scratch first, so that the generic text's
-// tiles read them without transposing each slice on the way into shared memory. Rewriting A
-// moves 8 M K bytes against the product's 2 M N K FLOPs, so it pays where N is large (B: where M
-// is), and where the product is large enough that the extra launches do not show. On the H100 the
-// transposes run at ~2.6 TB/s: at 4096^3 they cost 1.7% each and the tiles gained 2-10% (A row B
-// col 0.87 -> 0.92 of cuBLAS); packed against unpacked, A row B col: 3072^3 +4%, 4096x4096x1024
-// +4%, 6144^3 +7%, 8192^3 +8%, but 2048^3 -3% (the transposes 3.4% each there); A row B row
-// 3072^3 +2%, 8192^3 +3%.
-struct Packing {
-  bool a = false, b = false;
-};
-inline Packing packing_for(std::int64_t m, std::int64_t n, std::int64_t k, bool a_along_k, bool b_along_k) {
-  constexpr std::int64_t kMinOther = 3072;              // the other side of C: a transpose under 2.3% of the product
-  constexpr double kMinProduct = 4096.0 * 4096 * 1024;  // multiply-adds: ~0.7 ms of f32 tiles on the H100
-  if (m <= 0 || n <= 0 || k <= 0 || static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < kMinProduct) return {};
-  return {a_along_k && n >= kMinOther, b_along_k && m >= kMinOther};
-}
-
 }  // namespace jit::detail

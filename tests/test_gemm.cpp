@@ -9,10 +9,10 @@
 #include "jit/cache.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "kernel_sources/gemm/routes.hpp"
+#include "runtime/gpu_launch.hpp"
 #include "jit/kernels.hpp"
 #include "jit/registry.hpp"
 #include "jit/specializer.hpp"
-#include "runtime/gpu_launch.hpp"
 #include "jit/tuning.hpp"
 #include "test_support.hpp"
 

@@ -115,6 +115,9 @@ struct Implementation {
   // tile_m, tile_n, tile_k, stages stand for params of 0. Unset: `layout`'s.
   std::function<GpuLayout(const ParamSet&)> tile_defaults;
   std::string note;  // one line for `jitk info --kernels`
+  // Words `jitk ls` adds to the description of a launch with these (validated) params, e.g. gemm's
+  // "packs A along M/N when large". Unset: none.
+  std::function<std::string(const ParamSet&)> launch_note;
 };
 
 struct KernelSpec {

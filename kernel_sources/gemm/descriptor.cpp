@@ -144,6 +144,10 @@ std::vector<KernelSpec> gemm_family() {
     return l;
   };
   cuda.note = "any layout; WMMA tensor cores (f16, bf16), 8x8 or 8x16 a thread (f32); cp.async stages";
+  cuda.launch_note = [](const ParamSet& p) {
+    const AlongK along = packable_along_k("gemm", cuda_generic("gemm/gemm.cu", {}, ""), p);
+    return along.a || along.b ? "packs " + operands_text(along) + " along M/N when large" : std::string();
+  };
   std::vector<Implementation> impls = {
       std::move(cpu), std::move(cuda),
       hopper_impl({Kind::Tile, 384, 4, 1, 128, 256, 64, 4}, gemm_sm90a_plan,
@@ -172,5 +176,35 @@ AlongK packable_along_k(std::string_view kernel, const Implementation& impl, con
 }
 
 std::string operands_text(AlongK operands) { return operands.a && operands.b ? "A and B" : operands.a ? "A" : operands.b ? "B" : ""; }
+
+std::vector<PackRoute> pack_routes(const ParamSet& params, AlongK along) {
+  std::vector<PackRoute> out;
+  for (int i = 0; i < 3; ++i) {
+    const bool pack_a = i != 1, pack_b = i != 0;
+    if ((pack_a && !along.a) || (pack_b && !along.b)) continue;
+    PackRoute route{pack_a, pack_b, params};
+    if (pack_a) route.params.set("a_layout", std::string("col"));
+    if (pack_b) route.params.set("b_layout", std::string("row"));
+    out.push_back(std::move(route));
+  }
+  return out;
+}
+
+// The generic text's few-rows tiles, m x n x k x stages; f32 walks K 32 at a time (its slices are
+// twice the bytes).
+constexpr std::int64_t kFewRowsTiles[][4] = {{16, 128, 64, 4}, {32, 128, 64, 4}, {64, 128, 64, 4}};
+constexpr std::int64_t kFewRowsF32K = 32;
+
+std::vector<FewRowsRoute> few_rows_routes(const ParamSet& params) {
+  if (!params.find("tile_m") || !params.find("tile_n") || !at_default_tiles(params)) return {};
+  std::vector<FewRowsRoute> out;
+  for (const auto& tile : kFewRowsTiles) {
+    FewRowsRoute route{tile[0], params};
+    for (int i = 0; i < 4; ++i) route.params.set(kTileParams[i], tile[i]);
+    if (text_is(params, "dtype", "f32")) route.params.set("tile_k", kFewRowsF32K);
+    out.push_back(std::move(route));
+  }
+  return out;
+}
 
 }  // namespace jit::detail

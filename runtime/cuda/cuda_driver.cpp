@@ -36,6 +36,7 @@ struct Fallback {
   ParamSet params;  // the generic text's; tiles it cannot take fall back to its defaults
   Target target;
   std::string why;
+  std::int64_t max_rows = 0;  // a few-rows route: the most rows of a launch it takes
   bool warn = true;
   mutable std::once_flag once;
   mutable std::shared_ptr<const LoadedKernel> loaded;
@@ -58,35 +59,20 @@ struct Fallback {
   }
 };
 
-// The generic text's tiles for few rows (tile_m = 16, 32, 64: the first that holds the launch's
-// rows), whose K its launch splits over a cluster (sm_90) where they are few; f32 walks K 32 at a
-// time (kFewRowsF32K: its slices are twice the bytes).
-constexpr std::int64_t kFewRowsTiles[][4] = {{16, 128, 64, 4}, {32, 128, 64, 4}, {64, 128, 64, 4}};  // m, n, k, stages
-constexpr std::int64_t kFewRowsF32K = 32;
-constexpr std::int64_t kFewRows = 64;  // rows at most of a launch the few-rows route takes
-
-// A gemm text at its default tiles (the tensor-map Hopper text's, or the generic text's own) runs
-// launches of few rows whose tiles would leave over half the SMs idle (decode: 16 x 4096 is 16 of
-// a 128 x 256 tile for 132 SMs: bf16 on cuda-sm90a 0.29-0.43 of cuBLAS on the H100, f32 on the
-// generic text 0.07) through the generic text's few-rows tiles with K split over clusters (bf16
-// 0.95-1.2, f32 0.55-0.75): one route a tile, compiled at its first use; none where that text cannot
-// split, or where the caller chose tiles.
 std::vector<std::unique_ptr<Fallback>> few_rows_routes(const SourceUnit& unit, const Target& target) {
   std::vector<std::unique_ptr<Fallback>> routes;
-  if (!unit.params.find("tile_m") || !unit.params.find("tile_n") || !at_default_tiles(unit.params)) return routes;
+  const std::vector<FewRowsRoute> policy = detail::few_rows_routes(unit.params);  // the family's
+  if (policy.empty()) return routes;
   const Implementation& generic = generic_implementation(find_kernel(unit.kernel), Backend::Cuda);
   if (!unit.shape.tensor_maps && unit.implementation != generic.name) return routes;
-  const bool f32 = text_is(unit.params, "dtype", "f32");
-  for (const auto& tile : kFewRowsTiles) {
-    ParamSet p = unit.params;
-    for (int i = 0; i < 4; ++i) p.set(kTileParams[i], tile[i]);
-    if (f32) p.set("tile_k", kFewRowsF32K);
-    if (!params_problem(generic, p).empty() || tile_plan(generic, p).max_split_k <= 1) return {};
+  for (const FewRowsRoute& r : policy) {
+    if (!params_problem(generic, r.params).empty() || tile_plan(generic, r.params).max_split_k <= 1) return {};
     auto route = std::make_unique<Fallback>();
     route->kernel = unit.kernel;
-    route->params = std::move(p);
+    route->params = r.params;
+    route->max_rows = r.max_rows;
     route->target = target;
-    route->why = "launches of at most " + std::to_string(tile[0]) + " rows whose tiles would leave over half the SMs idle (" +
+    route->why = "launches of at most " + std::to_string(r.max_rows) + " rows whose tiles would leave over half the SMs idle (" +
                  unit.params.to_string() + ")";
     route->warn = false;
     routes.push_back(std::move(route));
@@ -110,23 +96,18 @@ PackRoutes pack_routes(const SourceUnit& unit, const Target& target) {
   if (unit.kernel != "gemm") return out;
   const Implementation& generic = generic_implementation(find_kernel(unit.kernel), Backend::Cuda);
   if (unit.implementation != generic.name) return out;
-  const auto [a_along_k, b_along_k] = packable_along_k(unit.kernel, generic, unit.params);
-  if (!a_along_k && !b_along_k) return out;
-  for (int i = 0; i < 3; ++i) {
-    const bool pack_a = i != 1, pack_b = i != 0;
-    if ((pack_a && !a_along_k) || (pack_b && !b_along_k)) continue;
-    ParamSet p = unit.params;
-    if (pack_a) p.set("a_layout", std::string("col"));
-    if (pack_b) p.set("b_layout", std::string("row"));
-    if (!params_problem(generic, p).empty()) continue;
+  const AlongK along = packable_along_k(unit.kernel, generic, unit.params);
+  const auto [a_along_k, b_along_k] = along;
+  for (PackRoute& r : detail::pack_routes(unit.params, along)) {  // the family's
+    if (!params_problem(generic, r.params).empty()) continue;
     auto route = std::make_unique<Fallback>();
     route->kernel = unit.kernel;
-    route->params = std::move(p);
+    route->params = std::move(r.params);
     route->target = target;
-    route->why = "large launches with " + operands_text({pack_a, pack_b}) + " packed along " +
-                 (pack_a && pack_b ? "M and N" : pack_a ? "M" : "N") + " first (" + unit.params.to_string() + ")";
+    route->why = "large launches with " + operands_text({r.a, r.b}) + " packed along " +
+                 (r.a && r.b ? "M and N" : r.a ? "M" : "N") + " first (" + unit.params.to_string() + ")";
     route->warn = false;
-    out.routes[i] = std::move(route);
+    out.routes[(r.a ? 1 : 0) + (r.b ? 2 : 0) - 1] = std::move(route);
   }
   out.a_along_k = a_along_k && (out.routes[0] || out.routes[2]);
   out.b_along_k = b_along_k && (out.routes[1] || out.routes[2]);
@@ -206,7 +187,7 @@ class CudaKernel final : public LoadedKernel {
     // few rows first: the generic text the route runs also takes what the copy engine cannot
     if (!few_rows_.empty() && args.work_items <= kFewRows && leaves_sms_idle(l.grid, devices()[device_].sm_count))
       for (std::size_t i = 0; i < few_rows_.size(); ++i)
-        if (args.work_items <= kFewRowsTiles[i][0]) return few_rows_[i]->get().launch(args);
+        if (args.work_items <= few_rows_[i]->max_rows) return few_rows_[i]->get().launch(args);
     if (shape_.tensor_maps && args.matrix_count == 2 && fallback_ &&
         !(copy_engine_takes(args.matrices[0]) && copy_engine_takes(args.matrices[1])))
       return fallback_->get().launch(args);
@@ -448,7 +429,7 @@ class CudaKernel final : public LoadedKernel {
   LaunchShape shape_;
   int device_;
   std::unique_ptr<Fallback> fallback_;  // launches the copy engine cannot take
-  std::vector<std::unique_ptr<Fallback>> few_rows_;  // launches of few rows, by kFewRowsTiles (few_rows_routes)
+  std::vector<std::unique_ptr<Fallback>> few_rows_;  // launches of few rows (the gemm family's few_rows_routes)
   PackRoutes packing_;                               // large launches with operands along K (pack_routes)
   mutable std::atomic<bool> pack_failed_{false};     // the packed route could not be had: launches run unpacked
   unsigned persistent_grid_ = 0;
