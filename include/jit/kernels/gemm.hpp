@@ -1,0 +1,229 @@
+// gemm: C = alpha * A B + beta * C with an epilogue chain (its descriptor).
+#pragma once
+#include "jit/kernels/common.hpp"
+
+namespace jit::kernels {
+
+// C = alpha * A B + beta * C, then the epilogue chain on C's elements (jit/chain.hpp; its tensors
+// share C's shape and ldc, its vectors have N values). C is row-major M x N (ldc >= N); A is
+// M x K and B is K x N, each row- or column-major. beta == 0 does not read C. Products
+// accumulate in float (double for f64). The tile sizes and pipeline stages are specialization
+// parameters; 0 takes the chosen implementation's default (CPU 4x64x256; CUDA 128x128x32, 3
+// stages; Hopper's wgmma path 128x256x64, 4 stages), and get_tuned picks them per device.
+// cluster_m = 2 runs Hopper's blocks in pairs along M that share B's slices (TMA multicast).
+struct Gemm {
+  static constexpr const char* name = "gemm";
+  enum class Layout : std::uint8_t { RowMajor, ColMajor };
+  struct Params {
+    DType dtype = DType::f32;
+    Layout a_layout = Layout::RowMajor;
+    Layout b_layout = Layout::RowMajor;
+    std::int64_t tile_m = 0;
+    std::int64_t tile_n = 0;
+    std::int64_t tile_k = 0;
+    std::int64_t stages = 0;
+    std::int64_t cluster_m = 0;
+    Chain epilogue = {};
+    auto fields() const { return std::tie(dtype, a_layout, b_layout, tile_m, tile_n, tile_k, stages, cluster_m, epilogue); }
+  };
+  struct Args {
+    std::int64_t m, n, k;
+    double alpha;
+    ConstPtr a;
+    std::int64_t lda;
+    ConstPtr b;
+    std::int64_t ldb;
+    double beta;
+    MutPtr c;
+    std::int64_t ldc;
+    Operands epilogue = {};
+  };
+  static ParamSet to_params(const Params& p) {
+    auto layout = [](Layout l) { return std::string(l == Layout::ColMajor ? "col" : "row"); };
+    ParamSet s{{"dtype", std::string(dtype_name(p.dtype))}, {"a_layout", layout(p.a_layout)}, {"b_layout", layout(p.b_layout)},
+               {"tile_m", p.tile_m}, {"tile_n", p.tile_n}, {"tile_k", p.tile_k}, {"stages", p.stages},
+               {"cluster_m", p.cluster_m}};
+    add_chains(s, {}, p.epilogue);
+    return s;
+  }
+  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
+    for (auto [what, v] : {std::pair{"m", a.m}, {"n", a.n}, {"k", a.k}}) jit::detail::check_non_negative(name, what, v);
+    auto fail = [](const std::string& what) { throw Error(ErrorCode::InvalidArgument, std::string(name) + ": " + what); };
+    auto check_ld = [&](const char* ld, std::int64_t value, std::int64_t least, const char* why) {
+      if (value < std::max<std::int64_t>(1, least))
+        fail(std::string(ld) + " = " + std::to_string(value) + " is less than " + why + " (" + std::to_string(least) + ")");
+    };
+    const bool a_row = p.a_layout == Layout::RowMajor, b_row = p.b_layout == Layout::RowMajor;
+    check_ld("lda", a.lda, a_row ? a.k : a.m, a_row ? "k (A row-major)" : "m (A column-major)");
+    check_ld("ldb", a.ldb, b_row ? a.n : a.k, b_row ? "n (B row-major)" : "k (B column-major)");
+    check_ld("ldc", a.ldc, a.n, "n");
+    const std::int64_t work = a.m * a.n;  // nothing is read or written when C is empty
+    detail::check_tensors(name, p.dtype, work * a.k, {{"a", a.a}, {"b", a.b}});
+    detail::check_tensors(name, p.dtype, work, {{"c", a.c}});
+    const DType scalar = detail::scalar_type(p.dtype);
+    out.add_i64(a.m);
+    out.add_i64(a.n);
+    out.add_i64(a.k);
+    out.add_scalar(a.alpha, scalar);
+    const int a_arg = out.size();
+    out.add_pointer(a.a.data);
+    out.add_i64(a.lda);
+    const int b_arg = out.size();
+    out.add_pointer(a.b.data);
+    out.add_i64(a.ldb);
+    out.add_scalar(a.beta, scalar);
+    out.add_pointer(a.c.data);
+    out.add_i64(a.ldc);
+    jit::detail::pack_chain(name, "epilogue", p.epilogue, a.epilogue, p.dtype, scalar, work, out);
+    out.work_items = work == 0 ? 0 : a.m;  // rows (the CPU splits them), by columns (GPU tiles)
+    out.work_columns = a.n;
+    out.work_depth = a.k;
+    out.min_grain = 16;
+    // The operands as rows of their contiguous dimension, for kernels that load through the copy engine.
+    const std::int64_t e = static_cast<std::int64_t>(dtype_size(p.dtype));
+    out.matrices[0] = {a.a.data, p.dtype, a_row ? a.k : a.m, a_row ? a.m : a.k, a.lda * e, a_row, a_arg};
+    out.matrices[1] = {a.b.data, p.dtype, b_row ? a.n : a.k, b_row ? a.k : a.n, a.ldb * e, !b_row, b_arg};
+    out.matrix_count = 2;
+  }
+
+  // ---- autotuning (jit/tuning.hpp: jit::get_tuned<Gemm>(params, {m, n, k})) ----
+  struct Shape {
+    std::int64_t m, n, k;
+  };
+  // The typed params of validated ones, and a shape from a manifest's numbers (`jitk warm --tune`).
+  static Params from_params(const ParamSet& s) {
+    auto text = [&](const char* name) { return std::get<std::string>(*s.find(name)); };
+    auto number = [&](const char* name) { return std::get<std::int64_t>(*s.find(name)); };
+    Params p;
+    for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16})
+      if (dtype_name(t) == text("dtype")) p.dtype = t;
+    p.a_layout = text("a_layout") == "col" ? Layout::ColMajor : Layout::RowMajor;
+    p.b_layout = text("b_layout") == "col" ? Layout::ColMajor : Layout::RowMajor;
+    p.tile_m = number("tile_m"), p.tile_n = number("tile_n"), p.tile_k = number("tile_k"), p.stages = number("stages");
+    if (s.find("cluster_m")) p.cluster_m = number("cluster_m");
+    if (s.find("epilogue")) p.epilogue = Chain::parse(text("epilogue"));
+    return p;
+  }
+  static constexpr const char* shape_names = "m, n, k";
+  static Shape shape_of(const std::vector<std::int64_t>& v) {
+    if (v.size() != 3 || v[0] < 1 || v[1] < 1 || v[2] < 1)
+      throw Error(ErrorCode::InvalidArgument, "gemm: a shape is three positive numbers (m, n, k)");
+    return {v[0], v[1], v[2]};
+  }
+  // Shapes share a decision when each of m, n, k rounds up to the same power of two (at least 16).
+  static std::string shape_class(const Shape& s) {
+    auto up = [](std::int64_t v) {
+      std::int64_t p = 16;
+      while (p < v) p *= 2;
+      return std::to_string(p);
+    };
+    return "m<=" + up(s.m) + ",n<=" + up(s.n) + ",k<=" + up(s.k);
+  }
+  // The base tile, then tiles of other shapes for the target's implementations (a candidate no
+  // implementation takes is skipped while tuning, with a note).
+  static std::vector<Params> candidates(const Params& base, const Target& target) {
+    using Tile = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>;  // m, n, k, stages
+    std::vector<Tile> tiles;
+    if (target.backend == Backend::Cpu) {
+      tiles = {{4, 64, 256, 0}, {2, 128, 256, 0}, {8, 32, 256, 0}, {4, 128, 128, 0}, {8, 64, 512, 0}, {1, 256, 256, 0}, {16, 64, 128, 0}};
+    } else {
+      tiles = {{128, 128, 32, 3}, {128, 128, 32, 4}, {128, 256, 32, 3}, {256, 128, 32, 3}, {64, 128, 32, 4},
+               {128, 64, 32, 4},  {64, 64, 64, 4},   {128, 128, 64, 3}, {64, 64, 32, 6},
+               {16, 128, 64, 4},  {16, 64, 64, 4}};  // the last two: decode's few rows (the launch splits their K on sm_90)
+      if (base.dtype != DType::f32)  // Hopper's wgmma path (tile_k 64); on other GPUs no implementation takes them
+        for (Tile t : {Tile{128, 256, 64, 4}, {128, 256, 64, 3}, {128, 128, 64, 5}, {128, 192, 64, 4}, {64, 256, 64, 5}, {128, 64, 64, 8},
+                       {64, 128, 64, 6}, {64, 64, 64, 8}})  // the last two: more blocks when M is small (decode)
+          tiles.push_back(t);
+    }
+    std::vector<Params> out = {base};
+    for (auto [tm, tn, tk, st] : tiles) {
+      Params p = base;
+      p.tile_m = tm, p.tile_n = tn, p.tile_k = tk, p.stages = st;
+      if (p.fields() != base.fields()) out.push_back(p);
+    }
+    // Hopper's two largest tiles in clusters of two (B multicast): on the H100 at 4096^3 within the
+    // noise of one block (0.88-0.91 of cuBLAS either way), so the tuner decides per shape.
+    if (target.backend != Backend::Cpu && base.dtype != DType::f32)
+      for (Tile t : {Tile{128, 256, 64, 4}, {128, 256, 64, 3}}) {
+        Params p = base;
+        p.tile_m = std::get<0>(t), p.tile_n = std::get<1>(t), p.tile_k = std::get<2>(t), p.stages = std::get<3>(t), p.cluster_m = 2;
+        if (p.fields() != base.fields()) out.push_back(p);
+      }
+    return out;
+  }
+  // Random inputs of the shape where the target runs (host or device memory), and the epilogue's operands.
+  class TuningData {
+   public:
+    TuningData(const Params& p, const Shape& s, const Target& target) : p_(p), s_(s), target_(target) {
+      a_ = make((p.a_layout == Layout::RowMajor ? s.m : s.k) * lda(), true);
+      b_ = make((p.b_layout == Layout::RowMajor ? s.k : s.n) * ldb(), true);
+      c_ = make(s.m * s.n, false);
+      for (int i = 0; i < p.epilogue.size(); ++i) {
+        const OperandKind k = step_operand(p.epilogue[i]);
+        if (k == OperandKind::None) continue;
+        if (k == OperandKind::Scalar) {
+          epilogue_.add(1.0);
+          continue;
+        }
+        extra_.push_back(make(k == OperandKind::Vector ? s.n : s.m * s.n, true));
+        if (k == OperandKind::Output) epilogue_.add(MutPtr(extra_.back().data(), p.dtype));
+        else epilogue_.add(ConstPtr(extra_.back().data(), p.dtype));
+      }
+    }
+    void run(const Kernel<Gemm>& k) {
+      const DType t = p_.dtype;
+      k.launch({s_.m, s_.n, s_.k, 1.0, ConstPtr(a_.data(), t), lda(), ConstPtr(b_.data(), t), ldb(), 0.0, MutPtr(c_.data(), t), s_.n,
+                epilogue_});
+    }
+
+   private:
+    // Leading dimensions rounded up to 16 bytes, as a program's would be (an unaligned one would time
+    // another implementation than the shape's usual, on Hopper).
+    std::int64_t round16(std::int64_t v) const {
+      const auto per = static_cast<std::int64_t>(16 / dtype_size(p_.dtype));
+      return (v + per - 1) / per * per;
+    }
+    std::int64_t lda() const { return round16(p_.a_layout == Layout::RowMajor ? s_.k : s_.m); }
+    std::int64_t ldb() const { return round16(p_.b_layout == Layout::RowMajor ? s_.n : s_.k); }
+    // `count` elements (at least one) on the host or the device; filled with small values, not
+    // zeros (they can run faster), when `fill`.
+    class Buffer {
+     public:
+      Buffer(std::vector<unsigned char> host, const Target& t) : host_(std::move(host)) {
+        if (t.backend == Backend::Cuda) device_ = std::make_shared<cuda::DeviceArray<unsigned char>>(host_, t.device);
+      }
+      void* data() { return device_ ? static_cast<void*>(device_->data()) : host_.data(); }
+
+     private:
+      std::vector<unsigned char> host_;
+      std::shared_ptr<cuda::DeviceArray<unsigned char>> device_;
+    };
+    Buffer make(std::int64_t count, bool fill) const {
+      const std::size_t n = static_cast<std::size_t>(std::max<std::int64_t>(1, count)), e = dtype_size(p_.dtype);
+      std::vector<unsigned char> host(n * e, 0);
+      for (std::size_t i = 0; fill && i < n; ++i) {
+        const double x = static_cast<double>((i * 2654435761u) % 1000) / 1000.0 - 0.5;
+        switch (p_.dtype) {
+          case DType::f64: reinterpret_cast<double*>(host.data())[i] = x; break;
+          case DType::f32: reinterpret_cast<float*>(host.data())[i] = static_cast<float>(x); break;
+          case DType::f16: reinterpret_cast<std::uint16_t*>(host.data())[i] = to_half(static_cast<float>(x)).bits; break;
+          case DType::bf16: reinterpret_cast<std::uint16_t*>(host.data())[i] = to_bfloat16(static_cast<float>(x)).bits; break;
+        }
+      }
+      return Buffer(std::move(host), target_);
+    }
+    Params p_;
+    Shape s_;
+    Target target_;
+    Buffer a_ = Buffer({}, {}), b_ = Buffer({}, {}), c_ = Buffer({}, {});
+    std::vector<Buffer> extra_;
+    Operands epilogue_;
+  };
+  static TuningData tuning_data(const Params& p, const Shape& s, const Target& target) {
+    if (target.backend != Backend::Cpu && target.backend != Backend::Cuda)
+      throw Error(ErrorCode::BackendUnavailable, "gemm: tuning on " + target.to_string() + ": gemm runs on the CPU and CUDA");
+    return TuningData(p, s, target);
+  }
+};
+
+}  // namespace jit::kernels
