@@ -9,10 +9,12 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "jit/chain.hpp"
 #include "jit/chain_codegen.hpp"
 #include "jit/embedded_sources.hpp"
+#include "support/field_count.hpp"
 #include "support/logging.hpp"
 
 namespace jit::detail {
@@ -58,21 +60,18 @@ std::int64_t prologue_tensors(const ParamSet& params) {
   return n;
 }
 
+// A plan's every field but its problem and threads (LaunchShape's block) is in planned_fields.
+static_assert(field_count<TilePlan>() == std::tuple_size_v<decltype(planned_fields(std::declval<TilePlan&>()))> + 2,
+              "a new TilePlan field: list it in planned_fields (jit/specializer.hpp) so launches carry it");
+
 LaunchShape tile_shape(const Implementation& impl, const ParamSet& params) {
   const ParamSet resolved = resolve_tile(impl, params);
   const TilePlan plan = tile_plan(impl, resolved);
   if (!plan.problem.empty()) throw Error(ErrorCode::InvalidParams, impl.name + ": " + plan.problem);
   LaunchShape shape;
+  planned_fields(shape) = planned_fields(plan);
   shape.block = plan.threads;
-  shape.tile_m = plan.tile_m;
-  shape.tile_n = plan.tile_n;
-  shape.tile_k = plan.tile_k;
-  shape.shared_bytes = plan.shared_bytes;
   shape.tensor_maps = impl.layout.tensor_maps;
-  shape.blocks_per_sm = plan.blocks_per_sm;
-  shape.cluster = plan.cluster;
-  shape.max_split_k = plan.max_split_k;
-  shape.stream_k = plan.stream_k;
   return shape;
 }
 

@@ -1,6 +1,7 @@
 // Specialization: kernel text + parameters -> one self-contained source unit with a rendered prelude.
 #pragma once
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,12 @@ struct SourceFile {
   std::string name;
   std::string text;
 };
+
+// What a tile plan (TilePlan) decides of a launch, by the names both it and LaunchShape give them:
+// the one listing of what tile_shape carries over (a build check holds TilePlan to it).
+template <class Tile> auto planned_fields(Tile& t) {
+  return std::tie(t.shared_bytes, t.tile_m, t.tile_n, t.tile_k, t.blocks_per_sm, t.cluster, t.max_split_k, t.stream_k);
+}
 
 // How a GPU launch covers the work (CPU launches split work items over threads instead).
 struct LaunchShape {

@@ -2,8 +2,13 @@
 #include "runtime/selection.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <type_traits>
 
 #include "cache/cache_key.hpp"
+#include "support/field_count.hpp"
 #include "support/logging.hpp"
 
 namespace jit {
@@ -21,23 +26,49 @@ namespace {
 
 thread_local KernelMapping::Snapshot t_mapping;
 
+// Every field of an implementation goes into its frame's id (Implementation::fields()), so mappings
+// that differ anywhere never share memo entries.
+static_assert(field_count<Implementation>() == listed_count<Implementation>(),
+              "Implementation::fields() must list every field: frame_id hashes what it lists");
+static_assert(field_count<GpuLayout>() == listed_count<GpuLayout>(),
+              "GpuLayout::fields() must list every field: frame_id hashes what it lists");
+
+template <class T>
+  requires std::is_arithmetic_v<T> || std::is_enum_v<T>
+void add_field(KeyBuilder& key, T v) {
+  key.add("number", std::to_string(static_cast<long long>(v)));
+}
+void add_field(KeyBuilder& key, const std::string& v) { key.add("text", v); }
+void add_field(KeyBuilder& key, const std::vector<DType>& v) {
+  std::string types;
+  for (DType t : v) types += std::string(dtype_name(t)) + ",";
+  key.add("dtypes", types);
+}
+// A plain function is itself wherever it is copied: its address stands for it. Other callables
+// cannot be compared, so each gets a number of its own (the choice documented at Implementation).
+template <class R, class... A> void add_field(KeyBuilder& key, const std::function<R(A...)>& f) {
+  static std::atomic<std::uint64_t> callables{0};
+  if (!f) key.add("function", "none");
+  else if (auto* plain = f.template target<R (*)(A...)>())
+    key.add("function", std::to_string(reinterpret_cast<std::uintptr_t>(*plain)));
+  else
+    key.add("callable", std::to_string(++callables));
+}
+void add_field(KeyBuilder& key, const GpuLayout& layout);
+template <class Tuple> void add_fields(KeyBuilder& key, const Tuple& fields) {
+  std::apply([&](const auto&... f) { (add_field(key, f), ...); }, fields);
+}
+void add_field(KeyBuilder& key, const GpuLayout& layout) { add_fields(key, layout.fields()); }
+
 // A frame's id is a hash of its content and its parent's id, so the same mapping made again (a
 // guard in a loop) finds the kernels the last one loaded in the memory tier instead of resolving
 // them again. 0 is "no mapping".
 std::uint64_t frame_id(const KernelMapping::Frame& f) {
   KeyBuilder key;
   key.add("parent", std::to_string(f.parent ? f.parent->id : 0));
-  for (const auto& [kernel, i] : f.entries) {
-    key.add("kernel", kernel).add("name", i.name).add("backend", backend_name(i.backend));
-    key.add("range", std::to_string(i.min_capability) + ".." + std::to_string(i.max_capability));
-    key.add("modes", std::to_string(i.inference) + std::to_string(i.training));
-    key.add("priority", std::to_string(i.priority)).add("version", std::to_string(i.version));
-    key.add("generic", std::to_string(i.generic)).add("file", i.file).add("text", i.text);
-    std::string types;
-    for (DType t : i.dtypes) types += std::string(dtype_name(t)) + ",";
-    key.add("dtypes", types).add("layout", std::to_string(static_cast<int>(i.layout.kind)) + "/" +
-                                               std::to_string(i.layout.block) + "/" +
-                                               std::to_string(i.layout.packs_per_thread));
+  for (const auto& [kernel, impl] : f.entries) {
+    key.add("kernel", kernel);
+    add_fields(key, impl.fields());
   }
   return key.finish().low | 1;
 }

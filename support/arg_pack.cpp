@@ -6,28 +6,25 @@
 namespace jit::detail {
 
 void ArgPack::add_bytes(const void* p, std::size_t n) {
-  if (count_ >= kMaxArgs || n > sizeof storage_[0])
+  Values& v = values_;
+  if (v.count >= kMaxArgs || n > sizeof v.storage[0])
     throw Error(ErrorCode::Internal, "a kernel descriptor packed more than " + std::to_string(kMaxArgs) + " arguments");
-  std::memcpy(storage_[count_], p, n);
-  ptrs_[count_] = storage_[count_];
-  ++count_;
+  std::memcpy(v.storage[v.count], p, n);
+  v.ptrs[v.count] = v.storage[v.count];
+  ++v.count;
 }
 
 void ArgPack::set_bytes(int i, const void* p, std::size_t n) {
-  if (i < 0 || i >= count_ || n > sizeof storage_[0])
+  if (i < 0 || i >= values_.count || n > sizeof values_.storage[0])
     throw Error(ErrorCode::Internal, "a kernel argument " + std::to_string(i) + " set that was never packed");
-  std::memcpy(storage_[i], p, n);
+  std::memcpy(values_.storage[i], p, n);
 }
 
-ArgPack& ArgPack::operator=(const ArgPack& o) {
+ArgPack::Values& ArgPack::Values::operator=(const Values& o) {
   if (this == &o) return *this;
-  std::memcpy(storage_, o.storage_, sizeof storage_[0] * static_cast<std::size_t>(o.count_));
-  for (int i = 0; i < o.count_; ++i) ptrs_[i] = storage_[i];
-  count_ = o.count_;
-  work_items = o.work_items, work_columns = o.work_columns, work_depth = o.work_depth, min_grain = o.min_grain;
-  stream = o.stream;
-  for (int i = 0; i < 2; ++i) matrices[i] = o.matrices[i];
-  matrix_count = o.matrix_count;
+  std::memcpy(storage, o.storage, sizeof storage[0] * static_cast<std::size_t>(o.count));
+  for (int i = 0; i < o.count; ++i) ptrs[i] = storage[i];
+  count = o.count;
   return *this;
 }
 

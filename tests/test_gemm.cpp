@@ -336,9 +336,11 @@ TEST_CASE("a copy of a launch's arguments holds its own values, and one can be s
   args.add_i64(7);
   args.add_pointer(&x);
   args.add_i64(100);
-  args.work_items = 5, args.work_columns = 6, args.work_depth = 7;
+  args.work_items = 5, args.work_columns = 6, args.work_depth = 7, args.min_grain = 8;
+  args.stream.handle = &y;
   args.matrices[0].arg = 1;
-  args.matrix_count = 1;
+  args.matrices[1].inner = 9;
+  args.matrix_count = 2;
   jit::detail::ArgPack copy = args;
   REQUIRE(copy.size() == 3);
   for (int i = 0; i < copy.size(); ++i) CHECK(copy.pointers()[i] != args.pointers()[i]);  // its own storage
@@ -351,10 +353,32 @@ TEST_CASE("a copy of a launch's arguments holds its own values, and one can be s
   CHECK(i64_at(copy, 2) == 200);
   CHECK(ptr_at(args, 1) == &x);  // the original as it was
   CHECK(i64_at(args, 2) == 100);
-  CHECK(copy.work_items == 5);
-  CHECK(copy.work_depth == 7);
-  CHECK(copy.matrices[0].arg == 1);
-  CHECK(copy.matrix_count == 1);
+  // Every other field as it was, whether copied, assigned over another pack, or moved.
+  jit::detail::ArgPack assigned;
+  assigned.add_i64(1);
+  assigned = args;
+  jit::detail::ArgPack moved_from = args;
+  jit::detail::ArgPack moved = std::move(moved_from);
+  for (const jit::detail::ArgPack* p : {&copy, &assigned, &moved}) {
+    CHECK(p->work_items == 5);
+    CHECK(p->work_columns == 6);
+    CHECK(p->work_depth == 7);
+    CHECK(p->min_grain == 8);
+    CHECK(p->stream.handle == &y);
+    CHECK(p->matrices[0].arg == 1);
+    CHECK(p->matrices[1].inner == 9);
+    CHECK(p->matrix_count == 2);
+  }
+  const auto inside = [](const jit::detail::ArgPack& p, int i) {
+    const auto* at = static_cast<const char*>(p.pointers()[i]);
+    return at >= reinterpret_cast<const char*>(&p) && at < reinterpret_cast<const char*>(&p + 1);
+  };
+  for (const jit::detail::ArgPack* p : {&assigned, &moved}) {
+    REQUIRE(p->size() == 3);
+    for (int i = 0; i < 3; ++i) CHECK(inside(*p, i));  // its own storage
+    CHECK(ptr_at(*p, 1) == &x);
+    CHECK(i64_at(*p, 2) == 100);
+  }
   CHECK_THROWS_AS(copy.set_i64(3, 1), jit::Error);  // never packed
   copy = copy;  // self-assignment keeps it
   CHECK(i64_at(copy, 2) == 200);

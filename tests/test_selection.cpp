@@ -311,6 +311,80 @@ TEST_CASE("the same mapping made again reuses what the last one loaded", "[selec
   CHECK_THROWS_WITH(jit::KernelMapping({{"no_such_kernel", scale_impl("x", 2)}}), Contains("unknown kernel"));
 }
 
+TEST_CASE("mappings whose implementations differ in any one field are told apart", "[selection]") {
+  register_scale();
+  // The memory tier in front of jit::get keys on selection_context(): one value, one memo entry.
+  const auto context_under = [](const jit::Implementation& impl) {
+    jit::KernelMapping scoped({{"test_scale", impl}});
+    return jit::detail::selection_context();
+  };
+  const jit::Implementation base = scale_impl("scoped5", 5);
+  const std::uint64_t context = context_under(base);
+  CHECK(context_under(base) == context);  // the same mapping made again shares its entries
+  std::vector<std::pair<const char*, jit::Implementation>> variants;
+  const auto vary = [&](const char* what, auto change) {
+    jit::Implementation i = base;
+    change(i);
+    variants.emplace_back(what, i);
+  };
+  vary("arch_suffix", [](auto& i) { i.arch_suffix = "a"; });
+  vary("fusion", [](auto& i) { i.fusion = false; });
+  vary("layout.block", [](auto& i) { i.layout.block = 128; });
+  vary("layout.packs_per_thread", [](auto& i) { i.layout.packs_per_thread = 2; });
+  vary("layout.row_arrays", [](auto& i) { i.layout.row_arrays = 2; });
+  vary("layout.tile_m", [](auto& i) { i.layout.tile_m = 32; });
+  vary("layout.stages", [](auto& i) { i.layout.stages = 2; });
+  vary("layout.tensor_maps", [](auto& i) { i.layout.tensor_maps = true; });
+  vary("dtypes", [](auto& i) { i.dtypes = {jit::DType::f64}; });
+  vary("note", [](auto& i) { i.note = "another note"; });
+  for (const auto& [what, variant] : variants) {
+    INFO("differs in " << what);
+    CHECK(context_under(variant) != context);
+  }
+}
+
+jit::TilePlan no_plan(const jit::ParamSet&) { return {"never asked"}; }
+jit::TilePlan other_plan(const jit::ParamSet&) { return {"never asked either"}; }
+
+TEST_CASE("a mapping's function members: the same plain function shares, any other callable is its own", "[selection]") {
+  register_scale();
+  const auto context_under = [](const jit::Implementation& impl) {
+    jit::KernelMapping scoped({{"test_scale", impl}});
+    return jit::detail::selection_context();
+  };
+  jit::Implementation planned = scale_impl("scoped5", 5);
+  planned.tile_plan = no_plan;
+  const std::uint64_t context = context_under(planned);
+  CHECK(context_under(planned) == context);
+  jit::Implementation other = planned;
+  other.tile_plan = other_plan;
+  CHECK(context_under(other) != context);
+  // A lambda's captures cannot be compared: each mapping holding one is distinct, even from itself made again.
+  jit::Implementation captured = planned;
+  captured.tile_defaults = [layout = planned.layout](const jit::ParamSet&) { return layout; };
+  CHECK(context_under(captured) != context_under(captured));
+}
+
+TEST_CASE("a mapping that differs only in taking fusion chains does not reuse the other's kernel", "[selection][kernels]") {
+  const jit::kernels::RowParams with_relu{jit::DType::f32, 64, {}, "relu"};
+  const auto ran = [&] { return jit::get<jit::kernels::RmsNorm>(with_relu, jit::Target::cpu()).implementation(); };
+  const std::string registered = ran();
+  jit::Implementation mine;
+  for (const auto& k : jit::registered_kernels())
+    for (const auto& i : k.implementations)
+      if (k.name == "rms_norm" && i.backend == jit::Backend::Cpu) mine = i;
+  mine.name = "mine";
+  {
+    jit::KernelMapping fused({{"rms_norm", mine}});
+    CHECK(ran() == "mine");
+  }
+  mine.fusion = false;  // it now refuses the epilogue, so the registered one runs
+  {
+    jit::KernelMapping unfused({{"rms_norm", mine}});
+    CHECK(ran() == registered);
+  }
+}
+
 TEST_CASE("a user kernel is compiled once and cached like a shipped one: another process loads it from disk",
           "[selection][kernels]") {
   register_scale();

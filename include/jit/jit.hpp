@@ -133,18 +133,16 @@ namespace detail {
 class ArgPack {
  public:
   static constexpr int kMaxArgs = 24;
-  ArgPack() = default;
-  // A copy points at its own values (a launch that rewrites some: a packed gemm's operands).
-  ArgPack(const ArgPack& o) { *this = o; }
-  ArgPack& operator=(const ArgPack& o);
+  // Copies are member by member (the compiler's, so none is forgotten); the packed values copy
+  // themselves so that a copy points at its own (a launch that rewrites some: a packed gemm's operands).
   void add_pointer(const void* p) { add_bytes(&p, sizeof p); }
   // Argument i (added by add_pointer, add_i64) set to another value.
   void set_pointer(int i, const void* p) { set_bytes(i, &p, sizeof p); }
   void set_i64(int i, std::int64_t v) { set_bytes(i, &v, sizeof v); }
   void add_i64(std::int64_t v) { add_bytes(&v, sizeof v); }
   void add_scalar(double v, DType t);  // converted to the kernel's element type
-  void* const* pointers() const { return ptrs_; }
-  int size() const { return count_; }
+  void* const* pointers() const { return values_.ptrs; }
+  int size() const { return values_.count; }
 
   std::int64_t work_items = 0;  // rows or elements the kernel's range covers
   std::int64_t work_columns = 1;  // Tile kernels: the output's columns (their blocks cover rows x columns)
@@ -168,10 +166,17 @@ class ArgPack {
  private:
   void add_bytes(const void* p, std::size_t n);
   void set_bytes(int i, const void* p, std::size_t n);
-  // Left uninitialized: only the first count_ slots are ever read (this is on every launch).
-  alignas(16) unsigned char storage_[kMaxArgs][16];
-  void* ptrs_[kMaxArgs];
-  int count_ = 0;
+  // The values and the pointers to them that the kernel reads; a copy's pointers are to its own values.
+  struct Values {
+    Values() = default;
+    Values(const Values& o) { *this = o; }
+    Values& operator=(const Values& o);
+    // Left uninitialized: only the first `count` slots are ever read (this is on every launch).
+    alignas(16) unsigned char storage[kMaxArgs][16];
+    void* ptrs[kMaxArgs];
+    int count = 0;
+  };
+  Values values_;
 };
 
 void check_dtype(std::string_view kernel, std::string_view arg, DType expected, DType got);

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -60,6 +61,8 @@ struct GpuLayout {
   // the copy engine (CUDA tensor maps, made at each launch from the ArgPack's tensor_maps).
   int tile_m = 0, tile_n = 0, tile_k = 0, stages = 1;
   bool tensor_maps = false;
+  // Every field, for what hashes them (a scoped mapping's id); a build check holds it to all of them.
+  auto fields() const { return std::tie(kind, block, packs_per_thread, row_arrays, tile_m, tile_n, tile_k, stages, tensor_maps); }
 };
 
 // What a Tile implementation makes of its resolved tile params (tile_m, tile_n, tile_k, stages,
@@ -118,6 +121,14 @@ struct Implementation {
   // Words `jitk ls` adds to the description of a launch with these (validated) params, e.g. gemm's
   // "packs A along M/N when large". Unset: none.
   std::function<std::string(const ParamSet&)> launch_note;
+  // Every field, for what hashes them: a KernelMapping's identity, which picks jit::get's memo
+  // entries. Two function members match only when they hold the same plain function; any other
+  // callable (a lambda's captures cannot be compared) makes its mapping unlike every other, so a
+  // mapping made again in a loop shares its loaded kernels only when it names plain functions.
+  auto fields() const {
+    return std::tie(name, backend, min_capability, max_capability, inference, training, priority, version, generic, file,
+                    text, dtypes, fusion, arch_suffix, layout, tile_plan, tile_defaults, note, launch_note);
+  }
 };
 
 struct KernelSpec {
