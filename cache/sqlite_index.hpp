@@ -7,18 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "cache/artifact_meta.hpp"
+
 struct sqlite3;
 
 namespace jit::detail {
 
-struct IndexRow {
-  std::string key, kernel, params, backend, arch, compiler;
+// An artifact's row: what it is (ArtifactMeta's fields, inherited so none is copied by hand) and
+// the bookkeeping about it.
+struct IndexRow : ArtifactMeta {
+  std::string key;
   std::int64_t size_bytes = 0;
   std::string checksum;
-  double compile_ms = 0;
   std::int64_t created = 0, last_used = 0, hits = 0;
-  std::string implementation;  // "" in rows of format 1 (before implementations)
-  std::int64_t implementation_version = 0;
 };
 
 // An autotuning decision: for a kernel's base params, a class of shapes and a device, which

@@ -1,11 +1,12 @@
-// The path of one jit::get: validate, specialize, key, memory tier, disk tier, single-flight compile, load.
+// The path of one jit::get: validate, specialize, key, memory tier, the cache's tiers, single-flight compile, load.
 #include <chrono>
 #include <future>
 #include <mutex>
 #include <unordered_map>
 
-#include "cache/artifact_cache.hpp"
 #include "cache/cache_key.hpp"
+#include "cache/process_tiers.hpp"
+#include "cache/tier_stack.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "jit/specializer.hpp"
 #include "runtime/backend_driver.hpp"
@@ -71,31 +72,37 @@ LoadedKernels& loaded_kernels() {
 }
 
 ArtifactMeta meta_of(const Specialization& s) {
-  return {s.unit.kernel, s.unit.params_text, std::string(backend_name(s.target.backend)), s.compiler->arch(),
-          s.compiler->id(), 0, s.unit.implementation, s.unit.implementation_version};
+  return {.kernel = s.unit.kernel,
+          .params = s.unit.params_text,
+          .backend = std::string(backend_name(s.target.backend)),
+          .arch = s.compiler->arch(),
+          .compiler = s.compiler->id(),
+          .compile_ms = 0,  // known after a compile
+          .implementation = s.unit.implementation,
+          .implementation_version = s.unit.implementation_version};
 }
 
-LoadedPtr load_from_disk(ArtifactCache& cache, const Specialization& s, bool count_miss, const char* how) {
+LoadedPtr load_from_tiers(const TierStack& tiers, const Specialization& s, Count count, const char* how) {
   auto t0 = std::chrono::steady_clock::now();
-  auto bytes = cache.load(s.key, meta_of(s), count_miss);
-  if (!bytes) return nullptr;
+  auto hit = tiers.get(s.key, meta_of(s), count);
+  if (!hit) return nullptr;
   try {
     double read_ms = ms_since(t0);
-    LoadedPtr k = s.driver->load(*bytes, s.unit, s.target, s.key);
+    LoadedPtr k = s.driver->load(hit->payload, s.unit, s.target, s.key);
     if (logging_at(spdlog::level::info))
-      log().info("loaded {} ({}) for {} from the disk cache{} in {:.3f} ms (read and verify {:.3f} ms)", s.unit.kernel,
-                 s.unit.params_text, s.target.to_string(), how, ms_since(t0), read_ms);
+      log().info("loaded {} ({}) for {} from the {} cache{} in {:.3f} ms (read and verify {:.3f} ms)", s.unit.kernel,
+                 s.unit.params_text, s.target.to_string(), hit->tier, how, ms_since(t0), read_ms);
     return k;
   } catch (const Error& e) {
     log().warn("cache: artifact {} ({} {}) verified but failed to load ({}); dropping it and rebuilding", s.key,
                s.unit.kernel, s.unit.params_text, e.what());
-    cache.drop(s.key);
+    tiers.remove(s.key);
     return nullptr;
   }
 }
 
-// Compiles s and stores the artifact; the caller holds the key's lock.
-CompiledArtifact compile_and_store(ArtifactCache& cache, const Specialization& s, bool* stored = nullptr) {
+// Compiles s and stores the artifact in every tier; the caller holds the key's lock.
+CompiledArtifact compile_and_store(const TierStack& tiers, const Specialization& s, bool* stored = nullptr) {
   CompiledArtifact artifact = s.compiler->compile(s.unit);
   if (logging_at(spdlog::level::info))
     log().info("compiled {} ({}) for {} in {:.1f} ms", s.unit.kernel, s.unit.params_text, s.target.to_string(),
@@ -103,18 +110,17 @@ CompiledArtifact compile_and_store(ArtifactCache& cache, const Specialization& s
   if (!artifact.log.empty()) log().debug("compiler log for {}:\n{}", s.unit.kernel, artifact.log);
   ArtifactMeta meta = meta_of(s);
   meta.compile_ms = artifact.compile_ms;
-  bool ok = cache.store(s.key, meta, artifact.bytes);
+  bool ok = tiers.put(s.key, meta, artifact.bytes, PutReason::Compiled);
   if (stored) *stored = ok;
   return artifact;
 }
 
-Built build(const Specialization& s) {
-  ArtifactCache& cache = ArtifactCache::process_cache();
-  if (LoadedPtr k = load_from_disk(cache, s, /*count_miss=*/false, "")) return {k, Origin::DiskCache};
-  auto lock = cache.lock(s.key);  // one compile per key across processes; the rest wait here
-  if (LoadedPtr k = load_from_disk(cache, s, /*count_miss=*/true, " after waiting for another process"))
+Built build(const Specialization& s, const TierStack& tiers) {
+  if (LoadedPtr k = load_from_tiers(tiers, s, Count::Hits, "")) return {k, Origin::DiskCache};
+  auto lock = tiers.lock(s.key);  // one compile per key across processes; the rest wait here
+  if (LoadedPtr k = load_from_tiers(tiers, s, Count::HitsAndMisses, " after waiting for another process"))
     return {k, Origin::DiskCache};
-  return {s.driver->load(compile_and_store(cache, s).bytes, s.unit, s.target, s.key), Origin::Compiled};
+  return {s.driver->load(compile_and_store(tiers, s).bytes, s.unit, s.target, s.key), Origin::Compiled};
 }
 
 }  // namespace
@@ -154,25 +160,32 @@ Specialization resolve(std::string_view kernel, const ParamSet& params, const Ta
   return s;
 }
 
-WarmOutcome ensure_on_disk(const Specialization& s) {
-  ArtifactCache& cache = ArtifactCache::process_cache();
-  if (cache.has_valid_blob(s.key)) return WarmOutcome::AlreadyCached;
-  auto lock = cache.lock(s.key);
-  if (cache.has_valid_blob(s.key)) return WarmOutcome::AlreadyCached;
-  cache.load(s.key, meta_of(s), /*count_miss=*/true);  // counts the miss; drops a damaged leftover
+WarmOutcome ensure_on_disk(const Specialization& s, const TierStack& tiers) {
+  const ArtifactMeta meta = meta_of(s);
+  if (tiers.get(s.key, meta, Count::Nothing)) return WarmOutcome::AlreadyCached;
+  auto lock = tiers.lock(s.key);
+  // Counts the miss; a damaged leftover has been dropped by the look before.
+  if (tiers.get(s.key, meta, Count::HitsAndMisses)) return WarmOutcome::AlreadyCached;
   bool stored = false;
-  compile_and_store(cache, s, &stored);
+  compile_and_store(tiers, s, &stored);
   return stored ? WarmOutcome::CompiledAndStored : WarmOutcome::CompiledNotStored;
 }
 
+WarmOutcome ensure_on_disk(const Specialization& s) { return ensure_on_disk(s, process_tiers().stack); }
+
 KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection) {
+  return get_kernel(kernel, params, target, selection, process_tiers().stack);
+}
+
+KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection,
+                        const TierStack& tiers) {
   // No thread is started on this path: opening the cache is a few stats (its index opens at its
   // first use, which a disk hit does not have), and a thread start costs more than that.
   Specialization s = resolve(kernel, params, target, selection);
   driver_for(target);  // resolve may compile for a device elsewhere; a get must also run here (throws why not)
   // The same artifact loaded on two devices is two loaded kernels.
   std::string loaded_key = s.key + "@" + std::string(backend_name(target.backend)) + ":" + std::to_string(target.device);
-  Built b = loaded_kernels().get_or_build(loaded_key, [&] { return build(s); });
+  Built b = loaded_kernels().get_or_build(loaded_key, [&] { return build(s, tiers); });
   // The target as compiled for (the device's arch), so the record warms that device elsewhere.
   Target recorded = target;
   if (recorded.arch.empty() && target.backend != Backend::Cpu) recorded.arch = s.compiler->arch();

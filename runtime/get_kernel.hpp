@@ -9,6 +9,7 @@ namespace jit::detail {
 
 class BackendDriver;
 class Compiler;
+class TierStack;
 
 struct Specialization {
   Target target;
@@ -23,9 +24,15 @@ struct Specialization {
 // Validates and specializes; throws jit::Error naming what is wrong. Compiles nothing.
 Specialization resolve(std::string_view kernel, const ParamSet& params, const Target& target,
                        const Selection& selection = {});
-// Compiles and stores s unless the disk cache has a verified copy (without loading it into this
-// process, so a target with no device present can be warmed).
+// Compiles and stores s unless a tier has a verified copy (without loading it into this process,
+// so a target with no device present can be warmed). Without tiers: the process's.
 enum class WarmOutcome { AlreadyCached, CompiledAndStored, CompiledNotStored };
+WarmOutcome ensure_on_disk(const Specialization& s, const TierStack& tiers);
 WarmOutcome ensure_on_disk(const Specialization& s);
+
+// jit::get's path through the given tiers instead of the process's (jit.hpp's get_kernel): memory
+// (kernels loaded in this process), then each tier in order, then a single-flight compile.
+KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection,
+                        const TierStack& tiers);
 
 }  // namespace jit::detail

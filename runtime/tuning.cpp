@@ -1,4 +1,4 @@
-// Autotuning decisions: where they are kept (the cache index's tuning table), which device they
+// Autotuning decisions: where they are kept (the process's tuning store), which device they
 // belong to, and the one-tuner-per-key lock (jit/tuning.hpp has the tuning itself).
 #include "jit/tuning.hpp"
 #include "jit/kernels.hpp"
@@ -7,8 +7,8 @@
 #include <fstream>
 #include <thread>
 
-#include "cache/artifact_cache.hpp"
 #include "cache/cache_key.hpp"
+#include "cache/process_tiers.hpp"
 #include "jit/cuda.hpp"
 #include "runtime/backend_driver.hpp"
 #include "support/logging.hpp"
@@ -59,7 +59,7 @@ std::string device_identity(const Target& target) {
 
 std::optional<std::string> find_tuning(const TuningKey& key) {
   try {
-    if (auto row = ArtifactCache::process_cache().find_tuning(key.kernel, key.base_params, key.shape_class, key.device))
+    if (auto row = process_tiers().tuning.find(key.kernel, key.base_params, key.shape_class, key.device))
       return row->choice;
   } catch (const Error& e) {
     warn_once("tuning-read", std::string("cannot read autotuning decisions from the cache index (tuning again): ") + e.what());
@@ -72,8 +72,8 @@ void store_tuning(const TuningKey& key, const std::string& choice, std::int64_t 
   log().info("autotuned {} ({}) for {} on {}: {} ({:.3f} ms; the base params {:.3f} ms; {} candidates timed in {:.0f} ms)",
              key.kernel, key.base_params, key.shape_class, key.device, choice, best_ms, default_ms, candidates, tuning_ms);
   try {
-    if (!ArtifactCache::process_cache().store_tuning({key.kernel, key.base_params, key.shape_class, key.device, choice,
-                                                      candidates, best_ms, default_ms, tuning_ms, now_seconds()}))
+    if (!process_tiers().tuning.store({key.kernel, key.base_params, key.shape_class, key.device, choice, candidates, best_ms,
+                                       default_ms, tuning_ms, now_seconds()}))
       warn_once("tuning-store", "the kernel cache is not on disk (or read-only): autotuning decisions last only for this process");
   } catch (const Error& e) {
     warn_once("tuning-store", std::string("cannot keep an autotuning decision in the cache index (it lasts for this process): ") + e.what());
@@ -105,7 +105,7 @@ void note_skipped_candidate(const TuningKey& key, const std::string& params, con
 TuningLock::TuningLock(const TuningKey& key) {
   const std::string id = KeyBuilder().add("tuning", key.kernel).add("base", key.base_params).add("shape", key.shape_class)
                              .add("device", key.device).finish().hex();
-  std::unique_ptr<FileLock> lock = ArtifactCache::process_cache().lock("tune-" + id);
+  std::unique_ptr<FileLock> lock = process_tiers().stack.lock("tune-" + id);
   held_ = std::shared_ptr<FileLock>(std::move(lock));
 }
 
@@ -116,7 +116,7 @@ TuningLock::~TuningLock() = default;
 namespace cache {
 std::vector<TuningInfo> tuning() {
   std::vector<TuningInfo> out;
-  for (const auto& r : detail::ArtifactCache::process_cache().tuning_rows())
+  for (const auto& r : detail::process_tiers().tuning.rows())
     out.push_back({r.kernel, r.base_params, r.shape_class, r.device, r.choice, r.candidates, r.best_ms, r.default_ms,
                    r.tuning_ms, r.created});
   return out;

@@ -9,7 +9,7 @@
 #include <set>
 #include <thread>
 
-#include "cache/artifact_cache.hpp"
+#include "cache/disk_tier.hpp"
 #include "jit/error.hpp"
 #include "cache/blob_store.hpp"
 #include "cache/cache_key.hpp"
@@ -146,7 +146,7 @@ TEST_CASE("an index from a newer format is left alone and the cache runs from me
     sqlite3_close(db);
   }
   CHECK_THROWS_WITH(SqliteIndex(dir.path() / "index.db"), Catch::Matchers::Contains("newer jitk"));
-  ArtifactCache cache(dir.path());
+  DiskTier cache(dir.path());
   CHECK_FALSE(cache.on_disk());
   CHECK_THAT(cache.unavailable_reason(), Catch::Matchers::Contains("newer jitk"));
 }
@@ -154,11 +154,11 @@ TEST_CASE("an index from a newer format is left alone and the cache runs from me
 TEST_CASE("a root that cannot be created leaves a memory-only cache that says why", "[cache]") {
   TempDir dir;
   jitk_test::write_file(dir.path() / "a-file", "x");
-  ArtifactCache cache(dir.path() / "a-file" / "jitk");
+  DiskTier cache(dir.path() / "a-file" / "jitk");
   CHECK_FALSE(cache.on_disk());
   CHECK_THAT(cache.unavailable_reason(), Catch::Matchers::Contains("cannot create"));
-  CHECK_FALSE(cache.load(std::string(32, 'a'), {}));
-  CHECK_FALSE(cache.store(std::string(32, 'a'), {}, bytes_of("abc")));  // no throw, nothing written
+  CHECK_FALSE(cache.get(std::string(32, 'a'), {}, Count::HitsAndMisses));
+  CHECK_FALSE(cache.put(std::string(32, 'a'), {}, bytes_of("abc"), PutReason::Compiled));  // no throw, nothing written
 }
 
 TEST_CASE("the root is created with mode 0700", "[cache]") {
@@ -172,12 +172,12 @@ TEST_CASE("the root is created with mode 0700", "[cache]") {
 
 TEST_CASE("a stored artifact loads back verified, and a damaged one is dropped", "[cache]") {
   TempDir dir;
-  ArtifactCache cache(dir.path());
+  DiskTier cache(dir.path());
   REQUIRE(cache.on_disk());
   std::string key(32, '1');
   ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
-  REQUIRE(cache.store(key, meta, bytes_of("payload")));
-  auto loaded = cache.load(key, meta);
+  REQUIRE(cache.put(key, meta, bytes_of("payload"), PutReason::Compiled));
+  auto loaded = cache.get(key, meta, Count::HitsAndMisses);
   REQUIRE(loaded);
   CHECK(std::string(loaded->begin(), loaded->end()) == "payload");
 
@@ -185,7 +185,7 @@ TEST_CASE("a stored artifact loads back verified, and a damaged one is dropped",
   auto text = jitk_test::read_file(path);
   text.back() ^= 0x40;
   jitk_test::write_file(path, text);
-  CHECK_FALSE(cache.load(key, meta));
+  CHECK_FALSE(cache.get(key, meta, Count::HitsAndMisses));
   CHECK_FALSE(std::filesystem::exists(path));
   CHECK(cache.rows().empty());
 }
@@ -195,12 +195,12 @@ TEST_CASE("a verified blob whose index row was lost loads and gets its row back"
   std::string key(32, '3');
   ArtifactMeta meta{"softmax", "dtype=f32,hidden=8", "cpu", "x", "c", 2.0};
   {
-    ArtifactCache cache(dir.path());
-    REQUIRE(cache.store(key, meta, bytes_of("object")));
+    DiskTier cache(dir.path());
+    REQUIRE(cache.put(key, meta, bytes_of("object"), PutReason::Compiled));
   }
   { SqliteIndex(dir.path() / "index.db").remove(key); }
-  ArtifactCache cache(dir.path());
-  REQUIRE(cache.load(key, meta));
+  DiskTier cache(dir.path());
+  REQUIRE(cache.get(key, meta, Count::HitsAndMisses));
   auto rows = cache.rows();
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].kernel == "softmax");
@@ -304,14 +304,12 @@ TEST_CASE("sizes parse as people write them", "[cache]") {
 
 TEST_CASE("over JITK_CACHE_MAX_SIZE the least recently used artifacts are evicted", "[cache][eviction]") {
   TempDir dir;
-  ::setenv("JITK_CACHE_MAX_SIZE", "3000", 1);
-  ArtifactCache cache(dir.path());
-  ::unsetenv("JITK_CACHE_MAX_SIZE");
+  DiskTier cache(dir.path(), 3000);
   REQUIRE(cache.size_limit() == 3000);
   auto key = [](int i) { return std::string(31, 'a') + static_cast<char>('0' + i); };
   ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
   std::vector<char> payload(900, 'p');
-  for (int i = 0; i < 3; ++i) REQUIRE(cache.store(key(i), meta, payload));
+  for (int i = 0; i < 3; ++i) REQUIRE(cache.put(key(i), meta, payload, PutReason::Compiled));
   // make artifact 0 the most recently used, then add two more: 1 and 2 must go first
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // last_used has 1 s resolution
   {
@@ -320,7 +318,7 @@ TEST_CASE("over JITK_CACHE_MAX_SIZE the least recently used artifacts are evicte
     r0.last_used = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     index.record_hits({r0}, 0);
   }
-  for (int i = 3; i < 5; ++i) REQUIRE(cache.store(key(i), meta, payload));
+  for (int i = 3; i < 5; ++i) REQUIRE(cache.put(key(i), meta, payload, PutReason::Compiled));
   std::set<std::string> left;
   std::int64_t total = 0;
   for (const auto& r : cache.rows()) {
@@ -336,11 +334,11 @@ TEST_CASE("over JITK_CACHE_MAX_SIZE the least recently used artifacts are evicte
 
 TEST_CASE("prune removes what was not used for a while, and clear_kernel one kernel's artifacts", "[cache][eviction]") {
   TempDir dir;
-  ArtifactCache cache(dir.path());
+  DiskTier cache(dir.path());
   ArtifactMeta saxpy{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0}, softmax{"softmax", "dtype=f32,hidden=8", "cpu", "x", "c", 1.0};
-  REQUIRE(cache.store(std::string(32, '4'), saxpy, bytes_of("a")));
-  REQUIRE(cache.store(std::string(32, '5'), softmax, bytes_of("b")));
-  REQUIRE(cache.store(std::string(32, '6'), softmax, bytes_of("c")));
+  REQUIRE(cache.put(std::string(32, '4'), saxpy, bytes_of("a"), PutReason::Compiled));
+  REQUIRE(cache.put(std::string(32, '5'), softmax, bytes_of("b"), PutReason::Compiled));
+  REQUIRE(cache.put(std::string(32, '6'), softmax, bytes_of("c"), PutReason::Compiled));
   {
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open((dir.path() / "index.db").c_str(), &db) == SQLITE_OK);
@@ -360,12 +358,10 @@ TEST_CASE("prune removes what was not used for a while, and clear_kernel one ker
 
 TEST_CASE("a size limit smaller than one artifact still keeps the artifact just stored", "[cache][eviction]") {
   TempDir dir;
-  ::setenv("JITK_CACHE_MAX_SIZE", "100", 1);
-  ArtifactCache cache(dir.path());
-  ::unsetenv("JITK_CACHE_MAX_SIZE");
+  DiskTier cache(dir.path(), 100);
   ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
-  REQUIRE(cache.store(std::string(32, '7'), meta, std::vector<char>(1000, 'a')));
-  REQUIRE(cache.store(std::string(32, '8'), meta, std::vector<char>(1000, 'b')));
+  REQUIRE(cache.put(std::string(32, '7'), meta, std::vector<char>(1000, 'a'), PutReason::Compiled));
+  REQUIRE(cache.put(std::string(32, '8'), meta, std::vector<char>(1000, 'b'), PutReason::Compiled));
   auto rows = cache.rows();
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].key == std::string(32, '8'));

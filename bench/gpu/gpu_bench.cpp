@@ -35,7 +35,7 @@
 #include "jit/kernel_catalog.hpp"
 #include "jit/specializer.hpp"
 #include "runtime/get_kernel.hpp"
-#include "cache/artifact_cache.hpp"
+#include "cache/process_tiers.hpp"
 #include "runtime/backend_driver.hpp"
 #include "runtime/selection.hpp"
 #include "jit/registry.hpp"
@@ -193,7 +193,7 @@ void first_use_breakdown() {
   };
   const jit::Target* target = nullptr;
   stage("backends + default target", [&] { target = &jit::default_target(); });
-  stage("cache open (root checks, no index)", [] { ArtifactCache::process_cache(); });
+  stage("cache open (root checks, no index)", [] { process_tiers(); });
   const Compiler* compiler = nullptr;
   stage("driver + compiler for the target", [&] { compiler = &driver_for(*target).compiler(*target); });
   jit::ParamSet params{{"dtype", std::string("bf16")}, {"hidden", std::int64_t{4096}}};
@@ -206,7 +206,7 @@ void first_use_breakdown() {
   Specialization s;
   stage("whole resolve + key, second time", [&] { s = resolve("rms_norm", params, *target); });
   std::optional<std::vector<char>> bytes;
-  stage("blob read + verify", [&] { bytes = ArtifactCache::process_cache().load(s.key, {}, false); });
+  stage("blob read + verify", [&] { bytes = process_tiers().disk->get(s.key, {}, Count::Hits); });
   if (!bytes) return;
   stage("module load + lookup, first in process", [&] { s.driver->load(*bytes, s.unit, s.target, s.key); });
   stage("module load + lookup, second", [&] { s.driver->load(*bytes, s.unit, s.target, s.key); });

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "cache/artifact_cache.hpp"
+#include "cache/process_tiers.hpp"
 #include "cache/cache_root.hpp"
 #include "jit/cuda.hpp"
 #include "jit/cuda/nvrtc_compiler.hpp"
@@ -440,8 +440,8 @@ class CudaKernel final : public LoadedKernel {
 // Where NVRTC compilers remember toolkit-header fingerprints: beside the artifacts, when the
 // cache can be written.
 std::string toolkit_memo_dir() {
-  ArtifactCache& cache = ArtifactCache::process_cache();
-  return cache.writable() ? (cache.root() / "toolkit-headers").string() : "";
+  const DiskTier& disk = *process_tiers().disk;
+  return disk.writable() ? (disk.root() / "toolkit-headers").string() : "";
 }
 
 class CudaDriver final : public BackendDriver {

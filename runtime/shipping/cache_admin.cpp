@@ -1,8 +1,8 @@
 // jit::cache: listing, statistics, clearing and verifying the disk cache, and backend status.
 #include <algorithm>
 
-#include "cache/artifact_cache.hpp"
 #include "cache/cache_root.hpp"
+#include "cache/process_tiers.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "jit/specializer.hpp"
 #include "jit/cache.hpp"
@@ -10,27 +10,30 @@
 
 namespace jit::cache {
 
-using detail::ArtifactCache;
+namespace {
+// The admin verbs work on the process's disk tier: the cache under the root this process uses.
+detail::DiskTier& disk() { return *detail::process_tiers().disk; }
+}  // namespace
 
-std::filesystem::path root() { return ArtifactCache::process_cache().root(); }
+std::filesystem::path root() { return disk().root(); }
 
-std::string unavailable_reason() { return ArtifactCache::process_cache().unavailable_reason(); }
+std::string unavailable_reason() { return disk().unavailable_reason(); }
 
 ClearResult clear_kernel(const std::string& kernel) {
-  auto c = ArtifactCache::process_cache().clear_kernel(kernel);
+  auto c = disk().clear_kernel(kernel);
   if (c.entries == 0) detail::find_kernel(kernel);  // a typo: throws, listing the kernels there are
   return {c.entries, c.bytes};
 }
 
 ClearResult prune(std::optional<std::int64_t> max_bytes, std::optional<std::int64_t> older_than_seconds) {
-  auto c = ArtifactCache::process_cache().prune(max_bytes, older_than_seconds);
+  auto c = disk().prune(max_bytes, older_than_seconds);
   return {c.entries, c.bytes};
 }
 
 StaleResult prune_stale() {
   StaleResult out;
   const auto& reg = detail::registry();
-  auto c = ArtifactCache::process_cache().clear_where([&](const detail::IndexRow& row) {
+  auto c = disk().clear_where([&](const detail::IndexRow& row) {
     const detail::KernelDef* def = nullptr;
     for (std::size_t i = 0; i < reg.shipped; ++i)
       if (reg.kernels[i].name == row.kernel) def = &reg.kernels[i];
@@ -109,33 +112,32 @@ std::string launch_of(const detail::IndexRow& r) {
 
 std::vector<ArtifactInfo> list() {
   std::vector<ArtifactInfo> out;
-  for (const auto& r : ArtifactCache::process_cache().rows())
+  for (const auto& r : disk().rows())
     out.push_back({r.key, r.kernel, r.params, r.backend, r.arch, r.compiler, r.size_bytes, r.compile_ms, r.created,
                    r.last_used, r.hits, r.implementation, static_cast<int>(r.implementation_version), launch_of(r)});
   return out;
 }
 
 Stats stats() {
-  auto& cache = ArtifactCache::process_cache();
+  const detail::TierStats t = disk().stats();
   Stats s;
-  auto rows = cache.rows();
-  s.entries = static_cast<std::int64_t>(rows.size());
-  s.bytes = cache.bytes();
-  auto c = cache.counters();
-  s.hits = c.hits;
-  s.misses = c.misses;
-  s.compiles = c.compiles;
+  s.entries = t.entries;
+  s.bytes = t.bytes;
+  s.hits = t.hits;
+  s.misses = t.misses;
+  s.compiles = t.compiles;
   return s;
 }
 
 ClearResult clear() {
-  auto c = ArtifactCache::process_cache().clear();
+  auto c = disk().clear();
+  detail::process_tiers().tuning.clear();  // what was measured goes with what was built
   return {c.entries, c.bytes};
 }
 
 std::vector<VerifyProblem> verify(bool fix) {
   std::vector<VerifyProblem> out;
-  for (const auto& p : ArtifactCache::process_cache().verify(fix)) out.push_back({p.key, p.what});
+  for (const auto& p : disk().verify(fix)) out.push_back({p.key, p.what});
   return out;
 }
 

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cache/artifact_cache.hpp"
 #include "cache/cache_key.hpp"
+#include "cache/process_tiers.hpp"
 #include "jit/cache.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "runtime/backend_driver.hpp"
@@ -21,7 +21,6 @@
 namespace jit::cache {
 namespace {
 
-using detail::ArtifactCache;
 constexpr char kMagic[8] = {'J', 'I', 'T', 'K', 'P', 'A', 'C', 'K'};
 constexpr std::uint32_t kPackVersion = 1;
 constexpr std::size_t kHeader = 8 + 4 + 4 + 8, kTrailer = 32;
@@ -79,7 +78,8 @@ std::string staleness(const nlohmann::json& r, bool* unchecked) {
 }  // namespace
 
 ExportResult export_pack(const std::filesystem::path& file, const std::optional<Target>& target) {
-  auto& cache = ArtifactCache::process_cache();
+  detail::DiskTier& cache = *detail::process_tiers().disk;
+  const detail::TuningStore& tuning_store = detail::process_tiers().tuning;
   ExportResult result;
   nlohmann::json rows = nlohmann::json::array();
   std::string payloads;
@@ -102,7 +102,7 @@ ExportResult export_pack(const std::filesystem::path& file, const std::optional<
   // Autotuning decisions go with the artifacts: a device identity starts with its backend ("cuda
   // sm_90 (NVIDIA H100 ...)"), so a target keeps its own.
   nlohmann::json tuning = nlohmann::json::array();
-  for (const auto& t : cache.tuning_rows()) {
+  for (const auto& t : tuning_store.rows()) {
     if (target) {
       const std::string backend(backend_name(target->backend));
       if (t.device.rfind(backend + " ", 0) != 0) continue;
@@ -201,7 +201,8 @@ ImportResult import_pack(const std::filesystem::path& file) {
     damaged(file, std::string("its autotuning decisions are incomplete: ") + e.what());
   }
 
-  auto& cache = ArtifactCache::process_cache();
+  detail::DiskTier& cache = *detail::process_tiers().disk;
+  const detail::TuningStore& tuning_store = detail::process_tiers().tuning;
   if (!cache.on_disk()) throw Error(ErrorCode::CacheIo, "cannot import: the cache runs from memory only (" + cache.unavailable_reason() + ")");
   ImportResult result;
   for (auto& e : entries) {
@@ -215,9 +216,15 @@ ImportResult import_pack(const std::filesystem::path& file) {
       ++result.already;
       continue;
     }
-    const detail::ArtifactMeta meta{r["kernel"], r["params"], r["backend"], r["arch"], r["compiler"],
-                                    r["compile_ms"].get<double>(), r["implementation"], r["implementation_version"]};
-    if (!cache.store(r["key"], meta, e.payload, /*imported=*/true))
+    const detail::ArtifactMeta meta{.kernel = r["kernel"],
+                                    .params = r["params"],
+                                    .backend = r["backend"],
+                                    .arch = r["arch"],
+                                    .compiler = r["compiler"],
+                                    .compile_ms = r["compile_ms"].get<double>(),
+                                    .implementation = r["implementation"],
+                                    .implementation_version = r["implementation_version"]};
+    if (!cache.put(r["key"], meta, e.payload, detail::PutReason::Copied))
       throw Error(ErrorCode::CacheIo, "cannot import into " + cache.root().string() + " after " +
                                           std::to_string(result.imported) + " artifacts (see the warning above)");
     if (unchecked) result.unchecked.push_back(describe(r));
@@ -225,11 +232,11 @@ ImportResult import_pack(const std::filesystem::path& file) {
   }
   // A decision the index already has for the same key stays (it was measured here).
   for (const auto& t : decisions) {
-    if (cache.find_tuning(t.kernel, t.base_params, t.shape_class, t.device)) {
+    if (tuning_store.find(t.kernel, t.base_params, t.shape_class, t.device)) {
       ++result.tuning_already;
       continue;
     }
-    if (!cache.store_tuning(t)) throw Error(ErrorCode::CacheIo, "cannot import autotuning decisions into " + cache.root().string());
+    if (!tuning_store.store(t)) throw Error(ErrorCode::CacheIo, "cannot import autotuning decisions into " + cache.root().string());
     ++result.tuning_imported;
   }
   return result;

@@ -13,15 +13,9 @@
 #include "cache/blob_store.hpp"
 #include "cache/file_lock.hpp"
 #include "cache/sqlite_index.hpp"
+#include "cache/storage_tier.hpp"
 
 namespace jit::detail {
-
-struct ArtifactMeta {
-  std::string kernel, params, backend, arch, compiler;
-  double compile_ms = 0;
-  std::string implementation;
-  int implementation_version = 0;
-};
 
 struct CacheProblem {
   std::string key;
@@ -31,15 +25,15 @@ struct CacheProblem {
 // Blobs verify themselves (their header holds the key and an XXH3-128 of the payload), so a disk
 // hit reads the blob alone; the index is bookkeeping (listing, counters, eviction) opened on another
 // at its first use (never on a disk hit) and written lazily. A verified blob whose row is missing gets its row back.
-class ArtifactCache {
+class DiskTier final : public StorageTier {
  public:
-  // Never throws: a root that cannot be used makes a memory-only cache, with one WARN saying why.
-  explicit ArtifactCache(std::filesystem::path root);
-  ~ArtifactCache();  // writes the hits and misses still pending
-  ArtifactCache(const ArtifactCache&) = delete;
-  ArtifactCache& operator=(const ArtifactCache&) = delete;
-  // The cache of this process, rooted where the environment says, made at first use.
-  static ArtifactCache& process_cache();
+  // Never throws: a root that cannot be used makes a tier that keeps nothing, with one WARN saying
+  // why. size_limit: evict least recently used artifacts past it (bytes). name: for logs.
+  explicit DiskTier(std::filesystem::path root, std::optional<std::int64_t> size_limit = std::nullopt,
+                    std::string name = "disk");
+  ~DiskTier() override;  // writes the hits and misses still pending
+  DiskTier(const DiskTier&) = delete;
+  DiskTier& operator=(const DiskTier&) = delete;
 
   const std::filesystem::path& root() const { return root_; }
   bool on_disk();                   // opens the index
@@ -47,17 +41,16 @@ class ArtifactCache {
   bool writable() const { return root_ok_ && !read_only_; }
   std::string unavailable_reason();  // "" when on disk
 
-  // The verified payload, or nullopt when absent. A damaged blob is logged, dropped, and reported
-  // absent so the caller rebuilds it. count_miss: whether absence counts as a miss.
-  std::optional<std::vector<char>> load(const std::string& key, const ArtifactMeta& meta, bool count_miss = true);
+  // The tier (storage_tier.hpp). get: a verified blob whose index row was lost gets its row back
+  // from meta. put: atomic, then indexed; a failure (disk full, read-only) is logged once.
+  std::string name() const override { return name_; }
+  std::optional<std::vector<char>> get(const std::string& key, const ArtifactMeta& meta, Count count) override;
+  bool put(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload, PutReason why) override;
+  void remove(const std::string& key) override;
+  TierStats stats() override;  // throws Error{CacheIo} when not on disk
+
   // Whether a blob for key is present and verifies (no counters touched).
   bool has_valid_blob(const std::string& key);
-  // Removes an artifact that failed to load after passing its checksum.
-  void drop(const std::string& key);
-  // Stores atomically and indexes. A failure (disk full, read-only) is logged once; the caller
-  // keeps its artifact in memory. Returns whether it is on disk now.
-  // imported: from a pack (jitk import), not counted as a compile.
-  bool store(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload, bool imported = false);
   // The verified payload of key, touching no counters (jitk export); nullopt when absent or damaged.
   std::optional<std::vector<char>> read_verified(const std::string& key);
   // Held while compiling `key` so that one process compiles and the others wait, then load.
@@ -70,6 +63,7 @@ class ArtifactCache {
   struct Cleared {
     std::int64_t entries = 0, bytes = 0;
   };
+  // Removes every artifact (the decisions beside them are the TuningStore's to clear).
   Cleared clear();
   // Removes the artifacts of one kernel.
   Cleared clear_kernel(const std::string& kernel);
@@ -80,19 +74,16 @@ class ArtifactCache {
   // `keep` (a key) is never evicted: the artifact a store just wrote.
   Cleared prune(std::optional<std::int64_t> max_bytes, std::optional<std::int64_t> older_than_seconds,
                 const std::string& keep = "");
-  // The size limit from $JITK_CACHE_MAX_SIZE ("2G", "500M", "64K", bytes), if set and valid.
+  // The size limit given (from $JITK_CACHE_MAX_SIZE in the process's tiers).
   std::optional<std::int64_t> size_limit() const { return size_limit_; }
   std::vector<CacheProblem> verify(bool fix);
 
-  // Autotuning decisions in the index (nullopt / false / empty when the cache is not on disk).
-  std::optional<TuningRow> find_tuning(const std::string& kernel, const std::string& base_params,
-                                       const std::string& shape_class, const std::string& device);
-  bool store_tuning(const TuningRow& row);
-  std::vector<TuningRow> tuning_rows();
+  // The index, for what is kept beside the artifacts in the same file (tuning_store.hpp). It opens
+  // at its first use; index() throws Error{CacheIo} when the cache is not on disk.
+  SqliteIndex& index();
 
  private:
-  SqliteIndex* index_or_null();  // waits for the background open
-  SqliteIndex& index();          // throws when not on disk
+  SqliteIndex* index_or_null();
   void flush_pending();
   // A dropped artifact's pending hits would otherwise put its row back at the next flush.
   void forget_pending_hits(const std::string& key);
@@ -105,6 +96,7 @@ class ArtifactCache {
   std::unique_ptr<FileLock> maintenance_lock(FileLock::Mode mode);
 
   std::filesystem::path root_;
+  std::string name_;
   BlobStore blobs_;
   std::optional<std::int64_t> size_limit_;
   std::atomic<bool> root_ok_{false};  // blobs can be read

@@ -1,5 +1,5 @@
 // Loading, storing, clearing and verifying artifacts on disk.
-#include "cache/artifact_cache.hpp"
+#include "cache/disk_tier.hpp"
 
 #include <chrono>
 #include <cstdlib>
@@ -15,31 +15,15 @@ std::int64_t now_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// Every field given (-Wmissing-field-initializers names one left out); the meta's come whole.
 IndexRow row_of(const std::string& key, const ArtifactMeta& meta, std::int64_t size, const std::string& checksum) {
-  IndexRow row;
-  row.key = key;
-  row.kernel = meta.kernel;
-  row.params = meta.params;
-  row.backend = meta.backend;
-  row.arch = meta.arch;
-  row.compiler = meta.compiler;
-  row.size_bytes = size;
-  row.checksum = checksum;
-  row.compile_ms = meta.compile_ms;
-  row.implementation = meta.implementation;
-  row.implementation_version = meta.implementation_version;
-  row.created = row.last_used = now_seconds();
-  return row;
+  const std::int64_t now = now_seconds();
+  return {meta, key, size, checksum, /*created=*/now, /*last_used=*/now, /*hits=*/0};
 }
 }  // namespace
 
-ArtifactCache::ArtifactCache(std::filesystem::path root) : root_(std::move(root)), blobs_(root_) {
-  if (const char* limit = std::getenv("JITK_CACHE_MAX_SIZE"); limit && *limit) {
-    size_limit_ = parse_size(limit);
-    if (!size_limit_)
-      warn_once("cache-max-size", std::string("JITK_CACHE_MAX_SIZE='") + limit +
-                                      "' is not a size (use e.g. 2G, 500M, 64K or bytes); the cache has no size limit");
-  }
+DiskTier::DiskTier(std::filesystem::path root, std::optional<std::int64_t> size_limit, std::string name)
+    : root_(std::move(root)), name_(std::move(name)), blobs_(root_), size_limit_(size_limit) {
   std::string problem = prepare_cache_root(root_, &read_only_);
   if (read_only_) {
     root_ok_ = true;
@@ -56,23 +40,18 @@ ArtifactCache::ArtifactCache(std::filesystem::path root) : root_(std::move(root)
   root_ok_ = true;
 }
 
-void ArtifactCache::disable(const std::string& problem) {
+void DiskTier::disable(const std::string& problem) {
   root_ok_ = false;
   unavailable_ = problem;
   warn_once("cache-root", "kernel cache disabled, kernels are kept in memory only: " + problem +
                               ". Free space on its disk, fix its ownership or permissions, or point JITK_CACHE_DIR at another folder of your own.");
 }
 
-ArtifactCache::~ArtifactCache() {
+DiskTier::~DiskTier() {
   flush_pending();
 }
 
-ArtifactCache& ArtifactCache::process_cache() {
-  static ArtifactCache cache(cache_root_path());
-  return cache;
-}
-
-SqliteIndex* ArtifactCache::index_or_null() {
+SqliteIndex* DiskTier::index_or_null() {
   // Opening takes ~0.3 ms (more when it repairs): a process that only hits the cache pays it at
   // exit, when it writes its hit counts.
   std::call_once(index_opened_, [this] {
@@ -88,20 +67,20 @@ SqliteIndex* ArtifactCache::index_or_null() {
   return index_.get();
 }
 
-SqliteIndex& ArtifactCache::index() {
+SqliteIndex& DiskTier::index() {
   SqliteIndex* idx = index_or_null();
   if (!idx) throw Error(ErrorCode::CacheIo, "the kernel cache at " + root_.string() + " is not usable: " + unavailable_);
   return *idx;
 }
 
-bool ArtifactCache::on_disk() { return index_or_null() != nullptr; }
+bool DiskTier::on_disk() { return index_or_null() != nullptr; }
 
-std::string ArtifactCache::unavailable_reason() {
+std::string DiskTier::unavailable_reason() {
   index_or_null();
   return unavailable_;
 }
 
-void ArtifactCache::flush_pending() {
+void DiskTier::flush_pending() {
   std::vector<IndexRow> hits;
   std::int64_t misses;
   {
@@ -129,10 +108,12 @@ void ArtifactCache::flush_pending() {
   }
 }
 
-std::optional<std::vector<char>> ArtifactCache::load(const std::string& key, const ArtifactMeta& meta, bool count_miss) {
+std::optional<std::vector<char>> DiskTier::get(const std::string& key, const ArtifactMeta& meta, Count count) {
   if (!root_ok_) return std::nullopt;
+  const bool count_miss = count == Count::HitsAndMisses;
   BlobRead blob = blobs_.read(key);
   if (blob.status == BlobRead::Status::Ok) {
+    if (count == Count::Nothing) return std::move(blob.payload);
     std::lock_guard lock(pending_mutex_);
     pending_hits_.push_back(row_of(key, meta, static_cast<std::int64_t>(blob.payload.size()), blob.checksum));
     return std::move(blob.payload);
@@ -168,22 +149,22 @@ std::optional<std::vector<char>> ArtifactCache::load(const std::string& key, con
   return std::nullopt;
 }
 
-std::optional<std::vector<char>> ArtifactCache::read_verified(const std::string& key) {
+std::optional<std::vector<char>> DiskTier::read_verified(const std::string& key) {
   if (!root_ok_) return std::nullopt;
   BlobRead blob = blobs_.read(key);
   if (blob.status != BlobRead::Status::Ok) return std::nullopt;
   return std::move(blob.payload);
 }
 
-bool ArtifactCache::store(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload,
-                          bool imported) {
+bool DiskTier::put(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload,
+                   PutReason why) {
   SqliteIndex* idx = root_ok_ && !read_only_ ? index_or_null() : nullptr;
   if (!idx) return false;
   try {
     {
       auto shared = maintenance_lock(FileLock::Mode::Shared);
       std::string checksum = blobs_.write(key, payload);
-      idx->insert(row_of(key, meta, static_cast<std::int64_t>(payload.size()), checksum), /*count_compile=*/!imported);
+      idx->insert(row_of(key, meta, static_cast<std::int64_t>(payload.size()), checksum), /*count_compile=*/why == PutReason::Compiled);
     }
     flush_pending();
     if (size_limit_ && idx->total_bytes() > *size_limit_) {
@@ -199,16 +180,16 @@ bool ArtifactCache::store(const std::string& key, const ArtifactMeta& meta, cons
   }
 }
 
-bool ArtifactCache::has_valid_blob(const std::string& key) {
+bool DiskTier::has_valid_blob(const std::string& key) {
   return root_ok_ && blobs_.read(key).status == BlobRead::Status::Ok;
 }
 
-void ArtifactCache::forget_pending_hits(const std::string& key) {
+void DiskTier::forget_pending_hits(const std::string& key) {
   std::lock_guard lock(pending_mutex_);
   std::erase_if(pending_hits_, [&](const IndexRow& r) { return r.key == key; });
 }
 
-void ArtifactCache::drop(const std::string& key) {
+void DiskTier::remove(const std::string& key) {
   if (!root_ok_) return;
   forget_pending_hits(key);
   blobs_.remove(key);
@@ -221,7 +202,7 @@ void ArtifactCache::drop(const std::string& key) {
   }
 }
 
-std::unique_ptr<FileLock> ArtifactCache::lock(const std::string& key) {
+std::unique_ptr<FileLock> DiskTier::lock(const std::string& key) {
   if (!root_ok_ || read_only_) return nullptr;
   try {
     return std::make_unique<FileLock>(root_ / "locks" / (key + ".lock"));
@@ -231,7 +212,7 @@ std::unique_ptr<FileLock> ArtifactCache::lock(const std::string& key) {
   }
 }
 
-std::unique_ptr<FileLock> ArtifactCache::maintenance_lock(FileLock::Mode mode) {
+std::unique_ptr<FileLock> DiskTier::maintenance_lock(FileLock::Mode mode) {
   if (!root_ok_ || read_only_) return nullptr;
   try {
     return std::make_unique<FileLock>(root_ / "locks" / "maintenance.lock", mode);
@@ -241,38 +222,34 @@ std::unique_ptr<FileLock> ArtifactCache::maintenance_lock(FileLock::Mode mode) {
   }
 }
 
-std::vector<IndexRow> ArtifactCache::rows() {
+std::vector<IndexRow> DiskTier::rows() {
   flush_pending();
   return index().rows();
 }
 
-IndexCounters ArtifactCache::counters() {
+IndexCounters DiskTier::counters() {
   flush_pending();
   return index().counters();
 }
 
-std::int64_t ArtifactCache::bytes() {
+std::int64_t DiskTier::bytes() {
   std::int64_t total = 0;
   for (const auto& k : blobs_.keys()) total += blobs_.size_on_disk(k);
   return total;
 }
 
-std::optional<TuningRow> ArtifactCache::find_tuning(const std::string& kernel, const std::string& base_params,
-                                                    const std::string& shape_class, const std::string& device) {
-  SqliteIndex* idx = index_or_null();
-  return idx ? idx->find_tuning(kernel, base_params, shape_class, device) : std::nullopt;
+TierStats DiskTier::stats() {
+  TierStats s;
+  s.entries = static_cast<std::int64_t>(rows().size());
+  s.bytes = bytes();
+  IndexCounters c = counters();
+  s.hits = c.hits;
+  s.misses = c.misses;
+  s.compiles = c.compiles;
+  return s;
 }
 
-bool ArtifactCache::store_tuning(const TuningRow& row) {
-  SqliteIndex* idx = index_or_null();
-  if (!idx || read_only_) return false;
-  idx->store_tuning(row);
-  return true;
-}
-
-std::vector<TuningRow> ArtifactCache::tuning_rows() { return index().tuning_rows(); }
-
-ArtifactCache::Cleared ArtifactCache::clear() {
+DiskTier::Cleared DiskTier::clear() {
   Cleared c;
   auto& idx = index();
   flush_pending();
@@ -283,12 +260,11 @@ ArtifactCache::Cleared ArtifactCache::clear() {
   }
   std::int64_t rows = idx.remove_all();
   if (rows > c.entries) c.entries = rows;
-  idx.remove_tuning();  // what was measured goes with what was built
   blobs_.remove_stale_temp_files();
   return c;
 }
 
-std::int64_t ArtifactCache::evict(const IndexRow& row) {
+std::int64_t DiskTier::evict(const IndexRow& row) {
   forget_pending_hits(row.key);
   std::int64_t size = blobs_.size_on_disk(row.key);
   blobs_.remove(row.key);
@@ -296,11 +272,11 @@ std::int64_t ArtifactCache::evict(const IndexRow& row) {
   return size;
 }
 
-ArtifactCache::Cleared ArtifactCache::clear_kernel(const std::string& kernel) {
+DiskTier::Cleared DiskTier::clear_kernel(const std::string& kernel) {
   return clear_where([&](const IndexRow& row) { return row.kernel == kernel; });
 }
 
-ArtifactCache::Cleared ArtifactCache::clear_where(const std::function<bool(const IndexRow&)>& doomed) {
+DiskTier::Cleared DiskTier::clear_where(const std::function<bool(const IndexRow&)>& doomed) {
   Cleared c;
   flush_pending();
   auto exclusive = maintenance_lock(FileLock::Mode::Exclusive);
@@ -312,7 +288,7 @@ ArtifactCache::Cleared ArtifactCache::clear_where(const std::function<bool(const
   return c;
 }
 
-ArtifactCache::Cleared ArtifactCache::prune(std::optional<std::int64_t> max_bytes,
+DiskTier::Cleared DiskTier::prune(std::optional<std::int64_t> max_bytes,
                                             std::optional<std::int64_t> older_than_seconds, const std::string& keep) {
   flush_pending();
   auto exclusive = maintenance_lock(FileLock::Mode::Exclusive);
@@ -334,7 +310,7 @@ ArtifactCache::Cleared ArtifactCache::prune(std::optional<std::int64_t> max_byte
   return c;
 }
 
-std::vector<CacheProblem> ArtifactCache::verify(bool fix) {
+std::vector<CacheProblem> DiskTier::verify(bool fix) {
   auto& idx = index();
   flush_pending();
   auto exclusive = maintenance_lock(FileLock::Mode::Exclusive);

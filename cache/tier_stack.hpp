@@ -1,0 +1,47 @@
+// The tiers one get looks in, in lookup order, and the per-key lock that makes a compile single-flight.
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/file_lock.hpp"
+#include "cache/storage_tier.hpp"
+
+namespace jit::detail {
+
+// A value handed to the get path (runtime/get_kernel.cpp): the process builds its own once
+// (cache/process_tiers.hpp), tests and tools hand it others. Every tier call goes through here,
+// so a tier that throws is logged once and skipped: a cache never fails a get.
+class TierStack {
+ public:
+  // Held while one key compiles so the other threads and processes wait, then load; null when
+  // there is nothing to lock with (no writable disk): threads of this process still share one build.
+  using KeyLock = std::unique_ptr<FileLock>;
+  using LockProvider = std::function<KeyLock(const std::string& key)>;
+
+  TierStack() = default;  // no tiers: every get compiles
+  explicit TierStack(std::vector<std::shared_ptr<StorageTier>> tiers, LockProvider lock = {});
+
+  struct Hit {
+    std::vector<char> payload;
+    std::string tier;  // the name of the tier it came from
+  };
+  // The first verified payload in lookup order. A hit in a lower tier is written back to every
+  // tier above it, so the next process finds it in the fastest.
+  std::optional<Hit> get(const std::string& key, const ArtifactMeta& meta, Count count) const;
+  // Puts in every tier; whether at least one kept it.
+  bool put(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload, PutReason why) const;
+  // Removes key from every tier (a hit is written back upwards, so it may be in several).
+  void remove(const std::string& key) const;
+  KeyLock lock(const std::string& key) const;
+
+  const std::vector<std::shared_ptr<StorageTier>>& tiers() const { return tiers_; }
+
+ private:
+  std::vector<std::shared_ptr<StorageTier>> tiers_;
+  LockProvider lock_;
+};
+
+}  // namespace jit::detail
