@@ -1,6 +1,7 @@
 // What every compiler in jit/ is: a pure function from a specialized source unit to artifact bytes.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jit/specializer.hpp"
@@ -29,5 +30,19 @@ class Compiler {
   // Throws Error{CompileFailed} carrying the log and the source with line numbers.
   virtual CompiledArtifact compile(const SourceUnit& unit) const = 0;
 };
+
+// The fields of every compiler's Error{CompileFailed} about `unit`.
+inline ErrorFields compile_error_fields(const SourceUnit& unit, std::string target, std::string compiler_id,
+                                        std::vector<std::string> options, std::string log) {
+  ErrorFields f;
+  f.kernel = unit.kernel;
+  f.params = unit.params_text;
+  f.target = std::move(target);
+  f.compiler = std::move(compiler_id);
+  f.options = std::move(options);
+  f.log = std::move(log);
+  f.source = ErrorSource{unit.main.name, unit.text_origin, with_line_numbers(unit.main.text), unit.text_first_line};
+  return f;
+}
 
 }  // namespace jit::detail

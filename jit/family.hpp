@@ -87,4 +87,12 @@ inline std::string tile_text(const ParamSet& p) {
 // told at load time.
 inline constexpr std::int64_t kMaxSharedBytes = 227 * 1024;
 
+// A plan refused because its tile needs `required` bytes of shared memory a block, more than `limit`.
+inline TilePlan shared_memory_refused(std::string problem, std::int64_t required, std::int64_t limit = kMaxSharedBytes) {
+  TilePlan plan{std::move(problem)};
+  plan.shared_bytes = required;
+  plan.shared_limit = limit;
+  return plan;
+}
+
 }  // namespace jit::detail

@@ -54,6 +54,12 @@ ParamSet validate_params(const KernelDef& def, const ParamSet& given);
 ParamSet validate_params(const KernelDef& def, const ParamSet& given, Backend backend);
 // Why `impl` cannot take these (validated) params, or "".
 std::string params_problem(const Implementation& impl, const ParamSet& params);
+// The fields of an InvalidParams error about these params: the kernel and params, and, where
+// `impl`'s tile plan refused them for lack of shared memory, required and limit (impl may be nullptr).
+ErrorFields params_error_fields(const std::string& kernel, const Implementation* impl, const ParamSet& params);
+// The fields of a refusal to load a kernel that needs more shared memory a block than the device gives.
+ErrorFields shared_memory_error_fields(const std::string& kernel, const std::string& params, std::int64_t required,
+                                       std::int64_t limit);
 // Tile layouts: the params with tile_m, tile_n, tile_k and stages of 0 (or absent) replaced by
 // the implementation's defaults; other layouts: the params unchanged.
 ParamSet resolve_tile(const Implementation& impl, const ParamSet& params);

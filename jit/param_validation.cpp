@@ -68,6 +68,25 @@ std::string params_problem(const Implementation& impl, const ParamSet& params) {
   return "";
 }
 
+ErrorFields shared_memory_error_fields(const std::string& kernel, const std::string& params, std::int64_t required,
+                                       std::int64_t limit) {
+  ErrorFields f;
+  f.kernel = kernel;
+  f.params = params;
+  f.resource = ResourceLimit{"shared memory bytes a block", required, limit};
+  return f;
+}
+
+ErrorFields params_error_fields(const std::string& kernel, const Implementation* impl, const ParamSet& params) {
+  if (impl && impl->layout.kind == Kind::Tile && impl->tile_plan)
+    if (const TilePlan plan = tile_plan(*impl, params); !plan.problem.empty() && plan.shared_limit > 0)
+      return shared_memory_error_fields(kernel, params.to_string(), plan.shared_bytes, plan.shared_limit);
+  ErrorFields f;
+  f.kernel = kernel;
+  f.params = params.to_string();
+  return f;
+}
+
 ParamSet resolve_tile(const Implementation& impl, const ParamSet& params) {
   if (impl.layout.kind != Kind::Tile) return params;
   ParamSet out = params;
@@ -95,18 +114,20 @@ const Implementation& generic_implementation(const KernelDef& def, Backend backe
 ParamSet validate_params(const KernelDef& def, const ParamSet& given, Backend backend) {
   ParamSet out = validate_params(def, given);
   std::string first_problem;
+  const Implementation* refusing = nullptr;
   bool any = false;
   for (const auto& impl : def.implementations) {
     if (impl.backend != backend) continue;
     any = true;
     std::string problem = params_problem(impl, out);
     if (problem.empty()) return out;
-    if (first_problem.empty() || impl.generic) first_problem = problem;
+    if (first_problem.empty() || impl.generic) first_problem = problem, refusing = &impl;
   }
   if (!any)
     throw Error(ErrorCode::BackendUnavailable,
                 def.name + " has no implementation for " + std::string(backend_name(backend)));
-  throw Error(ErrorCode::InvalidParams, def.name + " on " + std::string(backend_name(backend)) + ": " + first_problem);
+  throw Error(ErrorCode::InvalidParams, def.name + " on " + std::string(backend_name(backend)) + ": " + first_problem,
+              params_error_fields(def.name, refusing, out));
 }
 
 ParamSet validate_params(const KernelDef& def, const ParamSet& given) {

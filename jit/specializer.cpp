@@ -60,14 +60,15 @@ std::int64_t prologue_tensors(const ParamSet& params) {
   return n;
 }
 
-// A plan's every field but its problem and threads (LaunchShape's block) is in planned_fields.
-static_assert(field_count<TilePlan>() == std::tuple_size_v<decltype(planned_fields(std::declval<TilePlan&>()))> + 2,
+// A plan's every field but its problem, its threads (LaunchShape's block) and its shared_limit (a refusal's) is in planned_fields.
+static_assert(field_count<TilePlan>() == std::tuple_size_v<decltype(planned_fields(std::declval<TilePlan&>()))> + 3,
               "a new TilePlan field: list it in planned_fields (jit/specializer.hpp) so launches carry it");
 
-LaunchShape tile_shape(const Implementation& impl, const ParamSet& params) {
+LaunchShape tile_shape(const std::string& kernel, const Implementation& impl, const ParamSet& params) {
   const ParamSet resolved = resolve_tile(impl, params);
   const TilePlan plan = tile_plan(impl, resolved);
-  if (!plan.problem.empty()) throw Error(ErrorCode::InvalidParams, impl.name + ": " + plan.problem);
+  if (!plan.problem.empty())
+    throw Error(ErrorCode::InvalidParams, impl.name + ": " + plan.problem, params_error_fields(kernel, &impl, resolved));
   LaunchShape shape;
   planned_fields(shape) = planned_fields(plan);
   shape.block = plan.threads;
@@ -163,14 +164,14 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
   std::ostringstream prelude;
   prelude << "// jitk specialization of " << def.name << " (" << unit.params_text << "), implementation "
           << impl.name << " v" << impl.version << "\n";
-  prelude << "#define JITK_ENTRY jitk_entry\n";
+  prelude << "#define JITK_ENTRY " << kEntrySymbol << "\n";
   // One text may serve several kernels (softmax and log_softmax): it tells them apart by this.
   prelude << "#define JITK_KERNEL_" << upper(def.name) << " 1\n";
   // ... and several implementations (rms_norm's cuda and cuda-sm90) by this.
   prelude << "#define JITK_IMPLEMENTATION_" << macro_name(impl.name) << " 1\n";
   const bool tiled = impl.layout.kind == GpuLayout::Kind::Tile;
   if (gpu) {
-    unit.shape = tiled ? tile_shape(impl, params) : gpu_shape(impl.layout, params);
+    unit.shape = tiled ? tile_shape(def.name, impl, params) : gpu_shape(impl.layout, params);
     prelude << "#define JITK_BLOCK " << unit.shape.block << "\n";
     if (tiled) prelude << "#define JITK_SHARED_BYTES " << unit.shape.shared_bytes << "\n";
     if (tiled && unit.shape.blocks_per_sm > 0) prelude << "#define JITK_BLOCKS_PER_SM " << unit.shape.blocks_per_sm << "\n";
@@ -204,7 +205,9 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
     if (!gpu) prelude << "#include \"" << kCpuHeaders[0] << "\"  // the chain's math\n";
     prelude << chain_code(params, gpu);
   }
-  unit.main = {text.name, prelude.str() + text.text};
+  const std::string rendered = prelude.str();
+  unit.text_first_line = 1 + static_cast<int>(std::count(rendered.begin(), rendered.end(), '\n'));
+  unit.main = {text.name, rendered + text.text};
   if (gpu) {
     for (const char* h : kGpuHeaders) unit.headers.push_back(kernel_file(h));
   } else {

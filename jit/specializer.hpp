@@ -10,6 +10,10 @@
 
 namespace jit::detail {
 
+// The symbol every specialized unit gives its entry point (the prelude defines JITK_ENTRY as it);
+// each driver looks the kernel up under this name.
+inline constexpr const char* kEntrySymbol = "jitk_entry";
+
 struct SourceFile {
   std::string name;
   std::string text;
@@ -43,6 +47,7 @@ struct SourceUnit {
   std::string params_text;           // canonical "dtype=f32,hidden=4096"
   ParamSet params;                   // the same, as given to specialize
   SourceFile main;                   // prelude + kernel text
+  int text_first_line = 1;           // main's line where the kernel text begins (after the prelude)
   std::vector<SourceFile> headers;   // jitk's own headers the text may include
   std::string implementation;        // which implementation's text, e.g. "cuda-sm90"
   int implementation_version = 1;

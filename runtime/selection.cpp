@@ -183,7 +183,13 @@ Selected select_implementation(const KernelDef& def, const ParamSet& params, con
                        std::all_of(all.begin(), all.end(), [&](const Implementation* i) {
                          return i->backend != target.backend || !params_problem(*i, params).empty();
                        });
-    if (only_params) throw Error(ErrorCode::InvalidParams, def.name + " on " + std::string(backend_name(target.backend)) + ": " + param_problem);
+    if (only_params) {
+      const auto refusing = std::find_if(all.begin(), all.end(), [&](const Implementation* i) {
+        return i->backend == target.backend && params_problem(*i, params) == param_problem;
+      });
+      throw Error(ErrorCode::InvalidParams, def.name + " on " + std::string(backend_name(target.backend)) + ": " + param_problem,
+                  params_error_fields(def.name, refusing == all.end() ? nullptr : *refusing, params));
+    }
     std::string wanted = !sel.implementation.empty() ? "implementation '" + sel.implementation + "'" : "an implementation";
     if (sel.mode == Mode::Training) wanted += " for training (one with a backward)";
     if (!sel.allow_fallback) wanted += sel.mode == Mode::Training ? " that is specialized (non-generic)" : ", specialized (non-generic)";

@@ -1,5 +1,6 @@
 // jit::Error and the checks of launch arguments that throw it.
 #include <string>
+#include <utility>
 
 #include "jit/jit.hpp"
 
@@ -21,7 +22,39 @@ const char* to_string(ErrorCode code) {
   return "?";
 }
 
-Error::Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+struct Error::State {
+  std::string message;
+  ErrorFields fields;
+};
+
+namespace {
+
+// what(): the message, then what a person needs to see of a compile error to fix it.
+std::string full_text(const std::string& message, const ErrorFields& f) {
+  std::string text = message;
+  if (!f.options.empty()) {
+    text += "\noptions:";
+    for (const auto& o : f.options) text += " " + o;
+  }
+  if (!f.log.empty() || f.source) text += "\ncompiler log:\n" + f.log;
+  if (f.source)
+    text += "\nspecialized source (" + f.source->file + ", text from " + f.source->origin + "; its line 1 is line " +
+            std::to_string(f.source->first_text_line) + " here):\n" + f.source->numbered;
+  return text;
+}
+
+}  // namespace
+
+Error::Error(ErrorCode kind, const std::string& message) : Error(kind, message, ErrorFields{}) {}
+
+Error::Error(ErrorCode kind, const std::string& message, ErrorFields fields)
+    : std::runtime_error(full_text(message, fields)),
+      kind_(kind),
+      state_(std::make_shared<const State>(State{message, std::move(fields)})) {}
+
+const std::string& Error::message() const noexcept { return state_->message; }
+
+const ErrorFields& Error::fields() const noexcept { return state_->fields; }
 
 namespace detail {
 

@@ -87,6 +87,9 @@ struct TilePlan {
   // text reads JITK_STREAM_K and takes a workspace, its flags and the count of whole-tile blocks
   // after the work count).
   bool stream_k = false;
+  // A plan refused for lack of shared memory says so here too: shared_bytes is then what the tile
+  // needs and shared_limit the most a block may have, and the error carries both (0: not that refusal).
+  std::int64_t shared_limit = 0;
 };
 
 inline constexpr int kAnyCapability = 1 << 30;

@@ -119,10 +119,11 @@ CompiledArtifact OrcCompiler::compile(const SourceUnit& unit) const {
   bool ok = parsed && ci.ExecuteAction(action) && !object.empty();
   log_stream.flush();
   if (!ok) {
+    // The options as the compiler took them, without the file it read (the source field names it).
+    args.resize(args.size() - 1);
     throw Error(ErrorCode::CompileFailed,
-                "compiling " + unit.kernel + " (" + unit.params_text + ") for the CPU failed.\n"
-                "compiler log:\n" + log + "\nspecialized source (" + unit.main.name + ", text from " +
-                unit.text_origin + "):\n" + with_line_numbers(unit.main.text));
+                "compiling " + unit.kernel + " (" + unit.params_text + ") for the CPU (" + cpu_ + ") with " + id_ + " failed",
+                compile_error_fields(unit, "cpu", id_, std::move(args), log));
   }
   CompiledArtifact out;
   out.bytes.assign(object.begin(), object.end());

@@ -1,38 +1,28 @@
 // Finds libnvrtc (13, then 12; also under $CUDA_HOME), compiles to CUBIN, or PTX for an arch it cannot target.
 #include "jit/cuda/nvrtc_compiler.hpp"
 
-#include <dlfcn.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
 #include "cache/cache_key.hpp"
 #include "jit/cuda/include_scan.hpp"
+#include "jit/rtc_compile.hpp"
+#include "support/dynamic_library.hpp"
 
 namespace jit::detail {
 
 using nvrtcResult = int;
-using nvrtcProgram = struct _nvrtcProgram*;
 
 struct NvrtcLibrary {
+  DynamicLibrary library;
+  RtcFunctions rtc{};
+  RtcOutput cubin{}, ptx{};
   nvrtcResult (*nvrtcVersion)(int*, int*);
-  const char* (*nvrtcGetErrorString)(nvrtcResult);
   nvrtcResult (*nvrtcGetNumSupportedArchs)(int*);
   nvrtcResult (*nvrtcGetSupportedArchs)(int*);
-  nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*);
-  nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
-  nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char* const*);
-  nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, std::size_t*);
-  nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*);
-  nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, std::size_t*);
-  nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
-  nvrtcResult (*nvrtcGetPTXSize)(nvrtcProgram, std::size_t*);
-  nvrtcResult (*nvrtcGetPTX)(nvrtcProgram, char*);
   int major = 0, minor = 0;
   std::vector<int> archs;  // compute capabilities NVRTC can generate code for, e.g. 90
-  std::string path;
 };
 
 namespace {
@@ -50,43 +40,31 @@ const Opened& opened() {
       if (const char* home = std::getenv(env); home && *home)
         for (const char* v : {"13", "12"}) candidates.push_back(std::string(home) + "/lib64/libnvrtc.so." + v);
     for (const char* v : {"13", "12"}) candidates.push_back(std::string("/usr/local/cuda/lib64/libnvrtc.so.") + v);
-    void* handle = nullptr;
-    std::string errors;
-    for (const auto& c : candidates) {
-      handle = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (handle) {
-        o.lib.path = c;
-        break;
-      }
-      if (const char* e = ::dlerror(); e && errors.empty()) errors = e;
-    }
-    if (!handle) {
-      o.reason = "cannot open NVRTC (tried libnvrtc.so.13, .so.12, $CUDA_HOME/lib64): " + errors;
-      return o;
-    }
     auto& l = o.lib;
-    std::string missing;
-    auto get = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(handle, name));
-      if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-    };
-    get(l.nvrtcVersion, "nvrtcVersion");
-    get(l.nvrtcGetErrorString, "nvrtcGetErrorString");
-    get(l.nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs");
-    get(l.nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs");
-    get(l.nvrtcCreateProgram, "nvrtcCreateProgram");
-    get(l.nvrtcDestroyProgram, "nvrtcDestroyProgram");
-    get(l.nvrtcCompileProgram, "nvrtcCompileProgram");
-    get(l.nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize");
-    get(l.nvrtcGetProgramLog, "nvrtcGetProgramLog");
-    get(l.nvrtcGetCUBINSize, "nvrtcGetCUBINSize");
-    get(l.nvrtcGetCUBIN, "nvrtcGetCUBIN");
-    get(l.nvrtcGetPTXSize, "nvrtcGetPTXSize");
-    get(l.nvrtcGetPTX, "nvrtcGetPTX");
-    if (!missing.empty()) {
-      o.reason = o.lib.path + " lacks " + missing;
+    l.library = DynamicLibrary::open_first(candidates);
+    if (!l.library) {
+      o.reason = "cannot open NVRTC (tried libnvrtc.so.13, .so.12, $CUDA_HOME/lib64): " + l.library.error();
       return o;
     }
+    SymbolTable symbols;
+    symbols.required(l.nvrtcVersion, "nvrtcVersion")
+        .required(l.rtc.get_error_string, "nvrtcGetErrorString")
+        .required(l.nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs")
+        .required(l.nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs")
+        .required(l.rtc.create_program, "nvrtcCreateProgram")
+        .required(l.rtc.destroy_program, "nvrtcDestroyProgram")
+        .required(l.rtc.compile_program, "nvrtcCompileProgram")
+        .required(l.rtc.get_program_log_size, "nvrtcGetProgramLogSize")
+        .required(l.rtc.get_program_log, "nvrtcGetProgramLog")
+        .required(l.cubin.get_size, "nvrtcGetCUBINSize")
+        .required(l.cubin.get, "nvrtcGetCUBIN")
+        .required(l.ptx.get_size, "nvrtcGetPTXSize")
+        .required(l.ptx.get, "nvrtcGetPTX");
+    if (std::string missing = symbols.resolve(l.library); !missing.empty()) {
+      o.reason = l.library.path() + " lacks " + missing;
+      return o;
+    }
+    l.library.keep_open();  // compilers hold its functions for the life of the process
     l.nvrtcVersion(&l.major, &l.minor);
     int n = 0;
     l.nvrtcGetNumSupportedArchs(&n);
@@ -179,54 +157,9 @@ std::string NvrtcCompiler::external_headers_fingerprint(const SourceUnit& unit) 
 }
 
 CompiledArtifact NvrtcCompiler::compile(const SourceUnit& unit) const {
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<const char*> header_texts, header_names;
-  for (const auto& h : unit.headers) {
-    header_texts.push_back(h.text.c_str());
-    header_names.push_back(h.name.c_str());
-  }
-  nvrtcProgram prog = nullptr;
-  nvrtcResult r = lib_->nvrtcCreateProgram(&prog, unit.main.text.c_str(), unit.main.name.c_str(),
-                                           static_cast<int>(header_texts.size()), header_texts.data(), header_names.data());
-  if (r != 0) throw Error(ErrorCode::CompileFailed, std::string("nvrtcCreateProgram: ") + lib_->nvrtcGetErrorString(r));
-  struct Destroy {
-    const NvrtcLibrary* lib;
-    nvrtcProgram* p;
-    ~Destroy() { lib->nvrtcDestroyProgram(p); }
-  } destroy{lib_, &prog};
-
-  std::vector<const char*> opts;
-  for (const auto& o : options_) opts.push_back(o.c_str());
-  if (pch_) opts.push_back("-pch");
-  r = lib_->nvrtcCompileProgram(prog, static_cast<int>(opts.size()), opts.data());
-  std::size_t log_size = 0;
-  lib_->nvrtcGetProgramLogSize(prog, &log_size);
-  std::string log(log_size, '\0');
-  if (log_size > 1) lib_->nvrtcGetProgramLog(prog, log.data());
-  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-  if (r != 0) {
-    std::string opts_text;
-    for (const auto& o : options_) opts_text += " " + o;
-    throw Error(ErrorCode::CompileFailed,
-                "compiling " + unit.kernel + " (" + unit.params_text + ") for cuda:" + arch_ + " with " + id_ +
-                    " failed: " + lib_->nvrtcGetErrorString(r) + "\noptions:" + opts_text + "\ncompiler log:\n" + log +
-                    "\nspecialized source (" + unit.main.name + ", text from " + unit.text_origin + "):\n" +
-                    with_line_numbers(unit.main.text));
-  }
-  CompiledArtifact out;
-  std::size_t size = 0;
-  if (cubin_) {
-    lib_->nvrtcGetCUBINSize(prog, &size);
-    out.bytes.resize(size);
-    lib_->nvrtcGetCUBIN(prog, out.bytes.data());
-  } else {
-    lib_->nvrtcGetPTXSize(prog, &size);
-    out.bytes.resize(size);
-    lib_->nvrtcGetPTX(prog, out.bytes.data());
-  }
-  out.log = log;
-  out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return out;
+  std::vector<std::string> options = options_;
+  if (pch_) options.push_back("-pch");
+  return rtc_compile(lib_->rtc, cubin_ ? lib_->cubin : lib_->ptx, {unit, std::move(options), "cuda:" + arch_, id_});
 }
 
 }  // namespace jit::detail

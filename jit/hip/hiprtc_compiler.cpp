@@ -2,32 +2,23 @@
 // against comgr's ISA list, compiles to a bare AMDGPU code object (an ELF that hipModuleLoadData takes).
 #include "jit/hip/hiprtc_compiler.hpp"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cstddef>
 #include <mutex>
-#include <type_traits>
+
+#include "jit/rtc_compile.hpp"
+#include "support/dynamic_library.hpp"
 
 namespace jit::detail {
 
-using hiprtcResult = int;
-using hiprtcProgram = struct _hiprtcProgram*;
-
 struct HiprtcLibrary {
-  const char* (*hiprtcGetErrorString)(hiprtcResult);
-  hiprtcResult (*hiprtcCreateProgram)(hiprtcProgram*, const char*, const char*, int, const char**, const char**);
-  hiprtcResult (*hiprtcDestroyProgram)(hiprtcProgram*);
-  hiprtcResult (*hiprtcCompileProgram)(hiprtcProgram, int, const char**);
-  hiprtcResult (*hiprtcGetProgramLogSize)(hiprtcProgram, std::size_t*);
-  hiprtcResult (*hiprtcGetProgramLog)(hiprtcProgram, char*);
-  hiprtcResult (*hiprtcGetCodeSize)(hiprtcProgram, std::size_t*);
-  hiprtcResult (*hiprtcGetCode)(hiprtcProgram, char*);
+  DynamicLibrary runtime;  // libamdhip64
+  DynamicLibrary own_rtc;  // libhiprtc, where hipRTC is not inside the runtime (ROCm 6 and later)
+  RtcFunctions rtc{};
+  RtcOutput code{};
   int (*hipRuntimeGetVersion)(int*);
   int runtime_version = 0;  // 50221153 for ROCm 5.2 (hiprtcVersion is a hard-coded 9.0: useless)
-  void* runtime = nullptr;  // libamdhip64
   std::string path;
 };
 
@@ -39,8 +30,8 @@ struct Opened {
 };
 
 struct ComgrLibrary {
-  void* handle = nullptr;
-  std::string path, reason;
+  DynamicLibrary library;
+  std::string reason;
 };
 
 const ComgrLibrary& comgr_library() {
@@ -51,48 +42,40 @@ const ComgrLibrary& comgr_library() {
     // LLVM would bind to jitk's.
     c.reason = "hipRTC cannot be used in a sanitized build of jitk (comgr needs RTLD_DEEPBIND, which sanitizers refuse)";
 #else
-    for (const char* name : {"libamd_comgr.so.2", "libamd_comgr.so.3", "libamd_comgr.so"}) {
-      if ((c.handle = ::dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND))) {
-        c.path = name;
-        break;
-      }
-      if (const char* e = ::dlerror(); e && c.reason.empty()) c.reason = e;
-    }
-    if (!c.handle) c.reason = "cannot open comgr, hipRTC's compiler (tried libamd_comgr.so.2, .so.3, .so): " + c.reason;
+    c.library = DynamicLibrary::open_first({"libamd_comgr.so.2", "libamd_comgr.so.3", "libamd_comgr.so"},
+                                           RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    // Open for good: hipRTC's own dlopen of comgr must keep finding this copy.
+    if (c.library) c.library.keep_open();
+    else c.reason = "cannot open comgr, hipRTC's compiler (tried libamd_comgr.so.2, .so.3, .so): " + c.library.error();
 #endif
     return c;
   }();
   return c;
 }
-void* comgr_handle() { return comgr_library().handle; }
+const DynamicLibrary& comgr_handle() { return comgr_library().library; }
 const std::string& comgr_reason() { return comgr_library().reason; }
 
 // Handles stay open for the life of the process (the HIP runtime must outlive every module).
-void* open_first(const std::vector<std::string>& names, std::string* path, std::string* errors) {
-  for (const auto& n : names) {
-    if (void* h = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      *path = n;
-      return h;
-    }
-    if (const char* e = ::dlerror(); e && errors->empty()) *errors = e;
-  }
-  return nullptr;
+DynamicLibrary open_for_good(const std::vector<std::string>& names) {
+  DynamicLibrary lib = DynamicLibrary::open_first(names);
+  lib.keep_open();
+  return lib;
 }
 
 const Opened& opened() {
   static const Opened o = [] {
     Opened o;
     auto& l = o.lib;
-    std::string errors;
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     o.reason = comgr_reason();  // why hipRTC is off in this build
     return o;
 #endif
-    l.runtime = open_first({"libamdhip64.so.5", "libamdhip64.so.6", "libamdhip64.so"}, &l.path, &errors);
+    l.runtime = open_for_good({"libamdhip64.so.5", "libamdhip64.so.6", "libamdhip64.so"});
     if (!l.runtime) {
-      o.reason = "cannot open the HIP runtime (tried libamdhip64.so.5, .so.6, .so): " + errors;
+      o.reason = "cannot open the HIP runtime (tried libamdhip64.so.5, .so.6, .so): " + l.runtime.error();
       return o;
     }
+    l.path = l.runtime.path();
     // comgr (which hipRTC opens at its first compile, not at load) is built on LLVM 15; a process
     // that already has another LLVM (jitk's CPU backend: LLVM 16) would bind comgr's LLVM calls to
     // that one and crash. Opened now with RTLD_DEEPBIND, comgr and its LLVM resolve their own
@@ -104,30 +87,28 @@ const Opened& opened() {
       return o;
     }
     // ROCm 5.x has hipRTC inside libamdhip64; ROCm 6 and later ship it as libhiprtc.
-    void* rtc = l.runtime;
-    if (!::dlsym(rtc, "hiprtcCompileProgram")) {
-      std::string rtc_path, rtc_errors;
-      rtc = open_first({"libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so"}, &rtc_path, &rtc_errors);
-      if (!rtc) {
-        o.reason = l.path + " has no hipRTC and libhiprtc cannot be opened: " + rtc_errors;
+    const DynamicLibrary* rtc = &l.runtime;
+    if (!l.runtime.symbol("hiprtcCompileProgram")) {
+      l.own_rtc = open_for_good({"libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so"});
+      if (!l.own_rtc) {
+        o.reason = l.path + " has no hipRTC and libhiprtc cannot be opened: " + l.own_rtc.error();
         return o;
       }
-      l.path += " + " + rtc_path;
+      l.path += " + " + l.own_rtc.path();
+      rtc = &l.own_rtc;
     }
-    std::string missing;
-    auto get = [&](void* handle, auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(handle, name));
-      if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-    };
-    get(rtc, l.hiprtcGetErrorString, "hiprtcGetErrorString");
-    get(rtc, l.hiprtcCreateProgram, "hiprtcCreateProgram");
-    get(rtc, l.hiprtcDestroyProgram, "hiprtcDestroyProgram");
-    get(rtc, l.hiprtcCompileProgram, "hiprtcCompileProgram");
-    get(rtc, l.hiprtcGetProgramLogSize, "hiprtcGetProgramLogSize");
-    get(rtc, l.hiprtcGetProgramLog, "hiprtcGetProgramLog");
-    get(rtc, l.hiprtcGetCodeSize, "hiprtcGetCodeSize");
-    get(rtc, l.hiprtcGetCode, "hiprtcGetCode");
-    get(l.runtime, l.hipRuntimeGetVersion, "hipRuntimeGetVersion");
+    SymbolTable rtc_symbols, runtime_symbols;
+    rtc_symbols.required(l.rtc.get_error_string, "hiprtcGetErrorString")
+        .required(l.rtc.create_program, "hiprtcCreateProgram")
+        .required(l.rtc.destroy_program, "hiprtcDestroyProgram")
+        .required(l.rtc.compile_program, "hiprtcCompileProgram")
+        .required(l.rtc.get_program_log_size, "hiprtcGetProgramLogSize")
+        .required(l.rtc.get_program_log, "hiprtcGetProgramLog")
+        .required(l.code.get_size, "hiprtcGetCodeSize")
+        .required(l.code.get, "hiprtcGetCode");
+    runtime_symbols.required(l.hipRuntimeGetVersion, "hipRuntimeGetVersion");
+    std::string missing = rtc_symbols.resolve(*rtc);
+    if (std::string m = runtime_symbols.resolve(l.runtime); !m.empty()) missing += (missing.empty() ? "" : ", ") + m;
     if (!missing.empty()) {
       o.reason = l.path + " lacks " + missing;
       return o;
@@ -147,18 +128,21 @@ struct Comgr {
 const Comgr& comgr() {
   static const Comgr c = [] {
     Comgr c;
-    void* h = comgr_handle();
+    const DynamicLibrary& h = comgr_handle();
     if (!h) {
       c.reason = comgr_reason();
       return c;
     }
-    const std::string& path = comgr_library().path;
     using Status = int;
-    auto version = reinterpret_cast<void (*)(std::size_t*, std::size_t*)>(::dlsym(h, "amd_comgr_get_version"));
-    auto count = reinterpret_cast<Status (*)(std::size_t*)>(::dlsym(h, "amd_comgr_get_isa_count"));
-    auto name = reinterpret_cast<Status (*)(std::size_t, const char**)>(::dlsym(h, "amd_comgr_get_isa_name"));
-    if (!count || !name) {
-      c.reason = path + " lacks amd_comgr_get_isa_count / amd_comgr_get_isa_name";
+    void (*version)(std::size_t*, std::size_t*) = nullptr;
+    Status (*count)(std::size_t*) = nullptr;
+    Status (*name)(std::size_t, const char**) = nullptr;
+    SymbolTable symbols;
+    symbols.optional(version, "amd_comgr_get_version")
+        .required(count, "amd_comgr_get_isa_count")
+        .required(name, "amd_comgr_get_isa_name");
+    if (!symbols.resolve(h).empty()) {
+      c.reason = h.path() + " lacks amd_comgr_get_isa_count / amd_comgr_get_isa_name";
       return c;
     }
     if (version) {
@@ -187,7 +171,9 @@ std::string processor_of(const std::string& arch) { return arch.substr(0, arch.f
 
 std::string HiprtcCompiler::unavailable_reason() { return opened().reason; }
 
-void* HiprtcCompiler::library_handle() { return opened().lib.runtime; }
+void* HiprtcCompiler::library_handle() { return runtime_library().handle(); }
+
+const DynamicLibrary& HiprtcCompiler::runtime_library() { return opened().lib.runtime; }
 
 const std::vector<std::string>& HiprtcCompiler::known_targets() { return comgr().targets; }
 
@@ -222,47 +208,7 @@ CompiledArtifact HiprtcCompiler::compile(const SourceUnit& unit) const {
   // `jitk warm -j 4`: SIGSEGV inside the library): one compile at a time, in the whole process.
   static std::mutex one_at_a_time;
   std::lock_guard lock(one_at_a_time);
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<const char*> header_texts, header_names;
-  for (const auto& h : unit.headers) {
-    header_texts.push_back(h.text.c_str());
-    header_names.push_back(h.name.c_str());
-  }
-  hiprtcProgram prog = nullptr;
-  hiprtcResult r = lib_->hiprtcCreateProgram(&prog, unit.main.text.c_str(), unit.main.name.c_str(),
-                                             static_cast<int>(header_texts.size()), header_texts.data(), header_names.data());
-  if (r != 0) throw Error(ErrorCode::CompileFailed, std::string("hiprtcCreateProgram: ") + lib_->hiprtcGetErrorString(r));
-  struct Destroy {
-    const HiprtcLibrary* lib;
-    hiprtcProgram* p;
-    ~Destroy() { lib->hiprtcDestroyProgram(p); }
-  } destroy{lib_, &prog};
-
-  std::vector<const char*> opts;
-  for (const auto& o : options_) opts.push_back(o.c_str());
-  r = lib_->hiprtcCompileProgram(prog, static_cast<int>(opts.size()), opts.data());
-  std::size_t log_size = 0;
-  lib_->hiprtcGetProgramLogSize(prog, &log_size);
-  std::string log(log_size, '\0');
-  if (log_size > 1) lib_->hiprtcGetProgramLog(prog, log.data());
-  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-  if (r != 0) {
-    std::string opts_text;
-    for (const auto& o : options_) opts_text += " " + o;
-    throw Error(ErrorCode::CompileFailed,
-                "compiling " + unit.kernel + " (" + unit.params_text + ") for hip:" + arch_ + " with " + id_ +
-                    " failed: " + lib_->hiprtcGetErrorString(r) + "\noptions:" + opts_text + "\ncompiler log:\n" + log +
-                    "\nspecialized source (" + unit.main.name + ", text from " + unit.text_origin + "):\n" +
-                    with_line_numbers(unit.main.text));
-  }
-  CompiledArtifact out;
-  std::size_t size = 0;
-  lib_->hiprtcGetCodeSize(prog, &size);
-  out.bytes.resize(size);
-  if (size > 0) lib_->hiprtcGetCode(prog, out.bytes.data());
-  out.log = log;
-  out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return out;
+  return rtc_compile(lib_->rtc, lib_->code, {unit, options_, "hip:" + arch_, id_});
 }
 
 }  // namespace jit::detail

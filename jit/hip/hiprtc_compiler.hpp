@@ -8,6 +8,7 @@
 namespace jit::detail {
 
 struct HiprtcLibrary;
+class DynamicLibrary;
 
 class HiprtcCompiler final : public Compiler {
  public:
@@ -26,6 +27,7 @@ class HiprtcCompiler final : public Compiler {
   static std::string unavailable_reason();
   // The HIP runtime library hipRTC was found in (its hip* entry points serve the HIP driver too).
   static void* library_handle();
+  static const DynamicLibrary& runtime_library();
   // The gfx targets comgr knows ("gfx90a", ...); empty when comgr cannot be opened.
   static const std::vector<std::string>& known_targets();
 

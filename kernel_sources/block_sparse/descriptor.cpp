@@ -32,8 +32,9 @@ TilePlan block_sparse_sm90a_plan(const ParamSet& p) {
   if (tm != 64 && tm != 128 && tm != 256) return {"tile_m = " + std::to_string(tm) + ": 64, 128 or 256 on cuda-sm90a"};
   const std::int64_t shared = sm90_shared_bytes(stages, 64, tm, tm);
   if (shared > kMaxSharedBytes)
-    return {"tile_m = " + std::to_string(tm) + " x " + std::to_string(stages) + " stages needs " + std::to_string(shared) +
-            " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
+    return shared_memory_refused("tile_m = " + std::to_string(tm) + " x " + std::to_string(stages) + " stages needs " +
+                                     std::to_string(shared) + " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes),
+                                 shared);
   return {"", 384, shared, tm, 64, 64, 1};
 }
 TilePlan block_sparse_cpu_plan(const ParamSet& p) {

@@ -39,7 +39,8 @@ TilePlan gemm_cuda_plan(const ParamSet& p) {
   // A split tile's sums meet in shared memory as floats (f32's too: they live in registers otherwise).
   const std::int64_t staging = tm * (tn + 4) * 4;
   if (staging > kMaxSharedBytes)
-    return {tile_text(p) + ": its sums (" + std::to_string(staging) + " bytes as floats) do not fit shared memory"};
+    return shared_memory_refused(tile_text(p) + ": its sums (" + std::to_string(staging) + " bytes as floats) do not fit shared memory",
+                                 staging);
   plan.shared_bytes = std::max(plan.shared_bytes, staging);
   plan.max_split_k = kMaxSplitK;
   return plan;
@@ -62,8 +63,10 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   const bool two = cluster == 1 && tn <= 64 && 2 * shared <= kMaxSharedBytes;
   TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, tn, tk, two ? 2 : 1, static_cast<int>(cluster)};
   if (plan.shared_bytes > kMaxSharedBytes)
-    return {tile_text(p) + " x " + std::to_string(stages) + " stages needs " + std::to_string(plan.shared_bytes) +
-            " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
+    return shared_memory_refused(tile_text(p) + " x " + std::to_string(stages) + " stages needs " +
+                                     std::to_string(plan.shared_bytes) + " bytes of shared memory; at most " +
+                                     std::to_string(kMaxSharedBytes),
+                                 plan.shared_bytes);
   return plan;
 }
 
@@ -102,8 +105,9 @@ TilePlan cuda_tile_plan(const ParamSet& p, bool a_row, bool b_row, std::int64_t 
   const std::int64_t staging = f32 ? 0 : tm * (tn + 4) * 4;
   TilePlan plan{"", static_cast<int>(threads), std::max(pipeline, staging), tm, tn, tk};
   if (plan.shared_bytes > kMaxSharedBytes)
-    return {tile + " x " + std::to_string(stages) + " stages needs " + std::to_string(plan.shared_bytes) +
-            " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes)};
+    return shared_memory_refused(tile + " x " + std::to_string(stages) + " stages needs " + std::to_string(plan.shared_bytes) +
+                                     " bytes of shared memory; at most " + std::to_string(kMaxSharedBytes),
+                                 plan.shared_bytes);
   return plan;
 }
 

@@ -17,8 +17,7 @@
 namespace jit::detail {
 namespace {
 
-// The name every CPU kernel text defines through JITK_ENTRY: void (void* const* args, i64 begin, i64 end).
-constexpr const char* kEntrySymbol = "jitk_entry";
+// What every CPU kernel text defines through JITK_ENTRY (named kEntrySymbol): void (void* const* args, i64 begin, i64 end).
 using CpuEntry = void (*)(void* const*, std::int64_t, std::int64_t);
 
 class CpuKernel final : public LoadedKernel {

@@ -1,29 +1,24 @@
 // Opens libcuda.so.1, resolves the driver functions jitk uses, initializes and lists devices.
 #include "runtime/cuda/cuda_api.hpp"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <mutex>
 
 #include "jit/error.hpp"
+#include "support/dynamic_library.hpp"
 
 namespace jit::detail::cuda {
 namespace {
 
 struct Loaded {
+  DynamicLibrary library;
   DriverApi api{};
   bool ok = false;
   std::string reason;
   std::vector<Device> devices;
   std::vector<CUcontext> contexts;
 };
-
-template <class F> bool resolve(void* lib, F& fn, const char* name, std::string& missing) {
-  fn = reinterpret_cast<F>(::dlsym(lib, name));
-  if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-  return fn != nullptr;
-}
 
 Loaded& loaded() {
   static Loaded l = [] {
@@ -34,58 +29,59 @@ Loaded& loaded() {
       l.reason = "no NVIDIA driver on this machine (neither /dev/nvidiactl nor /dev/dxg exists)";
       return l;
     }
-    void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* e = ::dlerror();
-      l.reason = std::string("cannot open libcuda.so.1: ") + (e ? e : "unknown error");
+    l.library = DynamicLibrary::open_first({"libcuda.so.1"});
+    if (!l.library) {
+      l.reason = "cannot open libcuda.so.1: " + l.library.error();
       return l;
     }
-    std::string missing;
     auto& a = l.api;
-    resolve(lib, a.cuInit, "cuInit", missing);
-    resolve(lib, a.cuDriverGetVersion, "cuDriverGetVersion", missing);
-    resolve(lib, a.cuDeviceGetCount, "cuDeviceGetCount", missing);
-    resolve(lib, a.cuDeviceGet, "cuDeviceGet", missing);
-    resolve(lib, a.cuDeviceGetName, "cuDeviceGetName", missing);
-    resolve(lib, a.cuDeviceGetAttribute, "cuDeviceGetAttribute", missing);
-    resolve(lib, a.cuDeviceTotalMem, "cuDeviceTotalMem_v2", missing);
-    resolve(lib, a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", missing);
-    resolve(lib, a.cuCtxSetCurrent, "cuCtxSetCurrent", missing);
-    resolve(lib, a.cuCtxSynchronize, "cuCtxSynchronize", missing);
-    resolve(lib, a.cuModuleLoadData, "cuModuleLoadData", missing);
-    resolve(lib, a.cuModuleGetFunction, "cuModuleGetFunction", missing);
-    resolve(lib, a.cuLaunchKernel, "cuLaunchKernel", missing);
-    resolve(lib, a.cuGetErrorString, "cuGetErrorString", missing);
-    resolve(lib, a.cuFuncSetAttribute, "cuFuncSetAttribute", missing);
-    std::string optional;
-    resolve(lib, a.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", optional);
-    resolve(lib, a.cuLaunchKernelEx, "cuLaunchKernelEx", optional);
-    resolve(lib, a.cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", optional);
-    resolve(lib, a.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", optional);
-    resolve(lib, a.cuMemAllocAsync, "cuMemAllocAsync", optional);
-    resolve(lib, a.cuMemFreeAsync, "cuMemFreeAsync", optional);
-    resolve(lib, a.cuMemsetD32Async, "cuMemsetD32Async", optional);
-    resolve(lib, a.cuMemPoolCreate, "cuMemPoolCreate", optional);
-    resolve(lib, a.cuMemPoolSetAttribute, "cuMemPoolSetAttribute", optional);
-    resolve(lib, a.cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", optional);
-    resolve(lib, a.cuMemAlloc, "cuMemAlloc_v2", missing);
-    resolve(lib, a.cuMemFree, "cuMemFree_v2", missing);
-    resolve(lib, a.cuMemcpyHtoD, "cuMemcpyHtoD_v2", missing);
-    resolve(lib, a.cuMemcpyDtoH, "cuMemcpyDtoH_v2", missing);
-    resolve(lib, a.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", missing);
-    resolve(lib, a.cuMemsetD8, "cuMemsetD8_v2", missing);
-    resolve(lib, a.cuStreamCreate, "cuStreamCreate", missing);
-    resolve(lib, a.cuStreamDestroy, "cuStreamDestroy_v2", missing);
-    resolve(lib, a.cuStreamSynchronize, "cuStreamSynchronize", missing);
-    resolve(lib, a.cuEventCreate, "cuEventCreate", missing);
-    resolve(lib, a.cuEventDestroy, "cuEventDestroy_v2", missing);
-    resolve(lib, a.cuEventRecord, "cuEventRecord", missing);
-    resolve(lib, a.cuEventSynchronize, "cuEventSynchronize", missing);
-    resolve(lib, a.cuEventElapsedTime, "cuEventElapsedTime", missing);
-    if (!missing.empty()) {
+    // Optional ones are absent from older drivers (nullptr then): only some kernels or launches need them.
+    SymbolTable symbols;
+    symbols.required(a.cuInit, "cuInit")
+        .required(a.cuDriverGetVersion, "cuDriverGetVersion")
+        .required(a.cuDeviceGetCount, "cuDeviceGetCount")
+        .required(a.cuDeviceGet, "cuDeviceGet")
+        .required(a.cuDeviceGetName, "cuDeviceGetName")
+        .required(a.cuDeviceGetAttribute, "cuDeviceGetAttribute")
+        .required(a.cuDeviceTotalMem, "cuDeviceTotalMem_v2")
+        .required(a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")
+        .required(a.cuCtxSetCurrent, "cuCtxSetCurrent")
+        .required(a.cuCtxSynchronize, "cuCtxSynchronize")
+        .required(a.cuModuleLoadData, "cuModuleLoadData")
+        .required(a.cuModuleGetFunction, "cuModuleGetFunction")
+        .required(a.cuLaunchKernel, "cuLaunchKernel")
+        .required(a.cuGetErrorString, "cuGetErrorString")
+        .required(a.cuFuncSetAttribute, "cuFuncSetAttribute")
+        .optional(a.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled")
+        .optional(a.cuLaunchKernelEx, "cuLaunchKernelEx")
+        .optional(a.cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters")
+        .optional(a.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        .optional(a.cuMemAllocAsync, "cuMemAllocAsync")
+        .optional(a.cuMemFreeAsync, "cuMemFreeAsync")
+        .optional(a.cuMemsetD32Async, "cuMemsetD32Async")
+        .optional(a.cuMemPoolCreate, "cuMemPoolCreate")
+        .optional(a.cuMemPoolSetAttribute, "cuMemPoolSetAttribute")
+        .optional(a.cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync")
+        .required(a.cuMemAlloc, "cuMemAlloc_v2")
+        .required(a.cuMemFree, "cuMemFree_v2")
+        .required(a.cuMemcpyHtoD, "cuMemcpyHtoD_v2")
+        .required(a.cuMemcpyDtoH, "cuMemcpyDtoH_v2")
+        .required(a.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
+        .required(a.cuMemsetD8, "cuMemsetD8_v2")
+        .required(a.cuStreamCreate, "cuStreamCreate")
+        .required(a.cuStreamDestroy, "cuStreamDestroy_v2")
+        .required(a.cuStreamSynchronize, "cuStreamSynchronize")
+        .required(a.cuEventCreate, "cuEventCreate")
+        .required(a.cuEventDestroy, "cuEventDestroy_v2")
+        .required(a.cuEventRecord, "cuEventRecord")
+        .required(a.cuEventSynchronize, "cuEventSynchronize")
+        .required(a.cuEventElapsedTime, "cuEventElapsedTime");
+    if (std::string missing = symbols.resolve(l.library); !missing.empty()) {
       l.reason = "libcuda.so.1 lacks " + missing + " (driver too old?)";
       return l;
     }
+    // From here the driver holds state (cuInit, contexts) that must never be unloaded.
+    l.library.keep_open();
     auto describe = [&](CUresult r) {
       const char* s = nullptr;
       a.cuGetErrorString(r, &s);

@@ -24,7 +24,6 @@ namespace {
 
 using namespace cuda;
 
-constexpr const char* kEntrySymbol = "jitk_entry";
 constexpr const char* kPackSymbol = "jitk_pack";  // gemm.cu's f32 transpose (packing)
 
 
@@ -478,15 +477,18 @@ class CudaDriver final : public BackendDriver {
     image.push_back('\0');  // PTX must be NUL-terminated; a CUBIN ignores the extra byte
     check(api->cuModuleLoadData(&module, image.data()), ("cuModuleLoadData of artifact " + key).c_str(), ErrorCode::LoadFailed);
     CUfunction fn = nullptr, pack = nullptr;
-    check(api->cuModuleGetFunction(&fn, module, kEntrySymbol), "cuModuleGetFunction(jitk_entry)", ErrorCode::LoadFailed);
+    check(api->cuModuleGetFunction(&fn, module, kEntrySymbol), (std::string("cuModuleGetFunction(") + kEntrySymbol + ")").c_str(),
+          ErrorCode::LoadFailed);
     if (api->cuModuleGetFunction(&pack, module, kPackSymbol) != CUDA_SUCCESS) pack = nullptr;  // texts without one
     if (unit.shape.shared_bytes > 48 * 1024) {  // over the default a block gets: ask for it
       const auto& dev = devices()[target.device];
       if (unit.shape.shared_bytes > dev.shared_mem_per_block_optin)
-        throw Error(ErrorCode::InvalidParams, unit.kernel + " (" + unit.params_text + ") needs " +
-                                                  std::to_string(unit.shape.shared_bytes) + " bytes of shared memory a block; " +
-                                                  dev.name + " gives at most " + std::to_string(dev.shared_mem_per_block_optin) +
-                                                  ": choose smaller tiles or fewer stages");
+        throw Error(ErrorCode::InvalidParams,
+                    unit.kernel + " (" + unit.params_text + ") needs " + std::to_string(unit.shape.shared_bytes) +
+                        " bytes of shared memory a block; " + dev.name + " gives at most " +
+                        std::to_string(dev.shared_mem_per_block_optin) + ": choose smaller tiles or fewer stages",
+                    shared_memory_error_fields(unit.kernel, unit.params_text, unit.shape.shared_bytes,
+                                               dev.shared_mem_per_block_optin));
       check(api->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(unit.shape.shared_bytes)),
             "cuFuncSetAttribute(max dynamic shared memory)", ErrorCode::LoadFailed);
     }

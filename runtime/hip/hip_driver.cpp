@@ -1,19 +1,17 @@
 // The HIP backend: hipRTC as its compiler, code objects loaded and launched through the HIP module API.
 #include <unistd.h>
 
-#include <dlfcn.h>
-
 #include <map>
 #include <mutex>
 
 #include "jit/hip/hiprtc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
 #include "runtime/gpu_launch.hpp"
+#include "support/dynamic_library.hpp"
 
 namespace jit::detail {
 namespace {
 
-constexpr const char* kEntrySymbol = "jitk_entry";
 // hipDeviceProp_t's layout differs between ROCm versions: it is read into a buffer larger than any
 // of them and its gcnArchName found by content (the only field that starts with "gfx").
 constexpr std::size_t kDevicePropBytes = 8192;
@@ -58,22 +56,17 @@ const Runtime& runtime() {
   static const Runtime rt = [] {
     Runtime rt;
     if (rt.reason = HiprtcCompiler::unavailable_reason(); !rt.reason.empty()) return rt;
-    void* h = HiprtcCompiler::library_handle();
     auto& a = rt.api;
-    std::string missing;
-    auto get = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(h, name));
-      if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-    };
-    get(a.hipInit, "hipInit");
-    get(a.hipGetDeviceCount, "hipGetDeviceCount");
-    get(a.hipGetDeviceProperties, "hipGetDeviceProperties");
-    get(a.hipSetDevice, "hipSetDevice");
-    get(a.hipGetErrorName, "hipGetErrorName");
-    get(a.hipModuleLoadData, "hipModuleLoadData");
-    get(a.hipModuleGetFunction, "hipModuleGetFunction");
-    get(a.hipModuleLaunchKernel, "hipModuleLaunchKernel");
-    if (!missing.empty()) {
+    SymbolTable symbols;
+    symbols.required(a.hipInit, "hipInit")
+        .required(a.hipGetDeviceCount, "hipGetDeviceCount")
+        .required(a.hipGetDeviceProperties, "hipGetDeviceProperties")
+        .required(a.hipSetDevice, "hipSetDevice")
+        .required(a.hipGetErrorName, "hipGetErrorName")
+        .required(a.hipModuleLoadData, "hipModuleLoadData")
+        .required(a.hipModuleGetFunction, "hipModuleGetFunction")
+        .required(a.hipModuleLaunchKernel, "hipModuleLaunchKernel");
+    if (std::string missing = symbols.resolve(HiprtcCompiler::runtime_library()); !missing.empty()) {
       rt.reason = "the HIP runtime lacks " + missing;
       return rt;
     }
@@ -155,7 +148,8 @@ class HipDriver final : public BackendDriver {
     hipModule_t module = nullptr;
     check(api.hipModuleLoadData(&module, artifact.data()), "hipModuleLoadData of artifact " + key, ErrorCode::LoadFailed);
     hipFunction_t fn = nullptr;
-    check(api.hipModuleGetFunction(&fn, module, kEntrySymbol), "hipModuleGetFunction(jitk_entry)", ErrorCode::LoadFailed);
+    check(api.hipModuleGetFunction(&fn, module, kEntrySymbol), std::string("hipModuleGetFunction(") + kEntrySymbol + ")",
+          ErrorCode::LoadFailed);
     // Modules live as long as the process: the memory tier hands their functions out.
     return std::make_shared<HipKernel>(fn, unit.shape, target.device);
   }
