@@ -176,6 +176,8 @@ ParamSet validate_params(const KernelDef& def, const ParamSet& given) {
     }
     out.set(spec.name, *v);
   }
+  if (def.params_check)
+    if (std::string problem = def.params_check(out); !problem.empty()) fail(problem);
   return out;
 }
 

@@ -115,6 +115,13 @@ inline float erfc(float x) { return __builtin_erfcf(x); }
 inline double erfc(double x) { return __builtin_erfc(x); }
 inline float tanh(float x) { return __builtin_tanhf(x); }
 inline double tanh(double x) { return __builtin_tanh(x); }
+// sin, cos and pow: libm's too; rotary_embedding takes them once a token, shared by its heads.
+inline float sin(float x) { return __builtin_sinf(x); }
+inline double sin(double x) { return __builtin_sin(x); }
+inline float cos(float x) { return __builtin_cosf(x); }
+inline double cos(double x) { return __builtin_cos(x); }
+inline float pow(float x, float y) { return __builtin_powf(x, y); }
+inline double pow(double x, double y) { return __builtin_pow(x, y); }
 
 // Activations (gated kernels and fusion chains), as PyTorch defines them; both gelus in forms
 // without cancellation for negative g (where 1 + erf and 1 + tanh lose every digit):

@@ -18,6 +18,7 @@
 #include "runtime/backend_driver.hpp"
 #include "runtime/selection.hpp"
 #include "gpu_support.hpp"
+#include "rotary_support.hpp"
 #include "test_support.hpp"
 
 namespace kernels = jit::kernels;
@@ -299,6 +300,61 @@ TEMPLATE_TEST_CASE("GPU adamw matches torch.optim.AdamW's update in float64, wit
     CHECK(error_of(dm, rm) <= tol);
     CHECK(error_of(dv, rv) <= tol);
   }
+}
+
+// rotary_embedding: q and k on the device, the untouched tail of each head poisoned and checked bit
+// for bit; the theta source's float angle is off by up to position * 2^-24 radians (as torch's
+// float cache), so f32 is judged at 1e-4 there.
+template <class T>
+void check_gpu_rotary(const jitk_test::RotaryShape& s, jitk_test::Rotary::Style style, jitk_test::Rotary::Source source, bool offset) {
+  using Rotary = jitk_test::Rotary;
+  const bool table = source == Rotary::Source::Table, neox = style == Rotary::Style::NeoX;
+  auto kernel = jit::get<Rotary>({jit::dtype_of<T>(), s.head_dim, s.rotary_dim, style, source}, gpu());
+  const std::int64_t max_position = jitk_test::kRotaryMaxPosition;
+  auto positions = jitk_test::random_positions(s.tokens, max_position);
+  auto q = random_vector<T>(s.tokens * s.heads * s.head_dim + offset), k = random_vector<T>(s.tokens * s.kv_heads * s.head_dim + offset);
+  jitk_test::poison_tails(q, s.head_dim, s.rotary_dim);  // (with an offset the poison is one element off: still checked bit for bit)
+  jitk_test::poison_tails(k, s.head_dim, s.rotary_dim);
+  std::vector<double> cos_sin;
+  if (table) cos_sin = jitk_test::rotary_table(max_position, s.rotary_dim, jitk_test::kRotaryTheta, [](double v) { return double(float(v)); });
+  std::vector<T> qs(q.begin() + offset, q.end()), ks(k.begin() + offset, k.end());
+  auto q_ref = widen(qs), k_ref = widen(ks);
+  ref::rotary_embedding(q_ref, s.tokens, s.heads, s.head_dim, s.rotary_dim, neox, positions, jitk_test::kRotaryTheta, table ? &cos_sin : nullptr, max_position);
+  ref::rotary_embedding(k_ref, s.tokens, s.kv_heads, s.head_dim, s.rotary_dim, neox, positions, jitk_test::kRotaryTheta, table ? &cos_sin : nullptr, max_position);
+  jit::cuda::DeviceArray<T> dq(q), dk(k);
+  jit::cuda::DeviceArray<std::int64_t> dpos(positions);
+  jit::cuda::DeviceArray<float> dtable(table ? std::vector<float>(cos_sin.begin(), cos_sin.end()) : std::vector<float>(1));
+  if (table)
+    kernel(s.tokens, s.heads, s.kv_heads, dpos.data(), dq.data() + offset, dk.data() + offset, jitk_test::kRotaryTheta, dtable.data(), max_position);
+  else
+    kernel(s.tokens, s.heads, s.kv_heads, dpos.data(), dq.data() + offset, dk.data() + offset, jitk_test::kRotaryTheta);
+  jit::cuda::synchronize();
+  auto gq = dq.download(), gk = dk.download();
+  INFO("head_dim " << s.head_dim << ", rotary_dim " << s.rotary_dim << ", " << (neox ? "neox" : "gptj") << ", "
+                   << (table ? "table" : "theta") << (offset ? ", unaligned" : ""));
+  const double tol = std::is_same_v<T, float> && !table ? 1e-4 : tolerance<T>();
+  auto as_d = [](T v) { return as_double(v); };
+  std::vector<T> gqs(gq.begin() + offset, gq.end()), gks(gk.begin() + offset, gk.end());
+  CHECK(jitk_test::rotated_error(gqs, q_ref, s.head_dim, s.rotary_dim, as_d) <= tol);
+  CHECK(jitk_test::rotated_error(gks, k_ref, s.head_dim, s.rotary_dim, as_d) <= tol);
+  CHECK(jitk_test::tails_intact(gqs, qs, s.head_dim, s.rotary_dim));
+  CHECK(jitk_test::tails_intact(gks, ks, s.head_dim, s.rotary_dim));
+  if (offset) CHECK(std::memcmp(&gq[0], &q[0], sizeof(T)) == 0);  // the element before q is not touched
+}
+
+TEMPLATE_TEST_CASE("GPU rotary_embedding matches the reference: both styles and sources, full and partial rotary", "[gpu][rotary]", float,
+                   jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  using Rotary = jitk_test::Rotary;
+  for (const auto& shape : jitk_test::kRotaryShapes)
+    for (auto style : {Rotary::Style::NeoX, Rotary::Style::GptJ})
+      for (auto source : {Rotary::Source::Theta, Rotary::Source::Table}) {
+        check_gpu_rotary<TestType>(shape, style, source, false);
+        check_gpu_rotary<TestType>(shape, style, source, true);  // unaligned q and k: element by element
+      }
+  // many tokens: a grid of many blocks, threads in the last one past the end
+  check_gpu_rotary<TestType>({4099, 32, 8, 128, 128}, Rotary::Style::NeoX, Rotary::Source::Theta, false);
+  check_gpu_rotary<TestType>({4099, 32, 8, 128, 128}, Rotary::Style::GptJ, Rotary::Source::Table, false);
 }
 
 TEST_CASE("a GPU launch on the caller's stream runs there", "[gpu]") {

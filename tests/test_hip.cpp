@@ -75,7 +75,11 @@ CodeObject parse_elf(const std::vector<char>& b) {
   return co;
 }
 
-// Every (kernel, params) of the shipped kernels' HIP implementations the tests compile.
+// A value for an integer param: rows of 4096, heads of 128 (rotary_dim: the whole head).
+std::int64_t sample_int(const jit::ParamSpec& p) { return std::clamp<std::int64_t>(p.name == "hidden" ? 4096 : 128, p.min, p.max); }
+
+// Every (kernel, params) of the shipped kernels' HIP implementations the tests compile: each dtype
+// by each choice of the other text params (gelu_and_mul's approximations, rotary's styles and sources).
 std::vector<std::pair<std::string, jit::ParamSet>> hip_specializations() {
   std::vector<std::pair<std::string, jit::ParamSet>> out;
   const auto& r = jit::detail::registry();
@@ -85,22 +89,31 @@ std::vector<std::pair<std::string, jit::ParamSet>> hip_specializations() {
                      [](const jit::Implementation& i) { return i.backend == jit::Backend::Hip; }))
       continue;  // CPU-only so far (gemm)
     const auto& impl = jit::detail::generic_implementation(def, jit::Backend::Hip);
-    for (const auto& dtype : jit::detail::dtypes_of(def, impl)) {
-      std::vector<std::string> approximations = {""};
-      for (const auto& p : def.params)
-        if (p.name == "approximate") approximations = p.choices;
-      for (const auto& a : approximations) {
-        jit::ParamSet params{{"dtype", dtype}};
-        for (const auto& p : def.params)
-          if (p.name == "hidden") params = jit::ParamSet{{"dtype", dtype}, {"hidden", std::int64_t{4096}}};
-        if (!a.empty()) params = jit::ParamSet{{"dtype", dtype}, {"hidden", std::int64_t{4096}}, {"approximate", a}};
-        out.emplace_back(def.name, params);
-        // and once with fusion chains, where the kernel takes them (the generated code under hipRTC)
-        if (std::any_of(def.params.begin(), def.params.end(), [](const jit::ParamSpec& p) { return p.chain; })) {
-          params.set("prologue", std::string("add>store>gelu_tanh"));
-          params.set("epilogue", std::string("mul_vec>add_scalar>tanh"));
-          out.emplace_back(def.name, params);
+    std::vector<jit::ParamSet> sets = {{}};
+    for (const auto& p : def.params) {
+      if (p.chain) continue;
+      std::vector<jit::ParamValue> values;
+      if (p.name == "dtype")
+        for (const auto& d : jit::detail::dtypes_of(def, impl)) values.emplace_back(d);
+      else if (p.is_text())
+        values.assign(p.choices.begin(), p.choices.end());
+      else
+        values.emplace_back(sample_int(p));
+      std::vector<jit::ParamSet> next;
+      for (const auto& set : sets)
+        for (const auto& v : values) {
+          next.push_back(set);
+          next.back().set(p.name, v);
         }
+      sets = std::move(next);
+    }
+    for (auto& params : sets) {
+      out.emplace_back(def.name, params);
+      // and once with fusion chains, where the kernel takes them (the generated code under hipRTC)
+      if (std::any_of(def.params.begin(), def.params.end(), [](const jit::ParamSpec& p) { return p.chain; })) {
+        params.set("prologue", std::string("add>store>gelu_tanh"));
+        params.set("epilogue", std::string("mul_vec>add_scalar>tanh"));
+        out.emplace_back(def.name, params);
       }
     }
   }
@@ -124,7 +137,8 @@ void check_every_kernel_compiles_for(const std::string& arch, std::uint32_t mach
     CHECK(std::find(co.symbols.begin(), co.symbols.end(), "jitk_entry") != co.symbols.end());
     ++compiled;
   }
-  CHECK(compiled >= 27 + 15);  // 9 kernels in f32, f16 and bf16, gelu_and_mul twice; 4 of them with chains
+  // 9 kernels in f32, f16 and bf16, gelu_and_mul twice, 4 of them with chains; rotary_embedding's 2 styles x 2 sources
+  CHECK(compiled >= 27 + 15 + 12);
   for (const auto& [kernel, ms] : ms_by_kernel) std::printf("hip:%s %s: %.0f ms of hipRTC\n", arch.c_str(), kernel.c_str(), ms);
 }
 

@@ -3,7 +3,7 @@
 // GEMM TFLOP/s vs cuBLAS (and tuned vs default tiles), and block-sparse matmul's speed-up over
 // dense cuBLAS on the same shape.
 // Prints one JSON object per line with --json: bench, value, unit, baseline, baseline_name, ratio.
-// --only compile,first_use,launch,bandwidth,gemm,block_sparse runs those sections (default: all,
+// --only compile,first_use,launch,bandwidth,rotary,gemm,block_sparse runs those sections (default: all,
 // in that order). --filter TEXT keeps only the gemm, tuning and block-sparse cases whose names
 // hold TEXT (e.g. --only gemm --filter f32).
 #include <cuda.h>
@@ -876,7 +876,7 @@ bool block_sparse_benches() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> sections = {"compile", "first_use", "launch", "bandwidth", "gemm", "block_sparse"};
+  const std::vector<std::string> sections = {"compile", "first_use", "launch", "bandwidth", "rotary", "gemm", "block_sparse"};
   std::string section_list;
   for (const auto& name : sections) section_list += (section_list.empty() ? "" : ", ") + name;
   std::vector<std::string> only_sections;
@@ -1211,6 +1211,51 @@ int main(int argc, char** argv) {
           report(name.c_str(), 2.0 * elems * 2, ms, copy);
         }
       }
+  }
+
+  // ---- rotary_embedding in place on a prefill of Llama-3-8B's attention (16384 tokens, 32 q heads
+  // and 8 k heads of 128): the bytes it must move (the rotated part of q and k read and written,
+  // the positions, the table's rows) vs a D2D copy of the same q and k bytes, same run.
+  if (want("rotary")) {
+    using Rotary = kernels::RotaryEmbedding;
+    const std::int64_t tokens = 16384, heads = 32, kv_heads = 8, head_dim = 128, max_position = 8192;
+    const std::size_t q_elems = static_cast<std::size_t>(tokens * heads * head_dim), elems = q_elems * (heads + kv_heads) / heads;
+    jit::cuda::DeviceArray<jit::bfloat16> qkb(elems), copyb(elems);
+    jit::cuda::DeviceArray<float> qkf(elems), copyf(elems), table(static_cast<std::size_t>(max_position * head_dim));
+    CU(cuMemsetD16(reinterpret_cast<CUdeviceptr>(qkb.data()), 0x3f80, elems));          // 1.0: rotations keep it bounded
+    CU(cuMemsetD32(reinterpret_cast<CUdeviceptr>(qkf.data()), 0x3f800000, elems));
+    CU(cuMemsetD32(reinterpret_cast<CUdeviceptr>(table.data()), 0x3f000000, table.size()));  // 0.5
+    std::vector<std::int64_t> host_positions(static_cast<std::size_t>(tokens));
+    for (std::int64_t t = 0; t < tokens; ++t) host_positions[t] = t % max_position;
+    jit::cuda::DeviceArray<std::int64_t> positions(host_positions);
+    using DType = jit::DType;
+    struct Case {
+      DType dtype;
+      Rotary::Style style;
+      Rotary::Source source;
+      std::int64_t rotary_dim;
+    };
+    const Case cases[] = {{DType::bf16, Rotary::Style::NeoX, Rotary::Source::Theta, 128}, {DType::bf16, Rotary::Style::NeoX, Rotary::Source::Table, 128},
+                          {DType::bf16, Rotary::Style::GptJ, Rotary::Source::Theta, 128}, {DType::bf16, Rotary::Style::GptJ, Rotary::Source::Table, 128},
+                          {DType::bf16, Rotary::Style::NeoX, Rotary::Source::Theta, 64},  {DType::f32, Rotary::Style::NeoX, Rotary::Source::Theta, 128},
+                          {DType::f32, Rotary::Style::NeoX, Rotary::Source::Table, 128}};
+    for (const Case& c : cases) {
+      const bool bf16 = c.dtype == DType::bf16, from_table = c.source == Rotary::Source::Table;
+      auto k = jit::get<Rotary>({c.dtype, head_dim, c.rotary_dim, c.style, c.source});
+      void* q = bf16 ? static_cast<void*>(qkb.data()) : static_cast<void*>(qkf.data());
+      void* kp = static_cast<char*>(q) + q_elems * jit::dtype_size(c.dtype);
+      const jit::ConstPtr cos_sin = from_table ? jit::ConstPtr(table.data()) : jit::ConstPtr();
+      auto run = [&] { k(tokens, heads, kv_heads, positions.data(), jit::MutPtr(q, c.dtype), jit::MutPtr(kp, c.dtype), 10000.0, cos_sin, max_position); };
+      const std::size_t qk_bytes = elems * jit::dtype_size(c.dtype);
+      void* dst = bf16 ? static_cast<void*>(copyb.data()) : static_cast<void*>(copyf.data());
+      auto copy = [&] { cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(q), qk_bytes, nullptr); };
+      const auto ms = device_ms_pair(run, copy);
+      const double rotated = 2.0 * static_cast<double>(qk_bytes) * static_cast<double>(c.rotary_dim) / static_cast<double>(head_dim);
+      const double bytes = rotated + tokens * 8.0 + (from_table ? std::min(tokens, max_position) * c.rotary_dim * 4.0 : 0.0);
+      const std::string name = std::string("rotary_") + (c.style == Rotary::Style::NeoX ? "neox_" : "gptj_") + (from_table ? "table_" : "theta_") +
+                               std::string(jit::dtype_name(c.dtype)) + "_d128_r" + std::to_string(c.rotary_dim) + "_GBps";
+      emit(name.c_str(), bytes / ms[0] / 1e6, "GB/s", 2.0 * qk_bytes / ms[1] / 1e6, "D2D copy (read + write), same run");
+    }
   }
 
   // ---- GEMM vs cuBLAS, and tuned vs default tiles; then block-sparse matmul vs dense cuBLAS (each

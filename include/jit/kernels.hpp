@@ -8,5 +8,6 @@
 #include "jit/kernels/gemm.hpp"
 #include "jit/kernels/layer_norm.hpp"
 #include "jit/kernels/rms_norm.hpp"
+#include "jit/kernels/rotary.hpp"
 #include "jit/kernels/saxpy.hpp"
 #include "jit/kernels/softmax.hpp"

@@ -139,6 +139,9 @@ struct KernelSpec {
   std::string summary;
   std::vector<ParamSpec> params;
   std::vector<Implementation> implementations;
+  // Where one param bounds another (rotary_dim <= head_dim): checks them together, after each was
+  // checked alone and before anything compiles. What is wrong, naming the params, or "" when they suit.
+  std::function<std::string(const ParamSet&)> params_check = nullptr;
 };
 
 // Adds a kernel of the user's (its own descriptor and text). Throws Error{InvalidParams} when the
