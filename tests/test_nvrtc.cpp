@@ -20,6 +20,7 @@
 #include "jit/error.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "runtime/get_kernel.hpp"
+#include "runtime/selection.hpp"
 #include "test_support.hpp"
 
 using Catch::Matchers::Contains;
@@ -134,8 +135,6 @@ std::vector<Unit> units_of(const jit::KernelSpec& def, const jit::Implementation
   return out;
 }
 
-int capability_of(const std::string& arch) { return std::stoi(arch.substr(3)); }
-
 // Every shipped kernel's CUDA implementations, for every arch its capability range holds.
 std::vector<Unit> cuda_units() {
   std::vector<Unit> out;
@@ -144,7 +143,7 @@ std::vector<Unit> cuda_units() {
     for (const auto& impl : r.kernels[k].implementations) {
       if (impl.backend != jit::Backend::Cuda) continue;
       for (const char* arch : kArchs)
-        if (capability_of(arch) >= impl.min_capability && capability_of(arch) <= impl.max_capability)
+        if (const int c = jit::detail::capability_of_arch(arch); c >= impl.min_capability && c <= impl.max_capability)
           for (auto& u : units_of(r.kernels[k], impl, arch)) out.push_back(std::move(u));
     }
   return out;
