@@ -21,6 +21,9 @@ class BackendDriver {
   // What `jitk info` adds to an unavailable backend that can still compile here ("" for nothing).
   virtual std::string compile_only_note() const { return ""; }
   virtual const Compiler& compiler(const Target& target) const = 0;
+  // Which hardware a tuning decision belongs to, seen the way it was measured: the backend's name
+  // and the arch its compiler targets; drivers add the device's name (and what else changes timings).
+  virtual std::string device_identity(const Target& target) const;
   // Throws Error{LoadFailed}.
   virtual std::shared_ptr<const LoadedKernel> load(const std::vector<char>& artifact, const SourceUnit& unit,
                                                    const Target& target, const std::string& key) const = 0;
@@ -38,11 +41,5 @@ struct BackendState {
   const BackendDriver* driver = nullptr;
 };
 std::vector<BackendState> backend_states();
-
-#ifdef JITK_WITH_CPU
-std::unique_ptr<BackendDriver> make_cpu_driver();
-#endif
-std::unique_ptr<BackendDriver> make_cuda_driver();
-std::unique_ptr<BackendDriver> make_hip_driver();
 
 }  // namespace jit::detail

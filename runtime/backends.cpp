@@ -1,8 +1,10 @@
-// The backends this build has, whether each can run on this machine, and the default target.
+// The backends this build has (runtime/backend_table.cpp lists them), whether each can run on this
+// machine, and the default target.
 #include <future>
 #include <mutex>
 
 #include "runtime/backend_driver.hpp"
+#include "runtime/backend_table.hpp"
 
 namespace jit::detail {
 namespace {
@@ -15,32 +17,16 @@ struct Slot {
   std::unique_ptr<BackendDriver> driver;
 };
 
-Slot& slot(Backend b) {
-  static Slot slots[3];
-  return slots[static_cast<int>(b)];
-}
-
-const BackendState& probe(Backend b) {
-  Slot& s = slot(b);
+const BackendState& probe(const BackendEntry& e) {
+  static const auto slots = std::make_unique<Slot[]>(backend_table().size());
+  Slot& s = slots[static_cast<std::size_t>(&e - backend_table().data())];
   std::call_once(s.once, [&] {
-    s.state.backend = b;
-    switch (b) {
-      case Backend::Cpu:
-#ifdef JITK_WITH_CPU
-        s.driver = make_cpu_driver();
-        s.state.reason = s.driver->unavailable_reason();
-#else
-        s.state.reason = "this build has no CPU backend (configured without LLVM/Clang 16)";
-#endif
-        break;
-      case Backend::Cuda:
-        s.driver = make_cuda_driver();
-        s.state.reason = s.driver->unavailable_reason();
-        break;
-      case Backend::Hip:
-        s.driver = make_hip_driver();
-        s.state.reason = s.driver->unavailable_reason();
-        break;
+    s.state.backend = e.backend;
+    if (e.make_driver) {
+      s.driver = e.make_driver();
+      s.state.reason = s.driver->unavailable_reason();
+    } else {
+      s.state.reason = std::string(e.absent);
     }
     s.state.driver = s.driver.get();
   });
@@ -49,27 +35,38 @@ const BackendState& probe(Backend b) {
 
 }  // namespace
 
+std::string BackendDriver::device_identity(const Target& target) const {
+  return std::string(backend_name(backend())) + " " + compiler(target).arch();
+}
+
 std::vector<BackendState> backend_states() {
-  // Every backend (`jitk info`): probe CUDA (cuInit can take 100 ms) while the CPU starts.
-  auto cuda = std::async(std::launch::async, [] { probe(Backend::Cuda); });
-  probe(Backend::Cpu);
-  cuda.get();
-  return {probe(Backend::Cpu), probe(Backend::Cuda), probe(Backend::Hip)};
+  // Every backend (`jitk info`): the slow probes (cuInit can take 100 ms) on threads while the rest run here.
+  std::vector<std::future<void>> slow;
+  for (const auto& e : backend_table())
+    if (e.slow_probe) slow.push_back(std::async(std::launch::async, [&e] { probe(e); }));
+  for (const auto& e : backend_table())
+    if (!e.slow_probe) probe(e);
+  for (auto& f : slow) f.get();
+  std::vector<BackendState> out;
+  for (const auto& e : backend_table()) out.push_back(probe(e));
+  return out;
 }
 
 const BackendDriver& driver_for(const Target& target) {
-  if (target.backend != Backend::Cpu && target.backend != Backend::Cuda && target.backend != Backend::Hip)
-    throw Error(ErrorCode::BackendUnavailable, "unknown backend in target " + target.to_string());
-  const BackendState& s = probe(target.backend);
+  const BackendEntry* e = backend_entry(target.backend);
+  if (!e) throw Error(ErrorCode::BackendUnavailable, "unknown backend in target " + target.to_string());
+  const BackendState& s = probe(*e);
   if (s.driver && s.reason.empty()) return *s.driver;
   throw Error(ErrorCode::BackendUnavailable,
               "target " + target.to_string() + " is unavailable: " + s.reason + " (run `jitk info`)");
 }
 
 const BackendDriver& compiling_driver_for(const Target& target) {
-  if (target.backend == Backend::Cpu || target.arch.empty()) return driver_for(target);
-  const BackendState& s = probe(target.backend);
+  const BackendEntry* e = backend_entry(target.backend);
+  if (!e || target.arch.empty()) return driver_for(target);
+  const BackendState& s = probe(*e);
   if (s.driver && s.reason.empty()) return *s.driver;
+  // A backend that compiles only where it runs answers unavailable_reason() here (the CPU).
   if (s.driver && s.driver->compile_unavailable_reason().empty()) return *s.driver;
   return driver_for(target);  // throws, saying why
 }
@@ -80,8 +77,9 @@ namespace jit {
 
 const Target& default_target() {
   static const Target target = [] {
-    if (detail::probe(Backend::Cuda).reason.empty()) return Target{Backend::Cuda, "", 0};
-    detail::probe(Backend::Cpu);  // what will run: start it now (its LLVM ORC starts on its own thread)
+    for (const auto& e : detail::backend_table())
+      if (e.default_when_available && detail::probe(e).reason.empty()) return Target{e.backend, "", 0};
+    detail::probe(*detail::backend_entry(Backend::Cpu));  // what will run: start it now (its LLVM ORC starts on its own thread)
     return Target::cpu();
   }();
   return target;

@@ -134,7 +134,8 @@ Specialization resolve(std::string_view kernel, const ParamSet& params, const Ta
   s.compiler = &s.driver->compiler(target);
   Selected chosen = select_implementation(def, canonical, target, capability_of_arch(s.compiler->arch()), selection);
   s.reason = chosen.reason;
-  if (!chosen.impl.arch_suffix.empty() && target.backend != Backend::Cpu)
+  // (a target naming "sm_90a" has the suffix already)
+  if (!chosen.impl.arch_suffix.empty() && target.backend != Backend::Cpu && !s.compiler->arch().ends_with(chosen.impl.arch_suffix))
     s.compiler = &s.driver->compiler(Target{target.backend, s.compiler->arch() + chosen.impl.arch_suffix, target.device});
   s.unit = specialize(def, chosen.impl, canonical);
   s.params = std::move(canonical);

@@ -1,17 +1,14 @@
-// Targets: parsing and printing "cpu" / "cuda:sm_90" / "hip:gfx90a".
+// Targets: parsing and printing "cpu" / "cuda:sm_90" / "hip:gfx90a" (the names come from the backend table).
 #include <string>
 
 #include "jit/jit.hpp"
+#include "runtime/backend_table.hpp"
 
 namespace jit {
 
 std::string_view backend_name(Backend b) {
-  switch (b) {
-    case Backend::Cpu: return "cpu";
-    case Backend::Cuda: return "cuda";
-    case Backend::Hip: return "hip";
-  }
-  return "?";
+  const auto* e = detail::backend_entry(b);
+  return e ? e->name : "?";
 }
 
 Target Target::cpu() { return Target{Backend::Cpu, "", 0}; }
@@ -22,10 +19,16 @@ Target Target::parse(std::string_view text) {
     name = text.substr(0, colon);
     arch = text.substr(colon + 1);
   }
-  for (Backend b : {Backend::Cpu, Backend::Cuda, Backend::Hip})
-    if (name == backend_name(b)) return Target{b, std::string(arch), 0};
-  throw Error(ErrorCode::InvalidParams,
-              "unknown target '" + std::string(text) + "'; use cpu, cuda[:sm_XX] or hip[:gfxXXX]");
+  const auto table = detail::backend_table();
+  for (const auto& e : table)
+    if (name == e.name) return Target{e.backend, std::string(arch), 0};
+  std::string forms;  // "cpu, cuda[:sm_XX] or hip[:gfxXXX]"
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    if (i > 0) forms += i + 1 == table.size() ? " or " : ", ";
+    forms += std::string(table[i].name);
+    if (!table[i].arch_hint.empty()) forms += "[:" + std::string(table[i].arch_hint) + "]";
+  }
+  throw Error(ErrorCode::InvalidParams, "unknown target '" + std::string(text) + "'; use " + forms);
 }
 
 std::string Target::to_string() const {

@@ -4,7 +4,6 @@
 #include "jit/kernels.hpp"
 
 #include <cstdlib>
-#include <fstream>
 #include <thread>
 
 #include "cache/cache_key.hpp"
@@ -12,22 +11,10 @@
 #include "jit/cuda.hpp"
 #include "runtime/backend_driver.hpp"
 #include "support/logging.hpp"
-#include "runtime/cpu/thread_pool.hpp"
 
 namespace jit {
 namespace detail {
 namespace {
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  return "unknown CPU";
-}
 
 std::int64_t now_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -40,22 +27,8 @@ bool autotune_enabled() {
   return !(v && std::string(v) == "0");
 }
 
-// A decision holds for the same hardware seen the same way: the arch the compiler targets, the
-// device's name, and (CPU) how many threads jitk runs on.
-std::string device_identity(const Target& target) {
-  const std::string arch = driver_for(target).compiler(target).arch();
-  switch (target.backend) {
-    case Backend::Cpu:
-      return "cpu " + arch + " (" + cpu_model() + ", " + std::to_string(ThreadPool::instance().size()) + " threads)";
-    case Backend::Cuda: {
-      const auto devices = cuda::devices();
-      const std::string name = target.device < static_cast<int>(devices.size()) ? devices[static_cast<std::size_t>(target.device)].name : "?";
-      return "cuda " + arch + " (" + name + ")";
-    }
-    case Backend::Hip: break;
-  }
-  return "hip " + arch;
-}
+// A decision holds for the same hardware seen the same way (each driver says what that is).
+std::string device_identity(const Target& target) { return driver_for(target).device_identity(target); }
 
 std::optional<std::string> find_tuning(const TuningKey& key) {
   try {

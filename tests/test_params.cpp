@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "jit/kernels.hpp"
+#include "runtime/backend_table.hpp"
 
 using jit::ErrorCode;
 using Catch::Matchers::Contains;
@@ -63,6 +64,17 @@ TEST_CASE("targets parse from text and unknown ones are refused", "[params]") {
   CHECK(cuda.arch == "sm_90");
   CHECK(cuda.to_string() == "cuda:sm_90");
   CHECK(error_of([] { jit::Target::parse("tpu"); }).code() == ErrorCode::InvalidParams);
+}
+
+TEST_CASE("every backend of the backend table parses from its name, prints it, and is listed when a target is unknown", "[params]") {
+  const auto unknown = error_of([] { jit::Target::parse("tpu:v5"); });
+  CHECK_THAT(unknown.what(), Contains("use cpu, cuda[:sm_XX] or hip[:gfxXXX]"));
+  for (const auto& row : jit::detail::backend_table()) {
+    const auto t = jit::Target::parse(std::string(row.name) + ":x");
+    CHECK(t.backend == row.backend);
+    CHECK(jit::backend_name(row.backend) == row.name);
+    CHECK(t.to_string() == std::string(row.name) + ":x");
+  }
 }
 
 TEST_CASE("a target whose backend is missing says why, not crash", "[params]") {

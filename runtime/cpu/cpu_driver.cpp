@@ -6,6 +6,7 @@
 #include <llvm/Support/MemoryBuffer.h>
 
 #include <atomic>
+#include <fstream>
 #include <future>
 #include <mutex>
 
@@ -44,6 +45,17 @@ class CpuKernel final : public LoadedKernel {
 
 std::string to_text(llvm::Error e) { return llvm::toString(std::move(e)); }
 
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown CPU";
+}
+
 class CpuDriver final : public BackendDriver {
  public:
   // ORC starts on another thread while the first get opens the cache and specializes (~0.3 ms saved).
@@ -57,6 +69,10 @@ class CpuDriver final : public BackendDriver {
       throw Error(ErrorCode::BackendUnavailable, "CPU target '" + target.arch + "' is not this machine's CPU (" +
                                                      compiler_.arch() + "); jitk compiles CPU kernels for the host only");
     return compiler_;
+  }
+  // Timings change with the CPU and with how many threads jitk runs on.
+  std::string device_identity(const Target& target) const override {
+    return "cpu " + compiler(target).arch() + " (" + cpu_model() + ", " + std::to_string(ThreadPool::instance().size()) + " threads)";
   }
 
   std::shared_ptr<const LoadedKernel> load(const std::vector<char>& artifact, const SourceUnit&, const Target&,

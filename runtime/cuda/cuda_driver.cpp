@@ -453,6 +453,12 @@ class CudaDriver final : public BackendDriver {
     return NvrtcCompiler::unavailable_reason();
   }
   std::string compile_unavailable_reason() const override { return NvrtcCompiler::unavailable_reason(); }
+  std::string compile_only_note() const override { return "NVRTC can compile for named sm targets"; }
+  std::string device_identity(const Target& target) const override {
+    const auto& devs = devices();
+    const std::string name = target.device >= 0 && target.device < static_cast<int>(devs.size()) ? devs[target.device].name : "?";
+    return "cuda " + compiler(target).arch() + " (" + name + ")";
+  }
 
   const Compiler& compiler(const Target& target) const override {
     std::string arch = target.arch;

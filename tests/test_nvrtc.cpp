@@ -1,0 +1,248 @@
+// The CUDA backend on a machine without an NVIDIA GPU: every shipped kernel's CUDA text compiles
+// through NVRTC for the GPUs jitk serves (sm_80, sm_86, sm_89, sm_90; the Hopper-only texts for
+// sm_90a), as a device elsewhere would get it, and `jitk info` says CUDA can compile here though it
+// cannot run. Without NVRTC each test prints "SKIPPED: <reason>".
+#include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "jit/cuda.hpp"
+#include "jit/cuda/nvrtc_compiler.hpp"
+#include "jit/error.hpp"
+#include "jit/kernel_catalog.hpp"
+#include "runtime/get_kernel.hpp"
+#include "runtime/selection.hpp"
+#include "test_support.hpp"
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+const jitk_test::TempDir& cache_dir = jitk_test::own_cache_dir();
+
+// True when NVRTC can be opened; otherwise prints the line ctest turns into "skipped".
+bool have_nvrtc() {
+  auto why = jit::detail::NvrtcCompiler::unavailable_reason();
+  if (why.empty()) return true;
+  std::printf("SKIPPED: NVRTC is unavailable: %s\n", why.c_str());
+  return false;
+}
+
+// The GPUs jitk is built for: Ampere (A100, consumer), Ada, Hopper. A Hopper-only text
+// (arch_suffix "a") compiles for sm_90a where its range holds sm_90.
+const char* const kArchs[] = {"sm_80", "sm_86", "sm_89", "sm_90"};
+// Row lengths for row kernels: not a multiple of a 16-byte pack, a common one, a long one.
+const std::int64_t kHiddenSizes[] = {1000, 4096, 16384};
+// Chains that exercise the generated code (loads of extra tensors, a store, math functions).
+const char* const kPrologue = "add>store>gelu_tanh";
+const char* const kEpilogue = "mul_vec>add_scalar>tanh";
+
+// One compile: a kernel's implementation for one arch with one set of params.
+struct Unit {
+  std::string kernel, implementation, arch;
+  jit::ParamSet params;
+  std::string compiled_arch;  // arch + the implementation's suffix ("sm_90a")
+  std::string label() const { return kernel + " / " + implementation + " / " + arch + " / " + params.to_string(); }
+};
+
+// Every value a parameter is compiled with: each choice of a text, a few row lengths, the powers
+// of two of a small integer range (block sizes); tiles (which have a fallback) keep their defaults.
+std::vector<jit::ParamValue> values_of(const jit::ParamSpec& p, const std::vector<std::string>& dtypes) {
+  std::vector<jit::ParamValue> out;
+  if (p.name == "dtype") {
+    for (const auto& d : dtypes) out.emplace_back(d);
+  } else if (p.is_text()) {
+    for (const auto& c : p.choices) out.emplace_back(c);
+  } else if (p.name == "hidden") {
+    for (auto h : kHiddenSizes) out.emplace_back(h);
+  } else {
+    for (std::int64_t v = 1; v <= p.max; v *= 2)
+      if (v >= p.min) out.emplace_back(v);
+    if (out.empty()) out.emplace_back(p.min);
+  }
+  return out;
+}
+
+// Every (parameter, value) pair and pair of pairs a params set holds: what pairwise coverage counts.
+std::vector<std::string> pairs_of(const jit::ParamSet& set) {
+  std::vector<std::string> out;
+  const auto& v = set.values();
+  auto text = [&](std::size_t i) { return jit::ParamSet{v[i]}.to_string(); };  // "dtype=bf16"
+  for (std::size_t i = 0; i < v.size(); ++i)
+    for (std::size_t j = i; j < v.size(); ++j) out.push_back(text(i) + "," + text(j));
+  return out;
+}
+
+// Of the params sets an implementation takes, enough that every two parameters' values meet at
+// least once (all-pairs): a gemm dtype with each layout of A and of B, a block size with each op.
+// The whole product (27 block_sparse sets an arch) costs 3x the time for little more; with
+// JITK_TEST_NVRTC_FULL=1 it is compiled whole.
+std::vector<jit::ParamSet> pairwise(std::vector<jit::ParamSet> sets) {
+  if (const char* full = std::getenv("JITK_TEST_NVRTC_FULL"); full && std::string(full) == "1") return sets;
+  std::set<std::string> uncovered;
+  for (const auto& s : sets)
+    for (auto& p : pairs_of(s)) uncovered.insert(std::move(p));
+  std::vector<jit::ParamSet> out;
+  while (!uncovered.empty()) {
+    std::size_t best = 0, best_new = 0;
+    for (std::size_t i = 0; i < sets.size(); ++i) {
+      const auto pairs = pairs_of(sets[i]);
+      const auto fresh = static_cast<std::size_t>(std::count_if(pairs.begin(), pairs.end(), [&](const auto& p) { return uncovered.count(p) > 0; }));
+      if (fresh > best_new) best = i, best_new = fresh;
+    }
+    for (const auto& p : pairs_of(sets[best])) uncovered.erase(p);
+    out.push_back(sets[best]);
+  }
+  return out;
+}
+
+// The units of one implementation on one arch: params sets it takes covering every pair of
+// parameter values, and where it takes fusion chains, its first params once more with both chains.
+std::vector<Unit> units_of(const jit::KernelSpec& def, const jit::Implementation& impl, const std::string& arch) {
+  std::vector<jit::ParamSet> sets = {{}};
+  const bool chains = impl.fusion && std::any_of(def.params.begin(), def.params.end(), [](const auto& p) { return p.chain; });
+  for (const auto& p : def.params) {
+    if (p.chain || p.fallback) continue;
+    std::vector<jit::ParamSet> grown;
+    for (const auto& set : sets)
+      for (const auto& v : values_of(p, jit::detail::dtypes_of(def, impl))) {
+        jit::ParamSet s = set;
+        s.set(p.name, v);
+        grown.push_back(std::move(s));
+      }
+    sets = std::move(grown);
+  }
+  std::vector<jit::ParamSet> taken;
+  for (auto& set : sets)  // e.g. cuda-sm90a takes 64-wide blocks only
+    if (jit::detail::params_problem(impl, jit::detail::validate_params(def, set)).empty()) taken.push_back(std::move(set));
+  std::vector<Unit> out;
+  for (auto& set : pairwise(std::move(taken))) out.push_back({def.name, impl.name, arch, std::move(set), arch + impl.arch_suffix});
+  if (chains && !out.empty()) {
+    Unit chained = out.front();
+    for (const auto& p : def.params)
+      if (p.chain) chained.params.set(p.name, std::string(p.name == "prologue" ? kPrologue : kEpilogue));
+    out.push_back(std::move(chained));
+  }
+  return out;
+}
+
+// Every shipped kernel's CUDA implementations, for every arch its capability range holds.
+std::vector<Unit> cuda_units() {
+  std::vector<Unit> out;
+  const auto& r = jit::detail::registry();
+  for (std::size_t k = 0; k < r.shipped; ++k)
+    for (const auto& impl : r.kernels[k].implementations) {
+      if (impl.backend != jit::Backend::Cuda) continue;
+      for (const char* arch : kArchs)
+        if (const int c = jit::detail::capability_of_arch(arch); c >= impl.min_capability && c <= impl.max_capability)
+          for (auto& u : units_of(r.kernels[k], impl, arch)) out.push_back(std::move(u));
+    }
+  return out;
+}
+
+constexpr std::uint16_t kEmCuda = 190;
+
+// "" when `bytes` is a CUBIN (an ELF64 for EM_CUDA) defining jitk_entry, else what is wrong.
+std::string cubin_problem(const std::vector<char>& bytes) {
+  if (bytes.size() < 64 || std::memcmp(bytes.data(), "\x7f" "ELF", 4) != 0 || bytes[4] != 2) return "not an ELF64 (PTX?)";
+  std::uint16_t machine = 0;
+  std::memcpy(&machine, bytes.data() + 18, sizeof machine);
+  if (machine != kEmCuda) return "ELF machine " + std::to_string(machine) + ", not EM_CUDA";
+  if (std::search(bytes.begin(), bytes.end(), std::begin("jitk_entry"), std::end("jitk_entry")) == bytes.end())
+    return "no jitk_entry symbol";
+  return "";
+}
+
+struct Outcome {
+  std::string problem;  // "" when it compiled into a CUBIN for the arch
+  double ms = 0;
+};
+
+// Resolves and compiles one unit through the path a warm for a named target takes (no cache).
+Outcome compile(const Unit& u) {
+  Outcome o;
+  try {
+    jit::Selection only;
+    only.implementation = u.implementation;
+    auto s = jit::detail::resolve(u.kernel, u.params, jit::Target::parse("cuda:" + u.arch), only);
+    if (s.unit.implementation != u.implementation) return {"resolved to implementation " + s.unit.implementation};
+    if (s.compiler->arch() != u.compiled_arch) return {"compiles for " + s.compiler->arch() + ", not " + u.compiled_arch};
+    auto artifact = s.compiler->compile(s.unit);
+    o.ms = artifact.compile_ms;
+    o.problem = cubin_problem(artifact.bytes);
+  } catch (const jit::Error& e) {
+    // The message carries the compiler log, then the whole specialized source: keep the log.
+    std::string what = e.what();
+    o.problem = what.substr(0, what.find("\nspecialized source"));
+  }
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("every shipped kernel's CUDA text compiles with NVRTC for sm_80, sm_86, sm_89 and sm_90 (sm_90a)", "[nvrtc]") {
+  if (!have_nvrtc()) return;
+  const auto units = cuda_units();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Outcome> outcomes(units.size());
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i; (i = next++) < units.size();) outcomes[i] = compile(units[i]);
+  };
+  // NVRTC compiles in parallel; more threads than cores only add memory.
+  const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  std::vector<std::future<void>> running;
+  for (unsigned t = 0; t < threads; ++t) running.push_back(std::async(std::launch::async, worker));
+  for (auto& r : running) r.get();
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  std::map<std::string, std::pair<int, double>> by_impl;  // "kernel impl arch" -> units, ms
+  int failed = 0;
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    auto& [count, ms] = by_impl[units[i].kernel + " " + units[i].implementation + " " + units[i].arch];
+    ++count;
+    ms += outcomes[i].ms;
+    if (outcomes[i].problem.empty()) continue;
+    ++failed;
+    FAIL_CHECK(units[i].label() << " did not compile:\n" << outcomes[i].problem);
+  }
+  for (const auto& [what, c] : by_impl) std::printf("nvrtc %s: %d units, %.0f ms\n", what.c_str(), c.first, c.second);
+  std::printf("nvrtc: %zu units (%d failed) in %.1f s on %u threads\n", units.size(), failed, wall_s, threads);
+  // Each family's CUDA texts are here: every kernel on every arch, and the Hopper-only ones on sm_90.
+  CHECK(by_impl.count("gemm cuda-sm90a sm_90") == 1);
+  CHECK(by_impl.count("block_sparse_matmul cuda-sm90a sm_90") == 1);
+  CHECK(by_impl.count("rms_norm cuda-sm90 sm_90") == 1);
+  CHECK(by_impl.count("gemm cuda-sm90a sm_80") == 0);
+}
+
+TEST_CASE("a Hopper-only text compiles for sm_90a whether the target names sm_90 or sm_90a", "[nvrtc]") {
+  if (!have_nvrtc()) return;
+  const jit::ParamSet params{{"dtype", std::string("bf16")}, {"a_layout", std::string("row")}, {"b_layout", std::string("col")}};
+  for (const char* target : {"cuda:sm_90", "cuda:sm_90a"}) {
+    INFO(target);
+    auto s = jit::detail::resolve("gemm", params, jit::Target::parse(target));
+    CHECK(s.unit.implementation == "cuda-sm90a");
+    CHECK(s.compiler->arch() == "sm_90a");
+  }
+}
+
+TEST_CASE("jitk info says CUDA can compile here (NVRTC) though no driver can run it", "[nvrtc]") {
+  if (!have_nvrtc()) return;
+  if (jit::cuda::available()) {
+    std::printf("SKIPPED: this machine has a usable CUDA GPU\n");
+    return;
+  }
+  auto r = jitk_test::run(jitk_test::kTool + " info", jitk_test::cache_env(cache_dir));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("cuda: unavailable: " + jit::cuda::unavailable_reason() +
+                                " (NVRTC can compile for named sm targets)"));
+}
