@@ -42,6 +42,8 @@ bool have_nvrtc() {
 const char* const kArchs[] = {"sm_80", "sm_86", "sm_89", "sm_90"};
 // Row lengths for row kernels: not a multiple of a 16-byte pack, a common one, a long one.
 const std::int64_t kHiddenSizes[] = {1000, 4096, 16384};
+// Head sizes for attention's kernels (a partial rotary dim among them).
+const std::int64_t kHeadDims[] = {32, 64, 96, 128, 256};
 // Chains that exercise the generated code (loads of extra tensors, a store, math functions).
 const char* const kPrologue = "add>store>gelu_tanh";
 const char* const kEpilogue = "mul_vec>add_scalar>tanh";
@@ -64,6 +66,8 @@ std::vector<jit::ParamValue> values_of(const jit::ParamSpec& p, const std::vecto
     for (const auto& c : p.choices) out.emplace_back(c);
   } else if (p.name == "hidden") {
     for (auto h : kHiddenSizes) out.emplace_back(h);
+  } else if (p.name == "head_dim" || p.name == "rotary_dim") {  // attention's heads, a partial rotary one
+    for (auto d : kHeadDims) out.emplace_back(d);
   } else {
     for (std::int64_t v = 1; v <= p.max; v *= 2)
       if (v >= p.min) out.emplace_back(v);
@@ -122,8 +126,15 @@ std::vector<Unit> units_of(const jit::KernelSpec& def, const jit::Implementation
     sets = std::move(grown);
   }
   std::vector<jit::ParamSet> taken;
-  for (auto& set : sets)  // e.g. cuda-sm90a takes 64-wide blocks only
-    if (jit::detail::params_problem(impl, jit::detail::validate_params(def, set)).empty()) taken.push_back(std::move(set));
+  for (auto& set : sets) {  // e.g. cuda-sm90a takes 64-wide blocks only; rotary_dim <= head_dim
+    jit::ParamSet valid;
+    try {
+      valid = jit::detail::validate_params(def, set);
+    } catch (const jit::Error&) {
+      continue;  // params the kernel refuses together (its params_check)
+    }
+    if (jit::detail::params_problem(impl, valid).empty()) taken.push_back(std::move(set));
+  }
   std::vector<Unit> out;
   for (auto& set : pairwise(std::move(taken))) out.push_back({def.name, impl.name, arch, std::move(set), arch + impl.arch_suffix});
   if (chains && !out.empty()) {
