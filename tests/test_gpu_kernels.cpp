@@ -312,12 +312,16 @@ void check_gpu_rotary(const jitk_test::RotaryShape& s, jitk_test::Rotary::Style 
   auto kernel = jit::get<Rotary>({jit::dtype_of<T>(), s.head_dim, s.rotary_dim, style, source}, gpu());
   const std::int64_t max_position = jitk_test::kRotaryMaxPosition;
   auto positions = jitk_test::random_positions(s.tokens, max_position);
-  auto q = random_vector<T>(s.tokens * s.heads * s.head_dim + offset), k = random_vector<T>(s.tokens * s.kv_heads * s.head_dim + offset);
-  jitk_test::poison_tails(q, s.head_dim, s.rotary_dim);  // (with an offset the poison is one element off: still checked bit for bit)
-  jitk_test::poison_tails(k, s.head_dim, s.rotary_dim);
+  // q and k as the kernel sees them (qs, ks: each head's untouched tail poisoned), then, for an
+  // unaligned launch, behind one element of their own on the device
+  auto qs = random_vector<T>(s.tokens * s.heads * s.head_dim), ks = random_vector<T>(s.tokens * s.kv_heads * s.head_dim);
+  jitk_test::poison_tails(qs, s.head_dim, s.rotary_dim);
+  jitk_test::poison_tails(ks, s.head_dim, s.rotary_dim);
+  auto q = random_vector<T>(offset), k = random_vector<T>(offset);
+  q.insert(q.end(), qs.begin(), qs.end());
+  k.insert(k.end(), ks.begin(), ks.end());
   std::vector<double> cos_sin;
   if (table) cos_sin = jitk_test::rotary_table(max_position, s.rotary_dim, jitk_test::kRotaryTheta, [](double v) { return double(float(v)); });
-  std::vector<T> qs(q.begin() + offset, q.end()), ks(k.begin() + offset, k.end());
   auto q_ref = widen(qs), k_ref = widen(ks);
   ref::rotary_embedding(q_ref, s.tokens, s.heads, s.head_dim, s.rotary_dim, neox, positions, jitk_test::kRotaryTheta, table ? &cos_sin : nullptr, max_position);
   ref::rotary_embedding(k_ref, s.tokens, s.kv_heads, s.head_dim, s.rotary_dim, neox, positions, jitk_test::kRotaryTheta, table ? &cos_sin : nullptr, max_position);
