@@ -1,8 +1,6 @@
 // Where the cache lives ($JITK_CACHE_DIR, $XDG_CACHE_HOME/jitk, ~/.cache/jitk) and making it, 0700.
 #pragma once
 #include <filesystem>
-#include <cstdint>
-#include <optional>
 #include <string>
 
 namespace jit::detail {
@@ -12,8 +10,5 @@ std::filesystem::path cache_root_path();
 // problem is that an existing, trusted root cannot be written (a read-only mount, a shipped
 // pre-warmed cache), *read_only is set: its artifacts can still be read.
 std::string prepare_cache_root(const std::filesystem::path& root, bool* read_only = nullptr);
-
-// "2G", "500M", "64k", "1.5G", "123" (bytes) -> bytes; nullopt when not a size. Powers of 1024.
-std::optional<std::int64_t> parse_size(const std::string& text);
 
 }  // namespace jit::detail

@@ -1,4 +1,5 @@
 // Building the process's tiers from the environment, and the table of tier schemes.
+#include "support/units.hpp"
 #include "cache/process_tiers.hpp"
 
 #include <cstdlib>

@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "support/units.hpp"
 #include "cache/disk_tier.hpp"
 #include "jit/error.hpp"
 #include "cache/blob_store.hpp"

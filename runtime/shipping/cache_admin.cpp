@@ -1,6 +1,7 @@
 // jit::cache: listing, statistics, clearing and verifying the disk cache, and backend status.
 #include <algorithm>
 
+#include "support/units.hpp"
 #include "cache/cache_root.hpp"
 #include "cache/process_tiers.hpp"
 #include "jit/kernel_catalog.hpp"

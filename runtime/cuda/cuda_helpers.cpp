@@ -1,0 +1,119 @@
+// jit::cuda: the public helpers (devices, memory, copies, streams, timers) over the driver API.
+#include "jit/cuda.hpp"
+#include "jit/cuda/nvrtc_compiler.hpp"
+#include "runtime/cuda/cuda_api.hpp"
+
+namespace jit::cuda {
+
+using namespace jit::detail::cuda;
+
+namespace {
+const DriverApi& api_or_throw() {
+  std::string reason;
+  const DriverApi* api = driver_api(&reason);
+  if (!api) throw Error(ErrorCode::BackendUnavailable, "CUDA is unavailable: " + reason);
+  return *api;
+}
+}  // namespace
+
+bool available() { return unavailable_reason().empty(); }
+
+std::string unavailable_reason() {
+  std::string reason;
+  if (!driver_api(&reason)) return reason;
+  return jit::detail::NvrtcCompiler::unavailable_reason();
+}
+
+std::vector<DeviceInfo> devices() {
+  std::vector<DeviceInfo> out;
+  for (const auto& d : jit::detail::cuda::devices())
+    out.push_back({d.ordinal, d.name, d.arch(), d.sm_count, d.shared_mem_per_block, d.shared_mem_per_block_optin, d.total_mem});
+  return out;
+}
+
+void synchronize(int device) {
+  const DriverApi& api = api_or_throw();
+  make_current(device);
+  check(api.cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+namespace detail {
+void* allocate(std::size_t bytes, int device) {
+  const DriverApi& api = api_or_throw();
+  make_current(device);
+  CUdeviceptr p = 0;
+  check(api.cuMemAlloc(&p, bytes == 0 ? 1 : bytes), "cuMemAlloc");
+  return reinterpret_cast<void*>(p);
+}
+void release(void* p, int device) noexcept {
+  if (const DriverApi* api = driver_api(); api && p) {
+    try {
+      make_current(device);
+    } catch (...) {
+    }
+    api->cuMemFree(reinterpret_cast<CUdeviceptr>(p));
+  }
+}
+void copy_to_device(void* dst, const void* src, std::size_t bytes, int device) {
+  const DriverApi& api = api_or_throw();
+  make_current(device);
+  check(api.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(dst), src, bytes), "cuMemcpyHtoD");
+}
+void copy_to_host(void* dst, const void* src, std::size_t bytes, int device) {
+  const DriverApi& api = api_or_throw();
+  make_current(device);
+  check(api.cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), bytes), "cuMemcpyDtoH");
+}
+void fill_bytes(void* dst, unsigned char value, std::size_t bytes, int device) {
+  const DriverApi& api = api_or_throw();
+  make_current(device);
+  check(api.cuMemsetD8(reinterpret_cast<CUdeviceptr>(dst), value, bytes), "cuMemsetD8");
+}
+}  // namespace detail
+
+OwnedStream::OwnedStream(int device) : device_(device) {
+  const DriverApi& api = api_or_throw();
+  make_current(device);
+  CUstream s = nullptr;
+  check(api.cuStreamCreate(&s, 0), "cuStreamCreate");
+  handle_ = s;
+}
+OwnedStream::~OwnedStream() {
+  if (const DriverApi* api = driver_api(); api && handle_) api->cuStreamDestroy(static_cast<CUstream>(handle_));
+}
+void OwnedStream::synchronize() const {
+  check(api_or_throw().cuStreamSynchronize(static_cast<CUstream>(handle_)), "cuStreamSynchronize");
+}
+
+Timer::Timer(int device) : device_(device) {
+  const DriverApi& api = api_or_throw();
+  make_current(device);
+  CUevent a = nullptr, b = nullptr;
+  check(api.cuEventCreate(&a, 0), "cuEventCreate");
+  if (const CUresult r = api.cuEventCreate(&b, 0); r != CUDA_SUCCESS) {
+    api.cuEventDestroy(a);
+    check(r, "cuEventCreate");
+  }
+  start_ = a, stop_ = b;
+}
+Timer::~Timer() {
+  if (const DriverApi* api = driver_api()) {
+    if (start_) api->cuEventDestroy(static_cast<CUevent>(start_));
+    if (stop_) api->cuEventDestroy(static_cast<CUevent>(stop_));
+  }
+}
+void Timer::start(Stream stream) {
+  make_current(device_);
+  check(api_or_throw().cuEventRecord(static_cast<CUevent>(start_), static_cast<CUstream>(stream.handle)), "cuEventRecord");
+}
+double Timer::stop_ms(Stream stream) {
+  const DriverApi& api = api_or_throw();
+  make_current(device_);
+  check(api.cuEventRecord(static_cast<CUevent>(stop_), static_cast<CUstream>(stream.handle)), "cuEventRecord");
+  check(api.cuEventSynchronize(static_cast<CUevent>(stop_)), "cuEventSynchronize");
+  float ms = 0;
+  check(api.cuEventElapsedTime(&ms, static_cast<CUevent>(start_), static_cast<CUevent>(stop_)), "cuEventElapsedTime");
+  return ms;
+}
+
+}  // namespace jit::cuda
