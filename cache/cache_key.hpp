@@ -1,8 +1,11 @@
-// CacheKey: the XXH3-128 hash of everything that changes a compiled binary, and checksums of blobs.
+// The cache key: the XXH3-128 hash (support/hashing.hpp) of everything that changes a compiled
+// binary, and the format versions that go into it.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "support/hashing.hpp"
 
 namespace jit::detail {
 
@@ -11,28 +14,5 @@ namespace jit::detail {
 inline constexpr int kCacheFormatVersion = 2;
 // Bumped whenever the blob layout changes (a blob of another layout reads as damaged).
 inline constexpr int kBlobFormatVersion = 1;
-
-struct CacheKey {
-  std::uint64_t high = 0, low = 0;
-  std::string hex() const;  // 32 lowercase hex digits
-  bool operator==(const CacheKey&) const = default;
-};
-
-// Hashes named fields; each field is length-prefixed so ("ab","c") and ("a","bc") differ.
-class KeyBuilder {
- public:
-  KeyBuilder();
-  ~KeyBuilder();
-  KeyBuilder(const KeyBuilder&) = delete;
-  KeyBuilder& operator=(const KeyBuilder&) = delete;
-  KeyBuilder& add(std::string_view field, std::string_view value);
-  CacheKey finish() const;
-
- private:
-  void* state_;  // XXH3_state_t
-};
-
-// XXH3-128 of a byte range, as hex: the checksum stored with every blob.
-std::string checksum_hex(const void* data, std::size_t size);
 
 }  // namespace jit::detail

@@ -11,7 +11,7 @@
 
 #include <cstdio>
 
-#include "cache/cache_key.hpp"
+#include "support/hashing.hpp"
 
 namespace jit::detail {
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "cache/cache_key.hpp"
+#include "support/hashing.hpp"
 #include "jit/cuda/include_scan.hpp"
 #include "jit/rtc_compile.hpp"
 #include "support/dynamic_library.hpp"

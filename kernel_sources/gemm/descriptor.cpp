@@ -181,7 +181,7 @@ AlongK packable_along_k(std::string_view kernel, const Implementation& impl, con
 
 std::string operands_text(AlongK operands) { return operands.a && operands.b ? "A and B" : operands.a ? "A" : operands.b ? "B" : ""; }
 
-std::vector<PackRoute> pack_routes(const ParamSet& params, AlongK along) {
+std::vector<PackRoute> pack_route_params(const ParamSet& params, AlongK along) {
   std::vector<PackRoute> out;
   for (int i = 0; i < 3; ++i) {
     const bool pack_a = i != 1, pack_b = i != 0;
@@ -199,7 +199,7 @@ std::vector<PackRoute> pack_routes(const ParamSet& params, AlongK along) {
 constexpr std::int64_t kFewRowsTiles[][4] = {{16, 128, 64, 4}, {32, 128, 64, 4}, {64, 128, 64, 4}};
 constexpr std::int64_t kFewRowsF32K = 32;
 
-std::vector<FewRowsRoute> few_rows_routes(const ParamSet& params) {
+std::vector<FewRowsRoute> few_rows_params(const ParamSet& params) {
   if (!params.find("tile_m") || !params.find("tile_n") || !at_default_tiles(params)) return {};
   std::vector<FewRowsRoute> out;
   for (const auto& tile : kFewRowsTiles) {

@@ -46,7 +46,7 @@ struct PackRoute {
   bool a = false, b = false;
   ParamSet params;
 };
-std::vector<PackRoute> pack_routes(const ParamSet& params, AlongK along);
+std::vector<PackRoute> pack_route_params(const ParamSet& params, AlongK along);
 
 // Launches of few rows (decode) whose default tiles would leave over half the SMs idle: the
 // generic text's few-rows tiles (tile_m = 16, 32, 64: the first that holds the launch's rows),
@@ -57,6 +57,6 @@ struct FewRowsRoute {
   ParamSet params;
 };
 inline constexpr std::int64_t kFewRows = 64;  // rows at most of a launch the few-rows routes take
-std::vector<FewRowsRoute> few_rows_routes(const ParamSet& params);
+std::vector<FewRowsRoute> few_rows_params(const ParamSet& params);
 
 }  // namespace jit::detail

@@ -27,7 +27,7 @@ const LoadedKernel& Fallback::get() const {
 
 std::vector<std::unique_ptr<Fallback>> few_rows_routes(const SourceUnit& unit, const Target& target) {
   std::vector<std::unique_ptr<Fallback>> routes;
-  const std::vector<FewRowsRoute> policy = detail::few_rows_routes(unit.params);  // the family's
+  const std::vector<FewRowsRoute> policy = few_rows_params(unit.params);  // the family's
   if (policy.empty()) return routes;
   const Implementation& generic = generic_implementation(find_kernel(unit.kernel), Backend::Cuda);
   if (!unit.shape.tensor_maps && unit.implementation != generic.name) return routes;
@@ -53,7 +53,7 @@ PackRoutes pack_routes(const SourceUnit& unit, const Target& target) {
   if (unit.implementation != generic.name) return out;
   const AlongK along = packable_along_k(unit.kernel, generic, unit.params);
   const auto [a_along_k, b_along_k] = along;
-  for (PackRoute& r : detail::pack_routes(unit.params, along)) {  // the family's
+  for (PackRoute& r : pack_route_params(unit.params, along)) {  // the family's
     if (!params_problem(generic, r.params).empty()) continue;
     auto route = std::make_unique<Fallback>();
     route->kernel = unit.kernel;

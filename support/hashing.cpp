@@ -1,5 +1,5 @@
 // XXH3-128 keys and checksums (xxHash).
-#include "cache/cache_key.hpp"
+#include "support/hashing.hpp"
 
 #include <xxhash.h>
 
