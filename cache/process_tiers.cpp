@@ -1,5 +1,4 @@
 // Building the process's tiers from the environment, and the table of tier schemes.
-#include "support/units.hpp"
 #include "cache/process_tiers.hpp"
 
 #include <cstdlib>
@@ -7,6 +6,7 @@
 
 #include "cache/cache_root.hpp"
 #include "support/logging.hpp"
+#include "support/units.hpp"
 
 namespace jit::detail {
 namespace {

@@ -1,13 +1,12 @@
 // jit::cache: listing, statistics, clearing and verifying the disk cache, and backend status.
 #include <algorithm>
 
-#include "support/units.hpp"
-#include "cache/cache_root.hpp"
 #include "cache/process_tiers.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "jit/specializer.hpp"
 #include "jit/cache.hpp"
 #include "runtime/backend_driver.hpp"
+#include "support/units.hpp"
 
 namespace jit::cache {
 
