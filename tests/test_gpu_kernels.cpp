@@ -18,6 +18,7 @@
 #include "runtime/backend_driver.hpp"
 #include "runtime/selection.hpp"
 #include "gpu_support.hpp"
+#include "kv_cache_append_support.hpp"
 #include "rotary_support.hpp"
 #include "test_support.hpp"
 
@@ -359,6 +360,41 @@ TEMPLATE_TEST_CASE("GPU rotary_embedding matches the reference: both styles and 
   // many tokens: a grid of many blocks, threads in the last one past the end
   check_gpu_rotary<TestType>({4099, 32, 8, 128, 128}, Rotary::Style::NeoX, Rotary::Source::Theta, false);
   check_gpu_rotary<TestType>({4099, 32, 8, 128, 128}, Rotary::Style::GptJ, Rotary::Source::Table, false);
+}
+
+// kv_cache_append: rows and poisoned caches on the device, the whole cache checked bit for bit
+// against the reference; `offset` puts every buffer one element past 16-byte alignment (element by element).
+template <class T> void check_gpu_kv_append(const jitk_test::KvShape& s, bool offset) {
+  auto kernel = jit::get<jitk_test::KvAppend>({jit::dtype_of<T>(), s.head_dim, s.page_size}, gpu());
+  const auto slots = jitk_test::random_slots(s);
+  auto k = random_vector<T>(offset + s.row_elements()), v = random_vector<T>(offset + s.row_elements());
+  const auto cache = jitk_test::poisoned<T>(offset + s.cache_elements());
+  auto k_ref = cache, v_ref = cache;
+  std::vector<T> k_ref_part(k_ref.begin() + offset, k_ref.end()), v_ref_part(v_ref.begin() + offset, v_ref.end());
+  ref::kv_cache_append(k_ref_part, std::vector<T>(k.begin() + offset, k.end()), slots, s.kv_heads, s.head_dim, s.num_pages, s.page_size);
+  ref::kv_cache_append(v_ref_part, std::vector<T>(v.begin() + offset, v.end()), slots, s.kv_heads, s.head_dim, s.num_pages, s.page_size);
+  std::copy(k_ref_part.begin(), k_ref_part.end(), k_ref.begin() + offset);
+  std::copy(v_ref_part.begin(), v_ref_part.end(), v_ref.begin() + offset);
+  jit::cuda::DeviceArray<T> dk(k), dv(v), dk_cache(cache), dv_cache(cache);
+  jit::cuda::DeviceArray<std::int64_t> dslots(slots);
+  kernel(s.tokens, s.kv_heads, s.num_pages, dk.data() + offset, dv.data() + offset, dslots.data(), dk_cache.data() + offset,
+         dv_cache.data() + offset);
+  jit::cuda::synchronize();
+  INFO("tokens " << s.tokens << ", kv_heads " << s.kv_heads << ", head_dim " << s.head_dim << ", page_size " << s.page_size
+                 << ", num_pages " << s.num_pages << (offset ? ", unaligned" : ""));
+  CHECK(jitk_test::bit_differences(dk_cache.download(), k_ref) == 0);  // the element before an unaligned cache too
+  CHECK(jitk_test::bit_differences(dv_cache.download(), v_ref) == 0);
+}
+
+TEMPLATE_TEST_CASE("GPU kv_cache_append writes each token's rows at its slot and nothing else, bit for bit", "[gpu][kv_cache_append]",
+                   float, jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  for (const auto& shape : jitk_test::kKvShapes) {
+    check_gpu_kv_append<TestType>(shape, false);
+    check_gpu_kv_append<TestType>(shape, true);  // unaligned buffers: element by element
+  }
+  // many tokens: a grid of many blocks, threads in the last one past the end
+  check_gpu_kv_append<TestType>({4099, 8, 128, 16, 300}, false);
 }
 
 TEST_CASE("a GPU launch on the caller's stream runs there", "[gpu]") {

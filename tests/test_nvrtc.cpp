@@ -46,6 +46,8 @@ bool is_covering_arch(const std::string& arch) { return arch == "sm_80" || arch 
 const std::int64_t kHiddenSizes[] = {1000, 4096, 16384};
 // Head sizes for attention's kernels (a partial rotary dim among them).
 const std::int64_t kHeadDims[] = {32, 64, 96, 128, 256};
+// Pages of a paged KV cache (vLLM's default, a large one).
+const std::int64_t kPageSizes[] = {16, 64};
 // Chains that exercise the generated code (loads of extra tensors, a store, math functions).
 const char* const kPrologue = "add>store>gelu_tanh";
 const char* const kEpilogue = "mul_vec>add_scalar>tanh";
@@ -70,6 +72,8 @@ std::vector<jit::ParamValue> values_of(const jit::ParamSpec& p, const std::vecto
     for (auto h : kHiddenSizes) out.emplace_back(h);
   } else if (p.name == "head_dim" || p.name == "rotary_dim") {  // attention's heads, a partial rotary one
     for (auto d : kHeadDims) out.emplace_back(d);
+  } else if (p.name == "page_size") {
+    for (auto s : kPageSizes) out.emplace_back(s);
   } else {
     for (std::int64_t v = 1; v <= p.max; v *= 2)
       if (v >= p.min) out.emplace_back(v);

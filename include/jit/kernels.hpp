@@ -6,6 +6,7 @@
 #include "jit/kernels/block_sparse.hpp"
 #include "jit/kernels/gated_activation.hpp"
 #include "jit/kernels/gemm.hpp"
+#include "jit/kernels/kv_cache_append.hpp"
 #include "jit/kernels/layer_norm.hpp"
 #include "jit/kernels/rms_norm.hpp"
 #include "jit/kernels/rotary.hpp"
