@@ -20,6 +20,9 @@ inline const std::vector<DType> kGpuTypes = {DType::f32, DType::f16, DType::bf16
 // Rows longer than this are not unrolled by specialization; the largest hidden size in use by
 // today's models is 16384 (and 2x that for gated MLPs).
 inline constexpr std::int64_t kMaxHidden = 1 << 20;
+// The largest attention head a specialization takes (today's models: 64 to 256): rotary and the
+// KV cache's kernels share it.
+inline constexpr std::int64_t kMaxHeadDim = 1024;
 
 inline ParamSpec dtype_param() { return {"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "element type"}; }
 inline ParamSpec hidden_param() { return {"hidden", {}, 1, kMaxHidden, "row length the kernel is specialized for"}; }

@@ -4,8 +4,6 @@
 namespace jit::detail {
 namespace {
 
-// The largest head a specialization takes (today's models: 64 to 256), as rotary_embedding's.
-constexpr std::int64_t kMaxHeadDim = 1024;
 // The largest page a specialization takes (vLLM and FlashInfer use 16 to 256 tokens a page).
 constexpr std::int64_t kMaxPageSize = 1024;
 

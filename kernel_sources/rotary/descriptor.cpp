@@ -4,9 +4,6 @@
 namespace jit::detail {
 namespace {
 
-// The largest head a rotary specialization takes (today's models: 64 to 256).
-constexpr std::int64_t kMaxHeadDim = 1024;
-
 // The params' cross-checks (each was checked alone before): rotary_dim pairs elements, inside the head.
 std::string rotary_params_problem(const ParamSet& p) {
   const std::int64_t head_dim = int_param(p, "head_dim"), rotary_dim = int_param(p, "rotary_dim");
