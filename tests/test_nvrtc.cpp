@@ -74,6 +74,12 @@ std::vector<jit::ParamValue> values_of(const jit::ParamSpec& p, const std::vecto
     for (auto d : kHeadDims) out.emplace_back(d);
   } else if (p.name == "page_size") {
     for (auto s : kPageSizes) out.emplace_back(s);
+  } else if (p.name == "group") {  // query heads a kv head serves: multi-head, Llama-3-8B's 4, an odd one
+    for (std::int64_t g : {1, 4, 5}) out.emplace_back(g);
+  } else if (p.name == "window") {  // none, and Mistral's sliding window
+    for (std::int64_t w : {0, 4096}) out.emplace_back(w);
+  } else if (p.min == 0 && p.max == 1) {  // a switch: both ways
+    for (std::int64_t b : {0, 1}) out.emplace_back(b);
   } else {
     for (std::int64_t v = 1; v <= p.max; v *= 2)
       if (v >= p.min) out.emplace_back(v);
@@ -156,9 +162,11 @@ std::vector<Unit> units_of(const jit::KernelSpec& def, const jit::Implementation
 std::vector<Unit> cuda_units() {
   std::vector<Unit> out;
   const auto& r = jit::detail::registry();
+  // JITK_TEST_NVRTC_KERNEL=name compiles that kernel's units alone (while working on one)
+  const char* only = std::getenv("JITK_TEST_NVRTC_KERNEL");
   for (std::size_t k = 0; k < r.shipped; ++k)
     for (const auto& impl : r.kernels[k].implementations) {
-      if (impl.backend != jit::Backend::Cuda) continue;
+      if (impl.backend != jit::Backend::Cuda || (only && *only && r.kernels[k].name != only)) continue;
       for (const char* arch : kArchs)
         if (const int c = jit::detail::capability_of_arch(arch); c >= impl.min_capability && c <= impl.max_capability) {
           auto units = units_of(r.kernels[k], impl, arch);
@@ -240,6 +248,7 @@ TEST_CASE("every shipped kernel's CUDA text compiles with NVRTC for sm_80, sm_86
   for (const auto& [what, c] : by_impl) std::printf("nvrtc %s: %d units, %.0f ms\n", what.c_str(), c.first, c.second);
   std::printf("nvrtc: %zu units (%d failed) in %.1f s on %u threads\n", units.size(), failed, wall_s, threads);
   // Each family's CUDA texts are here: every kernel on every arch, and the Hopper-only ones on sm_90.
+  if (const char* only = std::getenv("JITK_TEST_NVRTC_KERNEL"); only && *only) return;
   CHECK(by_impl.count("gemm cuda-sm90a sm_90") == 1);
   CHECK(by_impl.count("block_sparse_matmul cuda-sm90a sm_90") == 1);
   CHECK(by_impl.count("rms_norm cuda-sm90 sm_90") == 1);

@@ -1,0 +1,338 @@
+// attention_prefill, the generic GPU text (FlashAttention-2's scheme): a block takes TM query rows of
+// one (sequence, kv head) -- the group's G query heads of TM / G tokens, row r being token r / G,
+// head kv_head * G + r % G, so each K and V tile is loaded once for the group -- and walks the keys
+// the rows may see TN at a time: S = Q K^T on the tensor cores (mma.sync m16n8k16, a warp 16 rows),
+// the mask, an online softmax in registers, O += P V with P taken straight from S's registers.
+// K's next tile loads while P V runs and V's while Q K^T runs (cp.async). Rows padded by 16 bytes
+// in shared memory keep ldmatrix free of bank conflicts for any head_dim that is a multiple of 16.
+// On AMD (hipRTC) a plainer path: a thread a row, K and V from global memory.
+#include "jitk_gpu.h"
+
+constexpr int D = JITK_HEAD_DIM;
+constexpr int G = JITK_GROUP;
+constexpr int TM = JITK_TILE_M;
+constexpr int TN = JITK_TILE_N;
+constexpr bool kCausal = JITK_CAUSAL != 0;
+constexpr i64 kWindow = JITK_WINDOW;  // 0: none
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Where a block's work lies: its (sequence, kv head), its rows and the keys they may see.
+struct Work {
+  i64 q0 = 0, lq = 0, k0 = 0, lk = 0;  // the sequence's first query and key rows, and their counts
+  int kv_head = 0;
+  int row0 = 0, rows = 0;  // the block's first row of the sequence's lq * G, and how many are real
+  i64 key_begin = 0, key_end = 0;  // the keys any of its rows sees: [key_begin, key_end)
+  bool valid = false;
+};
+
+// Block b of m_tiles * batch * kv_heads: the (sequence, kv head) pairs one after another, the row
+// tiles of a pair consecutive (they share K and V through L2), the last tile first (under a causal
+// mask it walks the most keys).
+__device__ inline Work find_work(const int* cu_q, const int* cu_k, i64 kv_heads, i64 total_q, i64 total_k, i64 rows) {
+  Work w;
+  const i64 m_tiles = (rows + TM - 1) / TM;
+  const i64 col = blockIdx.x / m_tiles, mt = m_tiles - 1 - blockIdx.x % m_tiles;
+  const i64 b = col / kv_heads;
+  w.kv_head = static_cast<int>(col - b * kv_heads);
+  const i64 q0 = cu_q[b], q1 = cu_q[b + 1], k0 = cu_k[b], k1 = cu_k[b + 1];
+  // Offsets out of range (the device holds what the host could not check): nothing is touched.
+  if (q0 < 0 || q1 < q0 || q1 > total_q || k0 < 0 || k1 < k0 || k1 > total_k) return w;
+  w.q0 = q0, w.lq = q1 - q0, w.k0 = k0, w.lk = k1 - k0;
+  const i64 seq_rows = w.lq * G;
+  if (mt * TM >= seq_rows) return w;
+  w.row0 = static_cast<int>(mt * TM);
+  w.rows = static_cast<int>(seq_rows - w.row0 < TM ? seq_rows - w.row0 : TM);
+  const i64 shift = w.lk - w.lq;  // query i sits at key position i + shift
+  const i64 first_token = w.row0 / G, last_token = (w.row0 + w.rows - 1) / G;
+  w.key_begin = 0;
+  w.key_end = w.lk;
+  if (kCausal && last_token + shift + 1 < w.key_end) w.key_end = last_token + shift + 1;
+  if (kWindow > 0 && first_token + shift - kWindow > 0) w.key_begin = first_token + shift - kWindow;
+  if (w.key_end < w.key_begin) w.key_end = w.key_begin;
+  w.valid = true;
+  return w;
+}
+
+// Whether a row of token `token` sees key `key` (both within the sequence).
+__device__ inline bool sees(i64 token, i64 key, i64 lk, i64 shift) {
+  if (key >= lk) return false;
+  if (kCausal && key > token + shift) return false;
+  if (kWindow > 0 && key < token + shift - kWindow) return false;
+  return true;
+}
+
+#if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
+
+constexpr int WARPS = TM / 16;
+constexpr int LD = D + 8;    // a shared-memory row, in elements: 16 bytes of padding
+constexpr int CHUNKS = D / 8;  // 16-byte chunks a row
+constexpr bool kQInRegisters = D <= 128;  // else Q's fragments are read from shared memory at each step
+static_assert(D % 16 == 0 && TM % 16 == 0 && TN % 16 == 0, "tiles of whole mma shapes");
+static_assert(sizeof(T) == 2, "the tensor-core text takes f16 and bf16");
+
+__device__ inline unsigned shared_address(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+// 16 bytes from global to shared memory, zeros where `valid` is false (cp.async's source size 0).
+__device__ inline void copy16(void* to, const void* from, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(to)), "l"(from), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ inline void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ inline void wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ inline void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p)));
+}
+__device__ inline void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p)));
+}
+
+// c += a b for one m16n8k16 tile: a 4 registers (16 x 16), b 2 (16 x 8), c 4 floats (16 x 8).
+__device__ inline void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if JITK_DTYPE_BF16
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+#endif
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as a register of two 16-bit elements (the first in the low half).
+__device__ inline unsigned pack2(float lo, float hi) {
+  const T l = jitk::from_float<T>(lo), h = jitk::from_float<T>(hi);
+  return static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&l)) |
+         (static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&h)) << 16);
+}
+
+__device__ inline float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Loads `count` rows of a head (D elements each) into shared memory rows LD apart; rows past
+// `valid_rows` are zeros. `row_at(r)` is row r's address. 16-byte copies where the rows allow,
+// else element by element.
+template <int ROWS, class RowAt> __device__ inline void load_rows(T* to, int valid_rows, bool aligned, RowAt row_at) {
+  if (aligned) {
+    for (int c = threadIdx.x; c < ROWS * CHUNKS; c += JITK_BLOCK) {
+      const int r = c / CHUNKS, part = c - r * CHUNKS;
+      const bool valid = r < valid_rows;
+      copy16(to + r * LD + part * 8, valid ? row_at(r) + part * 8 : row_at(0), valid);
+    }
+  } else {
+    for (int e = threadIdx.x; e < ROWS * D; e += JITK_BLOCK) {
+      const int r = e / D, i = e - r * D;
+      to[r * LD + i] = r < valid_rows ? row_at(r)[i] : jitk::from_float<T>(0.0f);
+    }
+  }
+}
+
+JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
+                              float* __restrict__ lse, const int* __restrict__ cu_q, const int* __restrict__ cu_k, i64 batch,
+                              i64 kv_heads, i64 total_q, i64 total_k, i64 q_stride, i64 k_stride, i64 v_stride, float scale,
+                              i64 rows) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  T* sq = reinterpret_cast<T*>(shared);
+  T* sk = sq + TM * LD;
+  T* sv = sk + TN * LD;
+  const Work w = find_work(cu_q, cu_k, kv_heads, total_q, total_k, rows);
+  if (!w.valid || w.rows == 0) return;
+  const i64 heads = kv_heads * G;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = lane / 4, t = lane % 4;  // the fragments' row in 8 and column pair
+  const i64 shift = w.lk - w.lq;
+  // this thread's two rows (g and g + 8 of its warp's 16) as tokens of the sequence
+  i64 token[2];
+  for (int h = 0; h < 2; ++h) token[h] = (w.row0 + warp * 16 + g + 8 * h) / G;
+
+  // row r of the tile: token (row0 + r) / G, head kv_head * G + (row0 + r) % G
+  const auto q_row = [&](int r) {
+    const int sr = w.row0 + r;
+    return q + (w.q0 + sr / G) * q_stride + (static_cast<i64>(w.kv_head) * G + sr % G) * D;
+  };
+  const bool aligned = jitk::aligned16(q) && jitk::aligned16(k) && jitk::aligned16(v) && q_stride % 8 == 0 &&
+                       k_stride % 8 == 0 && v_stride % 8 == 0;
+  const auto kv_rows = [&](const T* base, i64 stride, i64 n0) {
+    return [=](int r) { return base + (w.k0 + n0 + r) * stride + static_cast<i64>(w.kv_head) * D; };
+  };
+
+  const i64 first_tile = w.key_begin / TN, end_tile = (w.key_end + TN - 1) / TN;
+  float acc[D / 8][4];
+  for (int i = 0; i < D / 8; ++i)
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+  float row_max[2] = {jitk::neg_inf(), jitk::neg_inf()}, row_sum[2] = {0.0f, 0.0f};
+  const float scale_log2 = scale * kLog2e;
+
+  load_rows<TM>(sq, w.rows, aligned, q_row);
+  if (first_tile < end_tile) {
+    const i64 n0 = first_tile * TN;
+    load_rows<TN>(sk, static_cast<int>(w.lk - n0 < TN ? w.lk - n0 : TN), aligned, kv_rows(k, k_stride, n0));
+  }
+  commit();
+
+  unsigned qf[kQInRegisters ? D / 16 : 1][4];
+  // ldmatrix addresses: A fragments (Q) and B fragments of K (non-transposed) and V (transposed)
+  const int a_row = lane % 16, a_col = (lane / 16) * 8;
+  const int bk_row = (lane % 8) + (lane / 16) * 8, bk_col = ((lane / 8) % 2) * 8;
+  const int bv_row = (lane % 8) + ((lane / 8) % 2) * 8, bv_col = (lane / 16) * 8;
+  const T* q_frag = sq + (warp * 16 + a_row) * LD + a_col;
+
+  for (i64 tile = first_tile; tile < end_tile; ++tile) {
+    const i64 n0 = tile * TN;
+    const int keys = static_cast<int>(w.lk - n0 < TN ? w.lk - n0 : TN);
+    wait_all();
+    __syncthreads();  // K's tile is in; every warp is done with V's previous one
+    if (kQInRegisters && tile == first_tile)
+      for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kQInRegisters ? kk : 0], q_frag + kk * 16);
+    load_rows<TN>(sv, keys, aligned, kv_rows(v, v_stride, n0));
+    commit();
+
+    // S = Q K^T: 16 rows by TN keys a warp
+    float s[TN / 8][4];
+    for (int i = 0; i < TN / 8; ++i)
+      for (int j = 0; j < 4; ++j) s[i][j] = 0.0f;
+    for (int kk = 0; kk < D / 16; ++kk) {
+      unsigned a[4];
+      if constexpr (kQInRegisters) {
+        for (int j = 0; j < 4; ++j) a[j] = qf[kk][j];
+      } else {
+        ldmatrix_x4(a, q_frag + kk * 16);
+      }
+      for (int nn = 0; nn < TN / 16; ++nn) {
+        unsigned b[4];
+        ldmatrix_x4(b, sk + (nn * 16 + bk_row) * LD + kk * 16 + bk_col);
+        mma(s[2 * nn], a, b[0], b[1]);
+        mma(s[2 * nn + 1], a, b[2], b[3]);
+      }
+    }
+
+    // the mask, where some row of the tile may not see some key of it
+    const bool partial = n0 + TN > w.lk || (kCausal && n0 + TN - 1 > (w.row0 / G) + shift) ||
+                         (kWindow > 0 && n0 < (w.row0 + w.rows - 1) / G + shift - kWindow);
+    if (partial)
+      for (int i = 0; i < TN / 8; ++i)
+        for (int j = 0; j < 4; ++j)
+          if (!sees(token[j / 2], n0 + i * 8 + 2 * t + (j & 1), w.lk, shift)) s[i][j] = jitk::neg_inf();
+
+    // online softmax: each row's running max and sum (a quad of lanes shares a row)
+    for (int h = 0; h < 2; ++h) {
+      float m = row_max[h];
+      for (int i = 0; i < TN / 8; ++i) m = fmaxf(m, fmaxf(s[i][2 * h], s[i][2 * h + 1]) * scale_log2);
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      // a row that has seen no key yet keeps exp2(-inf - 0) = 0 for every score
+      const float base = m == jitk::neg_inf() ? 0.0f : m;
+      const float correction = exp2_approx(row_max[h] - base);
+      row_max[h] = m;
+      float sum = 0.0f;
+      for (int i = 0; i < TN / 8; ++i)
+        for (int j = 2 * h; j < 2 * h + 2; ++j) {
+          s[i][j] = exp2_approx(s[i][j] * scale_log2 - base);
+          sum += s[i][j];
+        }
+      row_sum[h] = row_sum[h] * correction + sum;
+      for (int i = 0; i < D / 8; ++i) {
+        acc[i][2 * h] *= correction;
+        acc[i][2 * h + 1] *= correction;
+      }
+    }
+
+    wait_all();
+    __syncthreads();  // V's tile is in; every warp is done with K's
+    if (tile + 1 < end_tile) {
+      const i64 next = n0 + TN;
+      load_rows<TN>(sk, static_cast<int>(w.lk - next < TN ? w.lk - next : TN), aligned, kv_rows(k, k_stride, next));
+    }
+    commit();
+
+    // O += P V: P's registers are the A fragments of 16 keys at a time
+    for (int kk = 0; kk < TN / 16; ++kk) {
+      const unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
+                             pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      for (int dn = 0; dn < D / 16; ++dn) {
+        unsigned b[4];
+        ldmatrix_x4_trans(b, sv + (kk * 16 + bv_row) * LD + dn * 16 + bv_col);
+        mma(acc[2 * dn], a, b[0], b[1]);
+        mma(acc[2 * dn + 1], a, b[2], b[3]);
+      }
+    }
+  }
+
+  // O = acc / sum, staged through shared memory (Q's tile) for 16-byte stores; lse = ln of the sum
+  wait_all();
+  __syncthreads();
+  for (int h = 0; h < 2; ++h) {
+    float sum = row_sum[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const int r = warp * 16 + g + 8 * h;
+    for (int i = 0; i < D / 8; ++i) {
+      T* at = sq + r * LD + i * 8 + 2 * t;
+      at[0] = jitk::from_float<T>(acc[i][2 * h] * inv);
+      at[1] = jitk::from_float<T>(acc[i][2 * h + 1] * inv);
+    }
+    if (lse && t == 0 && r < w.rows) {
+      const int sr = w.row0 + r;
+      const float value = sum > 0.0f ? (row_max[h] + __log2f(sum)) * 0.6931471805599453f : jitk::neg_inf();
+      lse[(static_cast<i64>(w.kv_head) * G + sr % G) * total_q + w.q0 + sr / G] = value;
+    }
+  }
+  __syncthreads();
+  const bool o_aligned = jitk::aligned16(o);
+  for (int c = threadIdx.x; c < w.rows * CHUNKS; c += JITK_BLOCK) {
+    const int r = c / CHUNKS, part = c - r * CHUNKS;
+    const int sr = w.row0 + r;
+    T* to = o + ((w.q0 + sr / G) * heads + static_cast<i64>(w.kv_head) * G + sr % G) * D + part * 8;
+    const T* from = sq + r * LD + part * 8;
+    if (o_aligned) {
+      jitk::store<8>(to, jitk::load<8>(from));
+    } else {
+      for (int i = 0; i < 8; ++i) to[i] = from[i];
+    }
+  }
+  (void)batch;
+}
+
+#else  // AMD: a thread a query row, K and V read from global memory
+
+JITK_GPU_KERNEL(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
+                float* __restrict__ lse, const int* __restrict__ cu_q, const int* __restrict__ cu_k, i64 batch, i64 kv_heads,
+                i64 total_q, i64 total_k, i64 q_stride, i64 k_stride, i64 v_stride, float scale, i64 rows) {
+  const Work w = find_work(cu_q, cu_k, kv_heads, total_q, total_k, rows);
+  if (!w.valid) return;
+  const i64 heads = kv_heads * G, shift = w.lk - w.lq;
+  for (int r = threadIdx.x; r < w.rows; r += JITK_BLOCK) {
+    const int sr = w.row0 + r;
+    const i64 token = sr / G, head = static_cast<i64>(w.kv_head) * G + sr % G;
+    const T* qr = q + (w.q0 + token) * q_stride + head * D;
+    float acc[D];
+    for (int i = 0; i < D; ++i) acc[i] = 0.0f;
+    float m = jitk::neg_inf(), sum = 0.0f;
+    for (i64 key = w.key_begin; key < w.key_end; ++key) {
+      if (!sees(token, key, w.lk, shift)) continue;
+      const T* kr = k + (w.k0 + key) * k_stride + static_cast<i64>(w.kv_head) * D;
+      const T* vr = v + (w.k0 + key) * v_stride + static_cast<i64>(w.kv_head) * D;
+      float dot = 0.0f;
+      for (int i = 0; i < D; ++i) dot += jitk::to_float(qr[i]) * jitk::to_float(kr[i]);
+      const float s = dot * scale, next = fmaxf(m, s);
+      const float correction = __expf(m - next), p = __expf(s - next);
+      m = next;
+      sum = sum * correction + p;
+      for (int i = 0; i < D; ++i) acc[i] = acc[i] * correction + p * jitk::to_float(vr[i]);
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    T* orow = o + ((w.q0 + token) * heads + head) * D;
+    for (int i = 0; i < D; ++i) orow[i] = jitk::from_float<T>(acc[i] * inv);
+    if (lse) lse[head * total_q + w.q0 + token] = sum > 0.0f ? m + __logf(sum) : jitk::neg_inf();
+  }
+  (void)batch;
+}
+
+#endif

@@ -1,0 +1,78 @@
+// Flash attention forward over variable-length batches (attention_prefill): the family descriptor.
+#include "jit/family.hpp"
+
+namespace jit::detail {
+namespace {
+
+// The largest group (query heads a kv head serves) a specialization takes: today's models use 1
+// to 16 (Llama-3-70B: 8; multi-query attention: all heads, up to 128).
+constexpr std::int64_t kMaxGroup = 256;
+// Keys a window may reach back: any context a model runs.
+constexpr std::int64_t kMaxWindow = std::int64_t{1} << 30;
+
+// kernel_sources/attention_prefill/attention_prefill.cu, the generic text: a warp a 16-row slice of
+// the block's tile_m query rows (mma.sync m16n8k16), Q resident, K and V tiles of tile_n keys each
+// through shared memory, rows padded by 16 bytes (ldmatrix without bank conflicts).
+TilePlan attention_cuda_plan(const ParamSet& p) {
+  const std::int64_t d = int_param(p, "head_dim"), tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
+  const std::string tile = "tile_m = " + std::to_string(tm) + ", tile_n = " + std::to_string(tn);
+  if (d % 16 != 0 || d > 256)
+    return {"head_dim = " + std::to_string(d) + ": the CUDA text takes a multiple of 16 up to 256 (64, 96, 128, 256 ...)"};
+  if (tm < 16 || tm > 128 || tm % 16 != 0) return {tile + ": tile_m must be 16, 32, ... 128 on CUDA (16 rows a warp)"};
+  if (tn < 16 || tn > 128 || tn % 16 != 0) return {tile + ": tile_n must be 16, 32, ... 128 on CUDA"};
+  // A thread's accumulators: d / 2 of O and tile_n / 2 of the scores; past 192 they spill.
+  if (d / 2 + tn / 2 > 192) return {tile + ": head_dim " + std::to_string(d) + " with tile_n over " + std::to_string(384 - d) + " spills"};
+  const std::int64_t shared = (tm + 2 * tn) * (d + 8) * 2;  // Q, K and V tiles of 16-bit elements
+  if (shared > kMaxSharedBytes)
+    return shared_memory_refused(tile + " at head_dim " + std::to_string(d) + " needs " + std::to_string(shared) +
+                                     " bytes of shared memory",
+                                 shared);
+  TilePlan plan{"", static_cast<int>(tm / 16 * 32), shared, tm, 1, d};
+  return plan;
+}
+
+// The default tiles: 128 query rows (8 warps) by 64 keys; 64 x 64 for heads over 128 (their O
+// accumulators take twice the registers).
+GpuLayout attention_cuda_tiles(const ParamSet& p, GpuLayout l) {
+  if (int_param(p, "head_dim") > 128) l.tile_m = 64;
+  return l;
+}
+
+std::string attention_params_problem(const ParamSet& p) {
+  const std::int64_t window = int_param(p, "window");
+  if (window < 0) return "parameter 'window' = " + std::to_string(window) + "; allowed: 0 (none) or keys > 0";
+  return "";
+}
+
+}  // namespace
+
+std::vector<KernelSpec> attention_prefill_family() {
+  const GpuLayout tiles{Kind::Tile, 256, 1, 1, 128, 64, 0, 1};
+  Implementation cuda = cuda_generic("attention_prefill/attention_prefill.cu", tiles,
+                                     "mma.sync tensor cores, a warp 16 query rows, online softmax (FlashAttention-2)");
+  cuda.min_capability = 80;  // bf16 mma.sync, cp.async
+  cuda.dtypes = {DType::f16, DType::bf16};
+  cuda.tile_plan = attention_cuda_plan;
+  cuda.tile_defaults = [layout = tiles](const ParamSet& p) { return attention_cuda_tiles(p, layout); };
+  Implementation hip = hip_generic(cuda);
+  hip.note = "a thread a query row (AMD, hipRTC; compiled in CI, not run)";
+  Implementation cpu = cpu_impl("attention_prefill/attention_prefill.cpp");
+  cpu.note = "host CPU, all cores over the query rows; online softmax a row";
+  KernelSpec prefill{
+      "attention_prefill",
+      "softmax(scale q k^T + mask) v over variable-length sequences (flash attention forward), GQA/MQA, causal, "
+      "sliding window, with the rows' log-sum-exp",
+      {dtype_param(),
+       {"head_dim", {}, 1, kMaxHeadDim, "elements of one head"},
+       {"causal", {}, 0, 1, "1: query i sees keys up to its position i + lk - lq (aligned to the bottom right)"},
+       {"window", {}, 0, kMaxWindow, "keys before the query's position still seen (flash-attn's window left); 0: all"},
+       {"group", {}, 1, kMaxGroup, "query heads a kv head serves: heads / kv_heads (1: multi-head; heads: multi-query)"},
+       {"tile_m", {}, 0, 256, "GPU: query rows a block takes, a group's heads of tile_m / group tokens (0: the default)", false,
+        std::int64_t{0}},
+       {"tile_n", {}, 0, 256, "GPU: keys a step of the walk takes (0: the default)", false, std::int64_t{0}}},
+      {std::move(cpu), std::move(cuda), std::move(hip)}};
+  prefill.params_check = attention_params_problem;
+  return {std::move(prefill)};
+}
+
+}  // namespace jit::detail

@@ -1,0 +1,107 @@
+// attention_prefill on the CPU against its float64 reference: varlen batches with an empty
+// sequence and rows that see no key, every mask, GQA groups, strided inputs, poisoned outputs, f32
+// and f64, head sizes a model uses and odd ones; and the params, arguments and offsets it refuses.
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "attention_support.hpp"
+#include "jit/kernels.hpp"
+
+using Catch::Matchers::Contains;
+using jitk_test::Prefill;
+
+namespace {
+
+const jitk_test::TempDir& cache_dir = jitk_test::own_cache_dir();
+
+template <class T> std::vector<T> narrow(const std::vector<double>& v) { return std::vector<T>(v.begin(), v.end()); }
+template <class T> std::vector<double> widen(const std::vector<T>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+// One launch on poisoned (NaN) o and lse, checked against the reference.
+template <class T> void check_prefill(const jitk_test::AttnCase& c) {
+  const auto in = jitk_test::attention_inputs(c, [](double x) { return double(T(x)); });
+  const double scale = 1.0 / std::sqrt(double(c.head_dim));
+  const auto expected = jitk_test::attention_expected(c, in, scale);
+  auto kernel = jit::get<Prefill>({jit::dtype_of<T>(), c.head_dim, c.causal, c.window, c.group}, jit::Target::cpu());
+  const auto q = narrow<T>(in.q), k = narrow<T>(in.k), v = narrow<T>(in.v);
+  std::vector<T> o(expected.o.size(), std::numeric_limits<T>::quiet_NaN()), lse(expected.lse.size(), std::numeric_limits<T>::quiet_NaN());
+  kernel.launch({static_cast<std::int64_t>(c.lens_q.size()), c.kv_heads, in.max_q, in.total_q, in.total_k, q.data(), k.data(), v.data(),
+                 o.data(), lse.data(), in.cu_q.data(), in.cu_k.data(), scale, in.q_stride, in.kv_stride, in.kv_stride, in.cu_q.data(),
+                 in.cu_k.data()});
+  INFO(c.label());
+  const double tol = sizeof(T) == 8 ? 1e-12 : 1e-5;
+  CHECK(jitk_reference::relative_l2_error(widen(o), expected.o) <= tol);
+  CHECK(jitk_test::lse_error(widen(lse), expected.lse) <= tol);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("attention_prefill matches the reference: masks, groups, strides, ragged batches", "[kernels][attention]", float,
+                   double) {
+  for (std::int64_t d : {64, 128})
+    for (const auto& c : jitk_test::attention_cases(d)) check_prefill<TestType>(c);
+}
+
+TEST_CASE("attention_prefill takes any head size on the CPU, and multi-query attention", "[kernels][attention]") {
+  for (std::int64_t d : {1, 5, 96, 256}) check_prefill<float>({{9, 20}, {30, 20}, 1, 2, d, true, 0, 3});
+  check_prefill<float>({{33}, {33}, 1, 16, 32, true, 0, 0});  // MQA: 16 heads on one kv head
+  check_prefill<double>({{200}, {1000}, 2, 2, 16, true, 100, 0});  // a long prefix, a window
+}
+
+TEST_CASE("attention_prefill leaves rows that see no key at o = 0 and lse = -inf", "[kernels][attention]") {
+  // causal, 6 queries over 2 keys: queries 0..3 sit before the first key
+  check_prefill<float>({{6}, {2}, 1, 1, 8, true, 0, 0});
+  // every row sees nothing: no keys at all
+  check_prefill<float>({{4, 3}, {0, 0}, 2, 2, 8, false, 0, 0});
+}
+
+TEST_CASE("attention_prefill refuses bad params before compiling", "[kernels][attention]") {
+  auto get = [](std::int64_t head_dim, std::int64_t window, std::int64_t group) {
+    jit::get<Prefill>({jit::DType::f32, head_dim, true, window, group}, jit::Target::cpu());
+  };
+  CHECK_THROWS_WITH(get(0, 0, 1), Contains("head_dim") && Contains("out of range"));
+  CHECK_THROWS_WITH(get(4096, 0, 1), Contains("head_dim") && Contains("out of range"));
+  CHECK_THROWS_WITH(get(64, -1, 1), Contains("window"));
+  CHECK_THROWS_WITH(get(64, 0, 0), Contains("group") && Contains("out of range"));
+  CHECK_THROWS_WITH(get(64, 0, 1000), Contains("group") && Contains("out of range"));
+}
+
+TEST_CASE("attention_prefill refuses bad arguments and offsets with messages that name them", "[kernels][attention]") {
+  auto kernel = jit::get<Prefill>({jit::DType::f32, 8, true, 0, 2}, jit::Target::cpu());
+  // 2 sequences of 3 and 4 queries over 5 and 4 keys; 2 kv heads, 4 query heads, head_dim 8
+  std::vector<float> q(7 * 4 * 8, 0.5f), k(9 * 2 * 8, 0.25f), v(k), o(q.size()), lse(4 * 7);
+  std::vector<double> lse_d(lse.size());
+  std::vector<std::int32_t> cu_q = {0, 3, 7}, cu_k = {0, 5, 9};
+  const auto launch = [&](Prefill::Args a) { kernel.launch(a); };
+  const Prefill::Args good{2, 2, 4, 7, 9, q.data(), k.data(), v.data(), o.data(), lse.data(), cu_q.data(), cu_k.data(), 0.3, 0, 0, 0,
+                           cu_q.data(), cu_k.data()};
+  CHECK_NOTHROW(launch(good));
+  auto with = [&](auto change) {
+    Prefill::Args a = good;
+    change(a);
+    return a;
+  };
+  CHECK_THROWS_WITH(launch(with([](auto& a) { a.batch = -1; })), Contains("'batch' = -1 is negative"));
+  CHECK_THROWS_WITH(launch(with([](auto& a) { a.scale = 0; })), Contains("scale"));
+  CHECK_THROWS_WITH(launch(with([](auto& a) { a.scale = std::nan(""); })), Contains("scale"));
+  CHECK_THROWS_WITH(launch(with([](auto& a) { a.q = jit::ConstPtr{}; })), Contains("'q' is null"));
+  CHECK_THROWS_WITH(launch(with([&](auto& a) { a.lse = lse_d.data(); })), Contains("lse"));
+  CHECK_THROWS_WITH(launch(with([](auto& a) { a.cu_seqlens_k = nullptr; })), Contains("cu_seqlens_k"));
+  CHECK_THROWS_WITH(launch(with([](auto& a) { a.q_stride = 16; })), Contains("q_stride = 16"));
+  // the host's offsets: decreasing, not ending at the token count, longer than max_seqlen_q
+  std::vector<std::int32_t> falling = {0, 5, 4}, short_end = {0, 3, 6}, long_first = {0, 6, 7}, late_start = {1, 3, 7};
+  CHECK_THROWS_WITH(launch(with([&](auto& a) { a.host_cu_seqlens_k = falling.data(); })), Contains("must not decrease"));
+  CHECK_THROWS_WITH(launch(with([&](auto& a) { a.host_cu_seqlens_q = short_end.data(); })), Contains("token count 7"));
+  CHECK_THROWS_WITH(launch(with([&](auto& a) { a.host_cu_seqlens_q = long_first.data(); })), Contains("more than max_seqlen_q = 4"));
+  CHECK_THROWS_WITH(launch(with([&](auto& a) { a.host_cu_seqlens_q = late_start.data(); })), Contains("first offset must be 0"));
+}
+
+TEST_CASE("attention_prefill never reads or writes past its buffers for offsets it could not check", "[kernels][attention]") {
+  auto kernel = jit::get<Prefill>({jit::DType::f32, 8, false, 0, 1}, jit::Target::cpu());
+  std::vector<float> q(4 * 8, 0.5f), k(4 * 8, 0.25f), v(k), o(q.size(), -7.0f);
+  // sequence 0 is fine; sequence 1 claims keys past total_k, sequence 2 falling offsets: both skipped
+  std::vector<std::int32_t> cu_q = {0, 2, 4, 3}, cu_k = {0, 2, 9, 4};
+  kernel.launch({3, 1, 2, 4, 4, q.data(), k.data(), v.data(), o.data(), jit::MutPtr{}, cu_q.data(), cu_k.data(), 0.5});
+  CHECK(o[0] == Approx(0.25f));                             // sequence 0 written (v is 0.25 everywhere)
+  for (std::size_t i = 16; i < o.size(); ++i) CHECK(o[i] == -7.0f);  // sequences 1 and 2 left as they were
+}
