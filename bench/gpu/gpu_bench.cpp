@@ -3,7 +3,7 @@
 // GEMM TFLOP/s vs cuBLAS (and tuned vs default tiles), and block-sparse matmul's speed-up over
 // dense cuBLAS on the same shape.
 // Prints one JSON object per line with --json: bench, value, unit, baseline, baseline_name, ratio.
-// --only compile,first_use,launch,bandwidth,rotary,gemm,block_sparse runs those sections (default: all,
+// --only compile,first_use,launch,bandwidth,rotary,prefill,gemm,block_sparse runs those sections (default: all,
 // in that order). --filter TEXT keeps only the gemm, tuning and block-sparse cases whose names
 // hold TEXT (e.g. --only gemm --filter f32).
 #include <cuda.h>
@@ -213,8 +213,17 @@ void first_use_breakdown() {
   std::fprintf(stderr, "breakdown: artifact %zu bytes\n", bytes->size());
 }
 
+// The prefill variant a Llama-3-8B prefill compiles (bf16, head 128, causal, 4 query heads a kv head).
+const kernels::AttentionPrefill::Params kLlamaPrefill{jit::DType::bf16, 128, true, 0, 4};
+
 int child_first_use() {
   jit::cuda::available();  // cuInit + primary context: once per process, not the cache's cost
+  if (std::getenv("JITK_BENCH_PREFILL")) {  // the same, for attention_prefill
+    auto t0 = clock_type::now();
+    auto k = jit::get<kernels::AttentionPrefill>(kLlamaPrefill);
+    std::printf("%.4f %d\n", ms_since(t0), k.origin() == jit::Origin::DiskCache ? 1 : 0);
+    return 0;
+  }
   if (std::getenv("JITK_BENCH_BREAKDOWN")) {
     first_use_breakdown();
     return 0;
@@ -227,8 +236,8 @@ int child_first_use() {
 }
 
 // Runs this program as a child that does one first get; returns its get time in ms.
-double run_child(const std::string& self, const std::string& cache, bool* from_disk) {
-  std::string cmd = "JITK_CACHE_DIR='" + cache + "' '" + self + "' --child-first-use";
+double run_child(const std::string& self, const std::string& cache, bool* from_disk, const std::string& env = "") {
+  std::string cmd = env + " JITK_CACHE_DIR='" + cache + "' '" + self + "' --child-first-use";
   FILE* f = ::popen(cmd.c_str(), "r");
   double ms = -1;
   int disk = 0;
@@ -245,6 +254,73 @@ std::string self_path() {
   char path[4096];
   ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
   return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : "/proc/self/exe";
+}
+
+// ---- attention_prefill: TFLOP/s on the shapes of shared/anchors/attention.md (16k tokens a batch,
+// hidden 2048: heads = 2048 / head_dim), and Llama-3-8B's GQA; torch SDPA's backends on the same
+// shapes come from bench/gpu/torch_baseline.py --attention in the same run (bench/gpu/run.sh).
+// Then a variant's cold compile (empty jitk cache and CUDA_CACHE_PATH) and warm first use, each in
+// a fresh process.
+void prefill_benches() {
+  using Prefill = kernels::AttentionPrefill;
+  const std::int64_t tokens = 16384;
+  const std::size_t max_elems = static_cast<std::size_t>(tokens) * 4096;  // Llama's 32 heads of 128
+  std::vector<jit::bfloat16> host(max_elems);
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> dist(-1.5f, 1.5f);
+  for (auto& x : host) x = jit::bfloat16(dist(gen));
+  jit::cuda::DeviceArray<jit::bfloat16> q(host), k(host), v(host), o(max_elems);
+  jit::cuda::DeviceArray<float> lse(max_elems / 64);
+  struct Case {
+    std::int64_t head_dim, seqlen, heads, kv_heads;
+    bool causal;
+    std::int64_t tile_m = 0, tile_n = 0;
+  };
+  std::vector<Case> cases;
+  for (std::int64_t d : {64, 128, 256})
+    for (std::int64_t s : {2048, 8192})
+      for (bool causal : {false, true}) cases.push_back({d, s, 2048 / d, 2048 / d, causal});
+  cases.push_back({128, 16384, 16, 16, false});
+  cases.push_back({128, 16384, 16, 16, true});
+  cases.push_back({128, 4096, 32, 8, true});  // Llama-3-8B: 32 query heads on 8 kv heads
+  for (std::int64_t tm : {64, 128})  // the generic text's tiles at head 128
+    for (std::int64_t tn : {32, 64, 128}) cases.push_back({128, 8192, 16, 16, false, tm, tn});
+  for (const Case& c : cases) {
+    const std::int64_t batch = tokens / c.seqlen, group = c.heads / c.kv_heads;
+    std::vector<std::int32_t> cu(static_cast<std::size_t>(batch + 1));
+    for (std::int64_t b = 0; b <= batch; ++b) cu[b] = static_cast<std::int32_t>(b * c.seqlen);
+    jit::cuda::DeviceArray<std::int32_t> dcu(cu);
+    Prefill::Params p{jit::DType::bf16, c.head_dim, c.causal, 0, group, c.tile_m, c.tile_n};
+    auto kernel = jit::get<Prefill>(p);
+    const double scale = 1.0 / std::sqrt(double(c.head_dim));
+    auto run = [&] {
+      kernel.launch({batch, c.kv_heads, c.seqlen, tokens, tokens, q.data(), k.data(), v.data(), o.data(), lse.data(), dcu.data(), dcu.data(),
+                     scale});
+    };
+    const double ms = device_ms(run, 10, 3);
+    const double flops = 4.0 * batch * c.heads * double(c.seqlen) * double(c.seqlen) * c.head_dim / (c.causal ? 2 : 1);
+    char name[128];
+    std::snprintf(name, sizeof name, "prefill_bf16_d%lld_s%lld_h%lld_kv%lld_%s%s", (long long)c.head_dim, (long long)c.seqlen,
+                  (long long)c.heads, (long long)c.kv_heads, c.causal ? "causal" : "full",
+                  c.tile_m ? ("_t" + std::to_string(c.tile_m) + "x" + std::to_string(c.tile_n)).c_str() : "");
+    emit(name, flops / ms / 1e9, "TFLOP/s", 0, "torch SDPA: torch.jsonl, same run");
+  }
+  // cold compile (empty jitk cache and driver compute cache) and warm first use, fresh processes
+  const std::string self = self_path();
+  char cache_tmpl[] = "/tmp/jitk-prefill-XXXXXX", cuda_tmpl[] = "/tmp/jitk-cudacache-XXXXXX";
+  const std::string cache = ::mkdtemp(cache_tmpl), cuda_cache = ::mkdtemp(cuda_tmpl);
+  std::vector<double> cold, warm;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::system(("rm -rf '" + cache + "' '" + cuda_cache + "'; mkdir -p '" + cuda_cache + "'").c_str());
+    bool disk;
+    const std::string env = "JITK_BENCH_PREFILL=1 CUDA_CACHE_PATH='" + cuda_cache + "'";
+    cold.push_back(run_child(self, cache, &disk, env));
+    for (int w = 0; w < 3; ++w)
+      if (const double ms = run_child(self, cache, &disk, env); disk) warm.push_back(ms);
+  }
+  emit("prefill_cold_compile_ms", median(cold), "ms", 0, "target <= 2000 ms");
+  if (!warm.empty()) emit("prefill_first_use_warm_ms", median(warm), "ms", median(cold), "cold compile, fresh process");
+  std::system(("rm -rf '" + cache + "' '" + cuda_cache + "'").c_str());
 }
 
 // ---- GEMM: jitk against cuBLAS on the same inputs, in TFLOP/s --------------------------------------
@@ -876,7 +952,7 @@ bool block_sparse_benches() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> sections = {"compile", "first_use", "launch", "bandwidth", "rotary", "gemm", "block_sparse"};
+  const std::vector<std::string> sections = {"compile", "first_use", "launch", "bandwidth", "rotary", "prefill", "gemm", "block_sparse"};
   std::string section_list;
   for (const auto& name : sections) section_list += (section_list.empty() ? "" : ", ") + name;
   std::vector<std::string> only_sections;
@@ -1257,6 +1333,8 @@ int main(int argc, char** argv) {
       emit(name.c_str(), bytes / ms[0] / 1e6, "GB/s", 2.0 * qk_bytes / ms[1] / 1e6, "D2D copy (read + write), same run");
     }
   }
+
+  if (want("prefill")) prefill_benches();
 
   // ---- GEMM vs cuBLAS, and tuned vs default tiles; then block-sparse matmul vs dense cuBLAS (each
   // runs when the other failed; the exit status says whether either did)

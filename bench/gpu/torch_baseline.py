@@ -116,5 +116,38 @@ def main():
         print(json.dumps({"note": "torch.compile unavailable: " + str(e)[:200]}), flush=True)
 
 
+def attention():
+    """torch SDPA under each backend on the shapes jitk_gpu_bench's prefill section runs (16k tokens a
+    batch, heads = 2048 / head_dim; Llama-3-8B's 32 / 8 heads with enable_gqa), bf16, TFLOP/s."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    dev = torch.device("cuda")
+    tokens = 16384
+    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION}
+    cases = [(d, s, 2048 // d, 2048 // d, c) for d in (64, 128, 256) for s in (2048, 8192) for c in (False, True)]
+    cases += [(128, 16384, 16, 16, False), (128, 16384, 16, 16, True), (128, 4096, 32, 8, True)]
+    for d, s, heads, kv_heads, causal in cases:
+        batch = tokens // s
+        q = torch.empty(batch, heads, s, d, dtype=torch.bfloat16, device=dev).uniform_(-1.5, 1.5)
+        k = torch.empty(batch, kv_heads, s, d, dtype=torch.bfloat16, device=dev).uniform_(-1.5, 1.5)
+        v = torch.empty_like(k).uniform_(-1.5, 1.5)
+        flops = 4.0 * batch * heads * s * s * d / (2 if causal else 1)
+        name = f"prefill_bf16_d{d}_s{s}_h{heads}_kv{kv_heads}_{'causal' if causal else 'full'}"
+        for label, backend in backends.items():
+            try:
+                with sdpa_kernel(backend):
+                    fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=heads != kv_heads)
+                    ms = device_ms(fn)
+                print(json.dumps({"bench": "torch_" + label + "_" + name, "value": round(flops / ms / 1e9, 1), "unit": "TFLOP/s",
+                                  "torch": torch.__version__}), flush=True)
+            except Exception as e:  # noqa: BLE001 - a backend that does not take the shape is a note
+                print(json.dumps({"bench": "torch_" + label + "_" + name, "note": str(e)[:160]}), flush=True)
+        del q, k, v
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+    if "--attention" in sys.argv:
+        attention()
+    else:
+        main()
