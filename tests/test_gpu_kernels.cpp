@@ -509,10 +509,11 @@ TEMPLATE_TEST_CASE("GPU attention_prefill with other tiles, long sequences and u
   if (!have_gpu()) return;
   const jitk_test::AttnCase causal_gqa{{300, 1, 517}, {300, 700, 517}, 2, 4, 128, true, 0, 0};
   const jitk_test::AttnCase windowed{{300, 1, 517}, {300, 700, 517}, 2, 2, 64, true, 100, 8};
-  for (auto [tm, tn] : {std::pair{16, 16}, {32, 128}, {64, 32}, {128, 128}, {48, 64}}) {
+  for (auto [tm, tn] : {std::pair{16, 16}, {32, 128}, {64, 32}, {128, 32}, {48, 64}}) {
     check_gpu_prefill<TestType>(causal_gqa, tm, tn);
     check_gpu_prefill<TestType>(windowed, tm, tn);
   }
+  check_gpu_prefill<TestType>(windowed, 192, 64);  // three slices a warp
   check_gpu_prefill<TestType>(causal_gqa, 0, 0, 1);  // every buffer one element off 16 bytes
   check_gpu_prefill<TestType>({{33}, {33}, 1, 16, 128, true, 0, 0});  // multi-query: 16 heads on one kv head
   check_gpu_prefill<TestType>({{6, 3}, {2, 0}, 1, 1, 64, true, 0, 0});  // rows that see no key: o = 0, lse = -inf

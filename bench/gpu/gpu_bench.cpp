@@ -283,8 +283,10 @@ void prefill_benches() {
   cases.push_back({128, 16384, 16, 16, false});
   cases.push_back({128, 16384, 16, 16, true});
   cases.push_back({128, 4096, 32, 8, true});  // Llama-3-8B: 32 query heads on 8 kv heads
-  for (std::int64_t tm : {64, 128})  // the generic text's tiles at head 128
-    for (std::int64_t tn : {32, 64, 128}) cases.push_back({128, 8192, 16, 16, false, tm, tn});
+  // the generic text's tiles (rows x keys) at heads 64, 128, 256
+  for (auto [tm, tn] : {std::pair{128, 32}, {128, 128}, {192, 64}, {64, 128}}) cases.push_back({64, 8192, 32, 32, false, tm, tn});
+  for (auto [tm, tn] : {std::pair{64, 64}, {64, 128}, {128, 32}, {128, 64}}) cases.push_back({128, 8192, 16, 16, false, tm, tn});
+  for (auto [tm, tn] : {std::pair{64, 32}, {32, 64}, {64, 64}}) cases.push_back({256, 8192, 8, 8, false, tm, tn});
   for (const Case& c : cases) {
     const std::int64_t batch = tokens / c.seqlen, group = c.heads / c.kv_heads;
     std::vector<std::int32_t> cu(static_cast<std::size_t>(batch + 1));

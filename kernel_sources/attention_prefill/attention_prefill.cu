@@ -63,10 +63,17 @@ __device__ inline bool sees(i64 token, i64 key, i64 lk, i64 shift) {
 
 #if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
 
-constexpr int WARPS = TM / 16;
+// Warps and the 16-row slices each takes: 4 warps from 64 rows on, a warp sharing each K and V
+// fragment it reads between its slices (shared memory's bandwidth, not the tensor cores, bounds a
+// warp of one slice).
+constexpr int WARPS = TM < 64 ? TM / 16 : 4;
+constexpr int WM = TM / 16 / WARPS;
+static_assert(WARPS * 32 == JITK_BLOCK && WARPS * WM * 16 == TM, "the plan's threads are the text's warps");
 constexpr int LD = D + 8;    // a shared-memory row, in elements: 16 bytes of padding
 constexpr int CHUNKS = D / 8;  // 16-byte chunks a row
-constexpr bool kQInRegisters = D <= 128;  // else Q's fragments are read from shared memory at each step
+// Q's fragments held in registers for the whole walk where they fit (one slice, heads up to 128),
+// else read from shared memory at each step.
+constexpr bool kQInRegisters = WM == 1 && D <= 128;
 static_assert(D % 16 == 0 && TM % 16 == 0 && TN % 16 == 0, "tiles of whole mma shapes");
 static_assert(sizeof(T) == 2, "the tensor-core text takes f16 and bf16");
 
@@ -147,9 +154,12 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;  // the fragments' row in 8 and column pair
   const i64 shift = w.lk - w.lq;
-  // this thread's two rows (g and g + 8 of its warp's 16) as tokens of the sequence
-  i64 token[2];
-  for (int h = 0; h < 2; ++h) token[h] = (w.row0 + warp * 16 + g + 8 * h) / G;
+  // this thread's rows: g and g + 8 of each of its warp's WM slices of 16, as tokens of the sequence
+  i64 token[WM][2];
+  #pragma unroll
+  for (int m = 0; m < WM; ++m)
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) token[m][h] = (w.row0 + (warp * WM + m) * 16 + g + 8 * h) / G;
 
   // row r of the tile: token (row0 + r) / G, head kv_head * G + (row0 + r) % G
   const auto q_row = [&](int r) {
@@ -163,10 +173,17 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   };
 
   const i64 first_tile = w.key_begin / TN, end_tile = (w.key_end + TN - 1) / TN;
-  float acc[D / 8][4];
-  for (int i = 0; i < D / 8; ++i)
-    for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
-  float row_max[2] = {jitk::neg_inf(), jitk::neg_inf()}, row_sum[2] = {0.0f, 0.0f};
+  float acc[WM][D / 8][4];
+  float row_max[WM][2], row_sum[WM][2];
+  #pragma unroll
+  for (int m = 0; m < WM; ++m) {
+    #pragma unroll
+    for (int i = 0; i < D / 8; ++i)
+      #pragma unroll
+      for (int j = 0; j < 4; ++j) acc[m][i][j] = 0.0f;
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) row_max[m][h] = jitk::neg_inf(), row_sum[m][h] = 0.0f;
+  }
   const float scale_log2 = scale * kLog2e;
 
   load_rows<TM>(sq, w.rows, aligned, q_row);
@@ -181,7 +198,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   const int a_row = lane % 16, a_col = (lane / 16) * 8;
   const int bk_row = (lane % 8) + (lane / 16) * 8, bk_col = ((lane / 8) % 2) * 8;
   const int bv_row = (lane % 8) + ((lane / 8) % 2) * 8, bv_col = (lane / 16) * 8;
-  const T* q_frag = sq + (warp * 16 + a_row) * LD + a_col;
+  const T* q_frag = sq + (warp * WM * 16 + a_row) * LD + a_col;
 
   for (i64 tile = first_tile; tile < end_tile; ++tile) {
     const i64 n0 = tile * TN;
@@ -189,26 +206,40 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
     wait_all();
     __syncthreads();  // K's tile is in; every warp is done with V's previous one
     if (kQInRegisters && tile == first_tile)
+      #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kQInRegisters ? kk : 0], q_frag + kk * 16);
     load_rows<TN>(sv, keys, aligned, kv_rows(v, v_stride, n0));
     commit();
 
-    // S = Q K^T: 16 rows by TN keys a warp
-    float s[TN / 8][4];
-    for (int i = 0; i < TN / 8; ++i)
-      for (int j = 0; j < 4; ++j) s[i][j] = 0.0f;
+    // S = Q K^T: WM slices of 16 rows by TN keys a warp; each K fragment serves every slice
+    float s[WM][TN / 8][4];
+    #pragma unroll
+    for (int m = 0; m < WM; ++m)
+      #pragma unroll
+      for (int i = 0; i < TN / 8; ++i)
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) s[m][i][j] = 0.0f;
+    #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      unsigned a[4];
-      if constexpr (kQInRegisters) {
-        for (int j = 0; j < 4; ++j) a[j] = qf[kk][j];
-      } else {
-        ldmatrix_x4(a, q_frag + kk * 16);
+      unsigned a[WM][4];
+      #pragma unroll
+      for (int m = 0; m < WM; ++m) {
+        if constexpr (kQInRegisters) {
+          #pragma unroll
+          for (int j = 0; j < 4; ++j) a[m][j] = qf[kk][j];
+        } else {
+          ldmatrix_x4(a[m], q_frag + m * 16 * LD + kk * 16);
+        }
       }
+      #pragma unroll
       for (int nn = 0; nn < TN / 16; ++nn) {
         unsigned b[4];
         ldmatrix_x4(b, sk + (nn * 16 + bk_row) * LD + kk * 16 + bk_col);
-        mma(s[2 * nn], a, b[0], b[1]);
-        mma(s[2 * nn + 1], a, b[2], b[3]);
+        #pragma unroll
+        for (int m = 0; m < WM; ++m) {
+          mma(s[m][2 * nn], a[m], b[0], b[1]);
+          mma(s[m][2 * nn + 1], a[m], b[2], b[3]);
+        }
       }
     }
 
@@ -216,32 +247,43 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
     const bool partial = n0 + TN > w.lk || (kCausal && n0 + TN - 1 > (w.row0 / G) + shift) ||
                          (kWindow > 0 && n0 < (w.row0 + w.rows - 1) / G + shift - kWindow);
     if (partial)
-      for (int i = 0; i < TN / 8; ++i)
-        for (int j = 0; j < 4; ++j)
-          if (!sees(token[j / 2], n0 + i * 8 + 2 * t + (j & 1), w.lk, shift)) s[i][j] = jitk::neg_inf();
+      #pragma unroll
+      for (int m = 0; m < WM; ++m)
+        #pragma unroll
+        for (int i = 0; i < TN / 8; ++i)
+          #pragma unroll
+          for (int j = 0; j < 4; ++j)
+            if (!sees(token[m][j / 2], n0 + i * 8 + 2 * t + (j & 1), w.lk, shift)) s[m][i][j] = jitk::neg_inf();
 
     // online softmax: each row's running max and sum (a quad of lanes shares a row)
-    for (int h = 0; h < 2; ++h) {
-      float m = row_max[h];
-      for (int i = 0; i < TN / 8; ++i) m = fmaxf(m, fmaxf(s[i][2 * h], s[i][2 * h + 1]) * scale_log2);
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-      // a row that has seen no key yet keeps exp2(-inf - 0) = 0 for every score
-      const float base = m == jitk::neg_inf() ? 0.0f : m;
-      const float correction = exp2_approx(row_max[h] - base);
-      row_max[h] = m;
-      float sum = 0.0f;
-      for (int i = 0; i < TN / 8; ++i)
-        for (int j = 2 * h; j < 2 * h + 2; ++j) {
-          s[i][j] = exp2_approx(s[i][j] * scale_log2 - base);
-          sum += s[i][j];
+    #pragma unroll
+    for (int m = 0; m < WM; ++m)
+      #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = row_max[m][h];
+        #pragma unroll
+        for (int i = 0; i < TN / 8; ++i) mx = fmaxf(mx, fmaxf(s[m][i][2 * h], s[m][i][2 * h + 1]) * scale_log2);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // a row that has seen no key yet keeps exp2(-inf - 0) = 0 for every score
+        const float base = mx == jitk::neg_inf() ? 0.0f : mx;
+        const float correction = exp2_approx(row_max[m][h] - base);
+        row_max[m][h] = mx;
+        float sum = 0.0f;
+        #pragma unroll
+        for (int i = 0; i < TN / 8; ++i)
+          #pragma unroll
+          for (int j = 2 * h; j < 2 * h + 2; ++j) {
+            s[m][i][j] = exp2_approx(fmaf(s[m][i][j], scale_log2, -base));
+            sum += s[m][i][j];
+          }
+        row_sum[m][h] = row_sum[m][h] * correction + sum;
+        #pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+          acc[m][i][2 * h] *= correction;
+          acc[m][i][2 * h + 1] *= correction;
         }
-      row_sum[h] = row_sum[h] * correction + sum;
-      for (int i = 0; i < D / 8; ++i) {
-        acc[i][2 * h] *= correction;
-        acc[i][2 * h + 1] *= correction;
       }
-    }
 
     wait_all();
     __syncthreads();  // V's tile is in; every warp is done with K's
@@ -251,15 +293,26 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
     }
     commit();
 
-    // O += P V: P's registers are the A fragments of 16 keys at a time
+    // O += P V: P's registers are the A fragments of 16 keys at a time; each V fragment serves every slice
+    #pragma unroll
     for (int kk = 0; kk < TN / 16; ++kk) {
-      const unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
-                             pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      unsigned a[WM][4];
+      #pragma unroll
+      for (int m = 0; m < WM; ++m) {
+        a[m][0] = pack2(s[m][2 * kk][0], s[m][2 * kk][1]);
+        a[m][1] = pack2(s[m][2 * kk][2], s[m][2 * kk][3]);
+        a[m][2] = pack2(s[m][2 * kk + 1][0], s[m][2 * kk + 1][1]);
+        a[m][3] = pack2(s[m][2 * kk + 1][2], s[m][2 * kk + 1][3]);
+      }
+      #pragma unroll
       for (int dn = 0; dn < D / 16; ++dn) {
         unsigned b[4];
         ldmatrix_x4_trans(b, sv + (kk * 16 + bv_row) * LD + dn * 16 + bv_col);
-        mma(acc[2 * dn], a, b[0], b[1]);
-        mma(acc[2 * dn + 1], a, b[2], b[3]);
+        #pragma unroll
+        for (int m = 0; m < WM; ++m) {
+          mma(acc[m][2 * dn], a[m], b[0], b[1]);
+          mma(acc[m][2 * dn + 1], a[m], b[2], b[3]);
+        }
       }
     }
   }
@@ -267,23 +320,24 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   // O = acc / sum, staged through shared memory (Q's tile) for 16-byte stores; lse = ln of the sum
   wait_all();
   __syncthreads();
-  for (int h = 0; h < 2; ++h) {
-    float sum = row_sum[h];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    const int r = warp * 16 + g + 8 * h;
-    for (int i = 0; i < D / 8; ++i) {
-      T* at = sq + r * LD + i * 8 + 2 * t;
-      at[0] = jitk::from_float<T>(acc[i][2 * h] * inv);
-      at[1] = jitk::from_float<T>(acc[i][2 * h + 1] * inv);
+  #pragma unroll
+  for (int m = 0; m < WM; ++m)
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = row_sum[m][h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const int r = (warp * WM + m) * 16 + g + 8 * h;
+      #pragma unroll
+      for (int i = 0; i < D / 8; ++i)
+        *reinterpret_cast<unsigned*>(sq + r * LD + i * 8 + 2 * t) = pack2(acc[m][i][2 * h] * inv, acc[m][i][2 * h + 1] * inv);
+      if (lse && t == 0 && r < w.rows) {
+        const int sr = w.row0 + r;
+        const float value = sum > 0.0f ? (row_max[m][h] + __log2f(sum)) * 0.6931471805599453f : jitk::neg_inf();
+        lse[(static_cast<i64>(w.kv_head) * G + sr % G) * total_q + w.q0 + sr / G] = value;
+      }
     }
-    if (lse && t == 0 && r < w.rows) {
-      const int sr = w.row0 + r;
-      const float value = sum > 0.0f ? (row_max[h] + __log2f(sum)) * 0.6931471805599453f : jitk::neg_inf();
-      lse[(static_cast<i64>(w.kv_head) * G + sr % G) * total_q + w.q0 + sr / G] = value;
-    }
-  }
   __syncthreads();
   const bool o_aligned = jitk::aligned16(o);
   for (int c = threadIdx.x; c < w.rows * CHUNKS; c += JITK_BLOCK) {
@@ -294,6 +348,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
     if (o_aligned) {
       jitk::store<8>(to, jitk::load<8>(from));
     } else {
+      #pragma unroll
       for (int i = 0; i < 8; ++i) to[i] = from[i];
     }
   }

@@ -18,21 +18,26 @@ TilePlan attention_cuda_plan(const ParamSet& p) {
   const std::string tile = "tile_m = " + std::to_string(tm) + ", tile_n = " + std::to_string(tn);
   if (d % 16 != 0 || d > 256)
     return {"head_dim = " + std::to_string(d) + ": the CUDA text takes a multiple of 16 up to 256 (64, 96, 128, 256 ...)"};
-  if (tm < 16 || tm > 128 || tm % 16 != 0) return {tile + ": tile_m must be 16, 32, ... 128 on CUDA (16 rows a warp)"};
+  // 4 warps from 64 rows on, each taking tile_m / 64 slices of 16 rows; fewer rows: a warp a slice
+  if (tm != 16 && tm != 32 && tm != 48 && tm != 64 && tm != 128 && tm != 192)
+    return {tile + ": tile_m must be 16, 32, 48, 64, 128 or 192 on CUDA (4 warps of 16-row slices)"};
   if (tn < 16 || tn > 128 || tn % 16 != 0) return {tile + ": tile_n must be 16, 32, ... 128 on CUDA"};
-  // A thread's accumulators: d / 2 of O and tile_n / 2 of the scores; past 192 they spill.
-  if (d / 2 + tn / 2 > 192) return {tile + ": head_dim " + std::to_string(d) + " with tile_n over " + std::to_string(384 - d) + " spills"};
+  // A thread's accumulators: d / 2 of O and tile_n / 2 of the scores a slice; past 192 they spill.
+  const std::int64_t slices = tm < 64 ? 1 : tm / 64;
+  if (slices * (d / 2 + tn / 2) > 192)
+    return {tile + ": head_dim " + std::to_string(d) + " takes " + std::to_string(slices * (d / 2 + tn / 2)) +
+            " accumulators a thread; at most 192 (fewer rows or keys a tile)"};
   const std::int64_t shared = (tm + 2 * tn) * (d + 8) * 2;  // Q, K and V tiles of 16-bit elements
   if (shared > kMaxSharedBytes)
     return shared_memory_refused(tile + " at head_dim " + std::to_string(d) + " needs " + std::to_string(shared) +
                                      " bytes of shared memory",
                                  shared);
-  TilePlan plan{"", static_cast<int>(tm / 16 * 32), shared, tm, 1, d};
+  TilePlan plan{"", static_cast<int>(tm < 64 ? tm / 16 * 32 : 128), shared, tm, 1, d};
   return plan;
 }
 
-// The default tiles: 128 query rows (8 warps) by 64 keys; 64 x 64 for heads over 128 (their O
-// accumulators take twice the registers).
+// The default tiles: 128 query rows (4 warps of two 16-row slices) by 64 keys; 64 x 64 for heads
+// over 128 (their O accumulators take twice the registers).
 GpuLayout attention_cuda_tiles(const ParamSet& p, GpuLayout l) {
   if (int_param(p, "head_dim") > 128) l.tile_m = 64;
   return l;
