@@ -53,11 +53,12 @@ __device__ inline Work find_work(const int* cu_q, const int* cu_k, i64 kv_heads,
   return w;
 }
 
-// Whether a row of token `token` sees key `key` (both within the sequence).
-__device__ inline bool sees(i64 token, i64 key, i64 lk, i64 shift) {
+// Whether a row at key position `at` (its token + lk - lq) sees key `key` of the sequence's lk.
+// Offsets are int32, so positions within a sequence fit an int.
+__device__ inline bool sees(int at, int key, int lk) {
   if (key >= lk) return false;
-  if (kCausal && key > token + shift) return false;
-  if (kWindow > 0 && key < token + shift - kWindow) return false;
+  if (kCausal && key > at) return false;
+  if (kWindow > 0 && key < at - kWindow) return false;
   return true;
 }
 
@@ -87,15 +88,17 @@ __device__ inline void copy16(void* to, const void* from, bool valid) {
 __device__ inline void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ inline void wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
-__device__ inline void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+// Four 8x8 matrices from shared memory (a 32-bit shared address: offsets from one base fold into
+// the instruction, where 64-bit generic pointers would each take registers).
+__device__ inline void ldmatrix_x4(unsigned (&r)[4], unsigned at) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared_address(p)));
+               : "r"(at));
 }
-__device__ inline void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+__device__ inline void ldmatrix_x4_trans(unsigned (&r)[4], unsigned at) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared_address(p)));
+               : "r"(at));
 }
 
 // c += a b for one m16n8k16 tile: a 4 registers (16 x 16), b 2 (16 x 8), c 4 floats (16 x 8).
@@ -154,12 +157,12 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;  // the fragments' row in 8 and column pair
   const i64 shift = w.lk - w.lq;
-  // this thread's rows: g and g + 8 of each of its warp's WM slices of 16, as tokens of the sequence
-  i64 token[WM][2];
+  // this thread's rows: g and g + 8 of each of its warp's WM slices of 16, as key positions
+  int at[WM][2];
   #pragma unroll
   for (int m = 0; m < WM; ++m)
     #pragma unroll
-    for (int h = 0; h < 2; ++h) token[m][h] = (w.row0 + (warp * WM + m) * 16 + g + 8 * h) / G;
+    for (int h = 0; h < 2; ++h) at[m][h] = static_cast<int>((w.row0 + (warp * WM + m) * 16 + g + 8 * h) / G + shift);
 
   // row r of the tile: token (row0 + r) / G, head kv_head * G + (row0 + r) % G
   const auto q_row = [&](int r) {
@@ -198,7 +201,11 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   const int a_row = lane % 16, a_col = (lane / 16) * 8;
   const int bk_row = (lane % 8) + (lane / 16) * 8, bk_col = ((lane / 8) % 2) * 8;
   const int bv_row = (lane % 8) + ((lane / 8) % 2) * 8, bv_col = (lane / 16) * 8;
-  const T* q_frag = sq + (warp * WM * 16 + a_row) * LD + a_col;
+  // byte addresses in shared memory of this lane's first fragment row in Q, K and V
+  constexpr unsigned kRow = LD * sizeof(T);
+  const unsigned q_frag = shared_address(sq + (warp * WM * 16 + a_row) * LD + a_col);
+  const unsigned k_frag = shared_address(sk + bk_row * LD + bk_col);
+  const unsigned v_frag = shared_address(sv + bv_row * LD + bv_col);
 
   for (i64 tile = first_tile; tile < end_tile; ++tile) {
     const i64 n0 = tile * TN;
@@ -207,7 +214,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
     __syncthreads();  // K's tile is in; every warp is done with V's previous one
     if (kQInRegisters && tile == first_tile)
       #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kQInRegisters ? kk : 0], q_frag + kk * 16);
+      for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kQInRegisters ? kk : 0], q_frag + kk * 32);
     load_rows<TN>(sv, keys, aligned, kv_rows(v, v_stride, n0));
     commit();
 
@@ -228,13 +235,13 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
           #pragma unroll
           for (int j = 0; j < 4; ++j) a[m][j] = qf[kk][j];
         } else {
-          ldmatrix_x4(a[m], q_frag + m * 16 * LD + kk * 16);
+          ldmatrix_x4(a[m], q_frag + m * 16 * kRow + kk * 32);
         }
       }
       #pragma unroll
       for (int nn = 0; nn < TN / 16; ++nn) {
         unsigned b[4];
-        ldmatrix_x4(b, sk + (nn * 16 + bk_row) * LD + kk * 16 + bk_col);
+        ldmatrix_x4(b, k_frag + nn * 16 * kRow + kk * 32);
         #pragma unroll
         for (int m = 0; m < WM; ++m) {
           mma(s[m][2 * nn], a[m], b[0], b[1]);
@@ -253,7 +260,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
         for (int i = 0; i < TN / 8; ++i)
           #pragma unroll
           for (int j = 0; j < 4; ++j)
-            if (!sees(token[m][j / 2], n0 + i * 8 + 2 * t + (j & 1), w.lk, shift)) s[m][i][j] = jitk::neg_inf();
+            if (!sees(at[m][j / 2], static_cast<int>(n0) + i * 8 + 2 * t + (j & 1), static_cast<int>(w.lk))) s[m][i][j] = jitk::neg_inf();
 
     // online softmax: each row's running max and sum (a quad of lanes shares a row)
     #pragma unroll
@@ -307,7 +314,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
       #pragma unroll
       for (int dn = 0; dn < D / 16; ++dn) {
         unsigned b[4];
-        ldmatrix_x4_trans(b, sv + (kk * 16 + bv_row) * LD + dn * 16 + bv_col);
+        ldmatrix_x4_trans(b, v_frag + kk * 16 * kRow + dn * 32);
         #pragma unroll
         for (int m = 0; m < WM; ++m) {
           mma(acc[m][2 * dn], a[m], b[0], b[1]);
@@ -371,7 +378,7 @@ JITK_GPU_KERNEL(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     for (int i = 0; i < D; ++i) acc[i] = 0.0f;
     float m = jitk::neg_inf(), sum = 0.0f;
     for (i64 key = w.key_begin; key < w.key_end; ++key) {
-      if (!sees(token, key, w.lk, shift)) continue;
+      if (!sees(static_cast<int>(token + shift), static_cast<int>(key), static_cast<int>(w.lk))) continue;
       const T* kr = k + (w.k0 + key) * k_stride + static_cast<i64>(w.kv_head) * D;
       const T* vr = v + (w.k0 + key) * v_stride + static_cast<i64>(w.kv_head) * D;
       float dot = 0.0f;
