@@ -36,10 +36,13 @@ TilePlan attention_cuda_plan(const ParamSet& p) {
   return plan;
 }
 
-// The default tiles: 128 query rows (4 warps of two 16-row slices) by 64 keys; 64 x 64 for heads
-// over 128 (their O accumulators take twice the registers).
+// The default tiles, the fastest of the sweep in bench/results/2026-11-25-h100-attention.md: 128
+// query rows (4 warps of two 16-row slices) by 64 keys; by 128 keys for heads up to 64 (280 against
+// 258 TFLOP/s at head 64), 64 x 64 for heads over 128 (their O accumulators take twice the registers).
 GpuLayout attention_cuda_tiles(const ParamSet& p, GpuLayout l) {
-  if (int_param(p, "head_dim") > 128) l.tile_m = 64;
+  const std::int64_t d = int_param(p, "head_dim");
+  if (d <= 64) l.tile_n = 128;
+  if (d > 128) l.tile_m = 64;
   return l;
 }
 
