@@ -105,3 +105,15 @@ TEST_CASE("attention_prefill never reads or writes past its buffers for offsets 
   CHECK(o[0] == Approx(0.25f));                             // sequence 0 written (v is 0.25 everywhere)
   for (std::size_t i = 16; i < o.size(); ++i) CHECK(o[i] == -7.0f);  // sequences 1 and 2 left as they were
 }
+
+TEST_CASE("attention_prefill writes NaN rows for a sequence longer than max_seqlen_q, never a partial result", "[kernels][attention]") {
+  auto kernel = jit::get<Prefill>({jit::DType::f32, 8, true, 0, 2}, jit::Target::cpu());
+  // 2 kv heads, 4 query heads; sequence 0 has 3 queries, sequence 1 has 6 though max_seqlen_q says 4
+  std::vector<float> q(9 * 4 * 8, 0.5f), k(9 * 2 * 8, 0.25f), v(k), o(q.size(), -7.0f), lse(4 * 9, -7.0f);
+  std::vector<std::int32_t> cu_q = {0, 3, 9}, cu_k = {0, 3, 9};
+  kernel.launch({2, 2, 4, 9, 9, q.data(), k.data(), v.data(), o.data(), lse.data(), cu_q.data(), cu_k.data(), 0.5});
+  for (std::size_t i = 0; i < 3 * 4 * 8; ++i) CHECK(o[i] == Approx(0.25f));  // sequence 0 as usual
+  for (std::size_t i = 3 * 4 * 8; i < o.size(); ++i) CHECK(std::isnan(o[i]));  // every row of sequence 1, past the grid too
+  for (std::size_t h = 0; h < 4; ++h)
+    for (std::size_t t = 3; t < 9; ++t) CHECK(std::isnan(lse[h * 9 + t]));
+}

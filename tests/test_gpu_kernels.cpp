@@ -518,3 +518,25 @@ TEMPLATE_TEST_CASE("GPU attention_prefill with other tiles, long sequences and u
   check_gpu_prefill<TestType>({{33}, {33}, 1, 16, 128, true, 0, 0});  // multi-query: 16 heads on one kv head
   check_gpu_prefill<TestType>({{6, 3}, {2, 0}, 1, 1, 64, true, 0, 0});  // rows that see no key: o = 0, lse = -inf
 }
+
+TEST_CASE("GPU attention_prefill writes NaN rows for a sequence longer than max_seqlen_q", "[gpu][attention]") {
+  if (!have_gpu()) return;
+  auto kernel = jit::get<jitk_test::Prefill>({jit::DType::bf16, 64, true, 0, 4, 16, 16}, gpu());
+  // 1 kv head, 4 query heads: sequence 1 has 40 queries though max_seqlen_q says 8 (two row tiles
+  // of 16 cover 8 tokens; the last block fills the other 32)
+  const std::int64_t total = 45, row = 4 * 64;
+  jit::cuda::DeviceArray<jit::bfloat16> q(std::vector<jit::bfloat16>(total * row, from_double<jit::bfloat16>(0.5)));
+  jit::cuda::DeviceArray<jit::bfloat16> k(std::vector<jit::bfloat16>(total * 64, from_double<jit::bfloat16>(0.25)));
+  jit::cuda::DeviceArray<jit::bfloat16> o(std::vector<jit::bfloat16>(total * row, from_double<jit::bfloat16>(-7)));
+  jit::cuda::DeviceArray<std::int32_t> cu(std::vector<std::int32_t>{0, 5, 45});
+  kernel.launch({2, 1, 8, total, total, q.data(), k.data(), k.data(), o.data(), jit::MutPtr{}, cu.data(), cu.data(), 0.125});
+  const auto out = o.download();
+  int nan = 0, right = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double x = as_double(out[i]);
+    if (i < static_cast<std::size_t>(5 * row)) right += x == 0.25;
+    else nan += std::isnan(x);
+  }
+  CHECK(right == 5 * row);
+  CHECK(nan == 40 * row);
+}

@@ -33,12 +33,24 @@ JITK_CPU_KERNEL {
   const i64 k_stride = JITK_ARG(12, i64);
   const i64 v_stride = JITK_ARG(13, i64);
   const T scale = JITK_ARG(14, T);
+  // the work items: the rows of the longest sequence, max_seqlen_q * G (appended after the arguments)
+  const i64 rows = JITK_ARG(15, i64);
   const i64 heads = kv_heads * G;
   for (i64 b = 0; b < batch; ++b) {
     const i64 q0 = cu_q[b], q1 = cu_q[b + 1], k0 = cu_k[b], k1 = cu_k[b + 1];
     // offsets out of range: nothing is touched (the host checks what it can before the launch)
     if (q0 < 0 || q1 < q0 || q1 > total_q || k0 < 0 || k1 < k0 || k1 > total_k) continue;
     const i64 lq = q1 - q0, lk = k1 - k0, shift = lk - lq;
+    if (lq * G > rows) {  // more queries than max_seqlen_q covers: NaN rows, never a silent partial result
+      const i64 fill_end = jitk_end == rows ? lq * G : jitk_end;  // the last range fills those past the work too
+      for (i64 kvh = 0; kvh < kv_heads; ++kvh)
+        for (i64 r = jitk_begin; r < fill_end; ++r) {
+          const i64 token = r / G, head = kvh * G + r % G;
+          for (i64 i = 0; i < D; ++i) o[((q0 + token) * heads + head) * D + i] = __builtin_nan("");
+          if (lse) lse[head * total_q + q0 + token] = __builtin_nan("");
+        }
+      continue;
+    }
     const i64 end = jitk_end < lq * G ? jitk_end : lq * G;
     for (i64 kvh = 0; kvh < kv_heads; ++kvh)
       for (i64 r = jitk_begin; r < end; ++r) {

@@ -23,6 +23,10 @@ struct Work {
   int row0 = 0, rows = 0;  // the block's first row of the sequence's lq * G, and how many are real
   i64 key_begin = 0, key_end = 0;  // the keys any of its rows sees: [key_begin, key_end)
   bool valid = false;
+  // The sequence has more queries than the launch's max_seqlen_q covers: its rows read NaN (the
+  // last block of the pair also fills those past the grid), never a silent partial result.
+  bool overflow = false;
+  i64 fill_end = 0;  // overflow: the block fills rows [row0, fill_end)
 };
 
 // Block b of m_tiles * batch * kv_heads: the (sequence, kv head) pairs one after another, the row
@@ -42,6 +46,11 @@ __device__ inline Work find_work(const int* cu_q, const int* cu_k, i64 kv_heads,
   if (mt * TM >= seq_rows) return w;
   w.row0 = static_cast<int>(mt * TM);
   w.rows = static_cast<int>(seq_rows - w.row0 < TM ? seq_rows - w.row0 : TM);
+  if (seq_rows > rows) {
+    w.overflow = w.valid = true;
+    w.fill_end = mt == m_tiles - 1 ? seq_rows : w.row0 + w.rows;
+    return w;
+  }
   const i64 shift = w.lk - w.lq;  // query i sits at key position i + shift
   const i64 first_token = w.row0 / G, last_token = (w.row0 + w.rows - 1) / G;
   w.key_begin = 0;
@@ -51,6 +60,16 @@ __device__ inline Work find_work(const int* cu_q, const int* cu_k, i64 kv_heads,
   if (w.key_end < w.key_begin) w.key_end = w.key_begin;
   w.valid = true;
   return w;
+}
+
+// An overflowing sequence's rows [row0, fill_end) of o and lse set to NaN.
+__device__ inline void fill_nan(const Work& w, T* o, float* lse, i64 kv_heads, i64 total_q) {
+  const i64 heads = kv_heads * G;
+  for (i64 e = threadIdx.x; e < (w.fill_end - w.row0) * D; e += JITK_BLOCK) {
+    const i64 sr = w.row0 + e / D;
+    o[((w.q0 + sr / G) * heads + w.kv_head * G + sr % G) * D + e % D] = jitk::from_float<T>(__int_as_float(0x7fc00000));
+    if (lse && e % D == 0) lse[(w.kv_head * G + sr % G) * total_q + w.q0 + sr / G] = __int_as_float(0x7fc00000);
+  }
 }
 
 // Whether a row at key position `at` (its token + lk - lq) sees key `key` of the sequence's lk.
@@ -146,13 +165,14 @@ template <int ROWS, class RowAt> __device__ inline void load_rows(T* to, int val
 JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
                               float* __restrict__ lse, const int* __restrict__ cu_q, const int* __restrict__ cu_k, i64 batch,
                               i64 kv_heads, i64 total_q, i64 total_k, i64 q_stride, i64 k_stride, i64 v_stride, float scale,
-                              i64 rows) {
+                              i64 rows, i64 items) {
   extern __shared__ __align__(16) unsigned char shared[];
   T* sq = reinterpret_cast<T*>(shared);
   T* sk = sq + TM * LD;
   T* sv = sk + TN * LD;
   const Work w = find_work(cu_q, cu_k, kv_heads, total_q, total_k, rows);
   if (!w.valid || w.rows == 0) return;
+  if (w.overflow) return fill_nan(w, o, lse, kv_heads, total_q);
   const i64 heads = kv_heads * G;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;  // the fragments' row in 8 and column pair
@@ -359,16 +379,17 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
       for (int i = 0; i < 8; ++i) to[i] = from[i];
     }
   }
-  (void)batch;
+  (void)batch, (void)items;
 }
 
 #else  // AMD: a thread a query row, K and V read from global memory
 
 JITK_GPU_KERNEL(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
                 float* __restrict__ lse, const int* __restrict__ cu_q, const int* __restrict__ cu_k, i64 batch, i64 kv_heads,
-                i64 total_q, i64 total_k, i64 q_stride, i64 k_stride, i64 v_stride, float scale, i64 rows) {
+                i64 total_q, i64 total_k, i64 q_stride, i64 k_stride, i64 v_stride, float scale, i64 rows, i64 items) {
   const Work w = find_work(cu_q, cu_k, kv_heads, total_q, total_k, rows);
   if (!w.valid) return;
+  if (w.overflow) return fill_nan(w, o, lse, kv_heads, total_q);
   const i64 heads = kv_heads * G, shift = w.lk - w.lq;
   for (int r = threadIdx.x; r < w.rows; r += JITK_BLOCK) {
     const int sr = w.row0 + r;
@@ -394,7 +415,7 @@ JITK_GPU_KERNEL(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     for (int i = 0; i < D; ++i) orow[i] = jitk::from_float<T>(acc[i] * inv);
     if (lse) lse[head * total_q + w.q0 + token] = sum > 0.0f ? m + __logf(sum) : jitk::neg_inf();
   }
-  (void)batch;
+  (void)batch, (void)items;
 }
 
 #endif

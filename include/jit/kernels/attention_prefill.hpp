@@ -133,6 +133,7 @@ inline void AttentionPrefill::pack(const Params& p, const Args& a, jit::detail::
   out.add_i64(k_stride);
   out.add_i64(v_stride);
   out.add_scalar(a.scale, detail::scalar_type(p.dtype));
+  out.add_i64(work ? a.max_seqlen_q * p.group : 0);  // the rows the launch covers: a longer sequence reads NaN
   // A GPU block takes tile_m of one (sequence, kv head)'s rows: its group's query heads of
   // tile_m / group tokens. Work items are those rows of the longest sequence, work columns the
   // (sequence, kv head) pairs; a block past its sequence's rows returns at once.
