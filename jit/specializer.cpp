@@ -23,6 +23,9 @@ namespace {
 // Headers of kernel_sources/ that kernel text may include, per backend.
 const char* const kCpuHeaders[] = {"jitk_cpu.h"};
 const char* const kGpuHeaders[] = {"jitk_gpu.h"};
+// Headers only some GPU texts include (Hopper's): handed to the compiler, and so part of the key,
+// only for a text that includes them.
+const char* const kGpuOptionalHeaders[] = {"jitk_sm90.h"};
 
 constexpr int kWarp = 32, kMaxBlock = 1024, kMaxPacksPerThread = 32;
 
@@ -210,6 +213,8 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
   unit.main = {text.name, rendered + text.text};
   if (gpu) {
     for (const char* h : kGpuHeaders) unit.headers.push_back(kernel_file(h));
+    for (const char* h : kGpuOptionalHeaders)
+      if (text.text.find("#include \"" + std::string(h) + "\"") != std::string::npos) unit.headers.push_back(kernel_file(h));
   } else {
     for (const char* h : kCpuHeaders) unit.headers.push_back(kernel_file(h));
   }
