@@ -83,6 +83,252 @@ __device__ inline bool sees(int at, int key, int lk) {
 
 #if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
 
+static_assert(sizeof(T) == 2, "the tensor-core texts take f16 and bf16");
+
+
+__device__ inline unsigned shared_address(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+// 16 bytes from global to shared memory, zeros where `valid` is false (cp.async's source size 0).
+__device__ inline void copy16(void* to, const void* from, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(to)), "l"(from), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ inline void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ inline void wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+// Two floats as a register of two 16-bit elements (the first in the low half).
+__device__ inline unsigned pack2(float lo, float hi) {
+  const T l = jitk::from_float<T>(lo), h = jitk::from_float<T>(hi);
+  return static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&l)) |
+         (static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&h)) << 16);
+}
+
+__device__ inline float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+#endif
+
+#if JITK_IMPLEMENTATION_CUDA_SM90A
+
+// ---- Hopper (cuda-sm90a): wgmma, a producer warpgroup, TM / 64 consumer warpgroups ----
+// Warpgroup 0 (the producer, 128 threads) copies each K and V tile of TN keys into one of two
+// shared-memory stages with cp.async, in 128-byte swizzled slabs of 64 elements of the head (the
+// layout wgmma reads), waits for its own copies, fences them to the async proxy and arrives on the
+// stage's `full` mbarrier; a stage is refilled once every consumer has arrived on its `empty` one.
+// Consumer warpgroup c takes rows 64c .. 64c + 63 of the tile: S = Q K^T by wgmma (both from
+// shared memory), the mask and an online softmax in registers, then O += P V by wgmma with P from
+// registers (its accumulator layout is the A fragment's) and V read N-major (transposed by wgmma).
+// The consumers wait on barriers, not on each other, so one's softmax runs beside another's products.
+#include "jitk_sm90.h"
+using namespace jitk::sm90;
+
+constexpr int CONSUMERS = TM / 64;
+constexpr int STAGES = 2;
+constexpr int SLABS = D / 64;  // 64-element (128-byte) slabs of a head
+static_assert(TM % 64 == 0 && (D == 64 || D == 128 || D == 256) && TN % 64 == 0 && TN <= 256,
+              "attention_prefill sm90a: tiles the host's plan refuses");
+static_assert(JITK_BLOCK == 128 * (CONSUMERS + 1), "attention_prefill sm90a: the plan's threads are a producer and TM / 64 consumers");
+constexpr int REGS_AT_ENTRY = 65536 / JITK_BLOCK / 8 * 8;
+constexpr int PRODUCER_REGS = 56;
+constexpr int CONSUMER_SHARE = (REGS_AT_ENTRY * JITK_BLOCK - 128 * PRODUCER_REGS) / (128 * CONSUMERS) / 8 * 8;
+constexpr int CONSUMER_REGS = CONSUMER_SHARE < 240 ? CONSUMER_SHARE : 240;
+constexpr int Q_ELEMS = TM * D, KV_ELEMS = TN * D;  // a tile's elements; slabs of ROWS x 64 one after another
+static_assert(2 * (Q_ELEMS + 2 * STAGES * KV_ELEMS) + 1024 + 64 <= JITK_SHARED_BYTES, "attention_prefill sm90a: more shared memory than planned");
+
+// Row r's 16-byte chunk c (of D / 8) in a tile of ROWS rows stored as swizzled slabs: slab c / 8,
+// row r's 128 bytes, the chunk's place XORed with r % 8 (what wgmma's 128-byte swizzle reads).
+template <int ROWS> __device__ inline int swizzled(int r, int c) { return (c / 8) * ROWS * 64 + r * 64 + ((c % 8) ^ (r % 8)) * 8; }
+
+// Copies rows [0, ROWS) of a tile, `step` threads from `first` on, zeros past `valid_rows`.
+template <int ROWS, class RowAt> __device__ inline void copy_tile(T* to, int valid_rows, RowAt row_at, int first, int step) {
+  for (int i = first; i < ROWS * (D / 8); i += step) {
+    const int r = i / (D / 8), c = i % (D / 8);
+    const bool valid = r < valid_rows;
+    copy16(to + swizzled<ROWS>(r, c), (valid ? row_at(r) : row_at(0)) + c * 8, valid);
+  }
+}
+__device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ inline void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
+
+extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
+    JITK_ENTRY(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o, float* __restrict__ lse,
+               const int* __restrict__ cu_q, const int* __restrict__ cu_k, i64 batch, i64 kv_heads, i64 total_q, i64 total_k,
+               i64 q_stride, i64 k_stride, i64 v_stride, float scale, i64 rows, i64 items) {
+  extern __shared__ __align__(1024) unsigned char shared_raw[];
+  // wgmma's swizzled slabs want 1024-byte alignment
+  T* sq = reinterpret_cast<T*>((reinterpret_cast<u64>(shared_raw) + 1023) & ~u64(1023));
+  T* sk = sq + Q_ELEMS;                   // STAGES tiles of K
+  T* sv = sk + STAGES * KV_ELEMS;         // STAGES tiles of V
+  u64* full = reinterpret_cast<u64*>(sv + STAGES * KV_ELEMS);
+  u64* empty = full + STAGES;
+  const Work w = find_work(cu_q, cu_k, kv_heads, total_q, total_k, rows);
+  if (!w.valid || w.rows == 0) return;
+  if (w.overflow) return fill_nan(w, o, lse, kv_heads, total_q);
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      bar_init(&full[s], 128);
+      bar_init(&empty[s], 128 * CONSUMERS);
+    }
+  }
+  __syncthreads();
+  const i64 first_tile = w.key_begin / TN, end_tile = (w.key_end + TN - 1) / TN;
+  const int tiles = static_cast<int>(end_tile - first_tile);
+
+  if (wg == 0) {  // the producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+    for (int i = 0; i < tiles; ++i) {
+      const int s = i % STAGES;
+      if (i >= STAGES) bar_wait(&empty[s], ((i / STAGES) - 1) & 1);
+      const i64 n0 = (first_tile + i) * TN;
+      const int keys = static_cast<int>(w.lk - n0 < TN ? w.lk - n0 : TN);
+      const i64 head = static_cast<i64>(w.kv_head) * D;
+      copy_tile<TN>(sk + s * KV_ELEMS, keys, [&](int r) { return k + (w.k0 + n0 + r) * k_stride + head; }, tid, 128);
+      copy_tile<TN>(sv + s * KV_ELEMS, keys, [&](int r) { return v + (w.k0 + n0 + r) * v_stride + head; }, tid, 128);
+      commit();
+      wait_all();
+      fence_async_shared();  // cp.async wrote through the generic proxy; wgmma reads through the async one
+      bar_arrive(&full[s]);
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+  const int c = wg - 1;               // this consumer's 64 rows of the tile
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  // Q's rows of this consumer, one warpgroup copying them
+  {
+    const auto q_row = [&](int r) {
+      const int sr = w.row0 + r;
+      return q + (w.q0 + sr / G) * q_stride + (static_cast<i64>(w.kv_head) * G + sr % G) * D;
+    };
+    const int valid = w.rows - 64 * c;
+    for (int i = tid; i < 64 * (D / 8); i += 128) {
+      const int r = i / (D / 8), ch = i % (D / 8);
+      const bool ok = r < valid;
+      copy16(sq + swizzled<TM>(64 * c + r, ch), (ok ? q_row(64 * c + r) : q_row(0)) + ch * 8, ok);
+    }
+    commit();
+    wait_all();
+    fence_async_shared();
+    warpgroup_sync(1 + c);
+  }
+  const i64 shift = w.lk - w.lq;
+  int at[2];  // this thread's rows (g and g + 8 of its warp's 16) as key positions
+  for (int h = 0; h < 2; ++h) at[h] = static_cast<int>((w.row0 + 64 * c + 16 * warp + g + 8 * h) / G + shift);
+  const float scale_log2 = scale * kLog2e;
+  float acc[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
+  float row_max[2] = {jitk::neg_inf(), jitk::neg_inf()}, row_sum[2] = {0.0f, 0.0f};
+  const T* q_rows = sq + 64 * c * 64;  // this consumer's rows in slab 0 (slab s: + s * TM * 64)
+
+  for (int i = 0; i < tiles; ++i) {
+    const int s = i % STAGES;
+    const i64 n0 = (first_tile + i) * TN;
+    bar_wait(&full[s], (i / STAGES) & 1);
+    const T* ks = sk + s * KV_ELEMS;
+    const T* vs = sv + s * KV_ELEMS;
+    // S = Q K^T: 64 rows by TN keys, D / 16 steps
+    float sc[TN / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int slab = kk / 4, in = (kk % 4) * 16;
+      Wgmma<TN, 0, 0>::run(sc, descriptor(q_rows + slab * TM * 64 + in, false), descriptor(ks + slab * TN * 64 + in, false), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    keep_registers(sc);
+
+    // the mask, where some row of the tile may not see some key of it
+    const bool partial = n0 + TN > w.lk || (kCausal && n0 + TN - 1 > (w.row0 / G) + shift) ||
+                         (kWindow > 0 && n0 < (w.row0 + w.rows - 1) / G + shift - kWindow);
+    if (partial)
+#pragma unroll
+      for (int j = 0; j < TN / 2; ++j)
+        if (!sees(at[(j / 2) % 2], static_cast<int>(n0) + 8 * (j / 4) + 2 * t + (j & 1), static_cast<int>(w.lk))) sc[j] = jitk::neg_inf();
+
+    // online softmax: registers 4j, 4j+1 are row g's, 4j+2, 4j+3 row g + 8's (a quad shares a row)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = row_max[h];
+#pragma unroll
+      for (int j = 0; j < TN / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * h], sc[4 * j + 2 * h + 1]) * scale_log2);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float base = mx == jitk::neg_inf() ? 0.0f : mx;
+      const float correction = exp2_approx(row_max[h] - base);
+      row_max[h] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < TN / 8; ++j)
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          sc[4 * j + e] = exp2_approx(fmaf(sc[4 * j + e], scale_log2, -base));
+          sum += sc[4 * j + e];
+        }
+      row_sum[h] = row_sum[h] * correction + sum;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        acc[4 * j + 2 * h] *= correction;
+        acc[4 * j + 2 * h + 1] *= correction;
+      }
+    }
+
+    // O += P V: P's registers as A fragments of 16 keys, V's rows of keys read N-major
+    unsigned p[TN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < TN / 16; ++kk) {
+      p[kk][0] = pack2(sc[8 * kk + 0], sc[8 * kk + 1]);
+      p[kk][1] = pack2(sc[8 * kk + 2], sc[8 * kk + 3]);
+      p[kk][2] = pack2(sc[8 * kk + 4], sc[8 * kk + 5]);
+      p[kk][3] = pack2(sc[8 * kk + 6], sc[8 * kk + 7]);
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < TN / 16; ++kk)
+      WgmmaRs<D, 1>::run(acc, p[kk], descriptor(vs + kk * 16 * 64, true, TN * 64 * sizeof(T)), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    keep_registers(acc);
+    bar_arrive(&empty[s]);
+  }
+
+  // O = acc / sum, straight to global memory (a thread's pairs of columns); lse = ln of the sum
+  const i64 heads = kv_heads * G;
+  const bool pairs = (reinterpret_cast<u64>(o) & 3) == 0;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = row_sum[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const int r = 64 * c + 16 * warp + g + 8 * h;
+    if (r >= w.rows) continue;
+    const int sr = w.row0 + r;
+    const i64 head = static_cast<i64>(w.kv_head) * G + sr % G;
+    T* orow = o + ((w.q0 + sr / G) * heads + head) * D;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const float x0 = acc[4 * j + 2 * h] * inv, x1 = acc[4 * j + 2 * h + 1] * inv;
+      if (pairs) {
+        *reinterpret_cast<unsigned*>(orow + 8 * j + 2 * t) = pack2(x0, x1);
+      } else {
+        orow[8 * j + 2 * t] = jitk::from_float<T>(x0);
+        orow[8 * j + 2 * t + 1] = jitk::from_float<T>(x1);
+      }
+    }
+    if (lse && t == 0) lse[head * total_q + w.q0 + sr / G] = sum > 0.0f ? (row_max[h] + __log2f(sum)) * 0.6931471805599453f : jitk::neg_inf();
+  }
+  (void)batch, (void)items;
+}
+
+#elif !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
+
+
 // Warps and the 16-row slices each takes: 4 warps from 64 rows on, a warp sharing each K and V
 // fragment it reads between its slices (shared memory's bandwidth, not the tensor cores, bounds a
 // warp of one slice).
@@ -95,17 +341,6 @@ constexpr int CHUNKS = D / 8;  // 16-byte chunks a row
 // else read from shared memory at each step.
 constexpr bool kQInRegisters = WM == 1 && D <= 128;
 static_assert(D % 16 == 0 && TM % 16 == 0 && TN % 16 == 0, "tiles of whole mma shapes");
-static_assert(sizeof(T) == 2, "the tensor-core text takes f16 and bf16");
-
-__device__ inline unsigned shared_address(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-
-// 16 bytes from global to shared memory, zeros where `valid` is false (cp.async's source size 0).
-__device__ inline void copy16(void* to, const void* from, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(to)), "l"(from), "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ inline void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ inline void wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 // Four 8x8 matrices from shared memory (a 32-bit shared address: offsets from one base fold into
 // the instruction, where 64-bit generic pointers would each take registers).
@@ -129,19 +364,6 @@ __device__ inline void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, u
 #endif
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two floats as a register of two 16-bit elements (the first in the low half).
-__device__ inline unsigned pack2(float lo, float hi) {
-  const T l = jitk::from_float<T>(lo), h = jitk::from_float<T>(hi);
-  return static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&l)) |
-         (static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&h)) << 16);
-}
-
-__device__ inline float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Loads `count` rows of a head (D elements each) into shared memory rows LD apart; rows past
@@ -419,3 +641,4 @@ JITK_GPU_KERNEL(const T* __restrict__ q, const T* __restrict__ k, const T* __res
 }
 
 #endif
+

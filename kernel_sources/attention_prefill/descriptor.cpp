@@ -46,6 +46,34 @@ GpuLayout attention_cuda_tiles(const ParamSet& p, GpuLayout l) {
   return l;
 }
 
+// kernel_sources/attention_prefill/attention_prefill.cu's Hopper path: a producer warpgroup and
+// tile_m / 64 consumer warpgroups (wgmma), K and V in two stages of swizzled 64-element slabs.
+TilePlan attention_sm90a_plan(const ParamSet& p) {
+  const std::int64_t d = int_param(p, "head_dim"), tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
+  const std::string tile = "tile_m = " + std::to_string(tm) + ", tile_n = " + std::to_string(tn);
+  if (d != 64 && d != 128 && d != 256) return {"head_dim = " + std::to_string(d) + ": cuda-sm90a takes 64, 128 and 256"};
+  if (tm != 64 && tm != 128 && tm != 192) return {tile + ": tile_m must be 64, 128 or 192 on cuda-sm90a (64 rows a consumer warpgroup)"};
+  if (tn != 64 && tn != 128 && tn != 192 && tn != 256) return {tile + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
+  // A consumer's registers (the producer keeps 56): O's d / 2, the scores' tile_n / 2 and P's
+  // tile_n / 4, with about 48 to spare.
+  const std::int64_t consumers = tm / 64, threads = 128 * (consumers + 1);
+  const std::int64_t regs = std::min<std::int64_t>(240, (65536 / threads / 8 * 8 * threads - 128 * 56) / (128 * consumers) / 8 * 8);
+  if (d / 2 + 3 * tn / 4 + 48 > regs)
+    return {tile + ": head_dim " + std::to_string(d) + " needs " + std::to_string(d / 2 + 3 * tn / 4 + 48) + " registers a consumer thread; " +
+            std::to_string(consumers) + " consumers have " + std::to_string(regs)};
+  const std::int64_t shared = 2 * (tm * d + 2 * 2 * tn * d) + 1024 + 64;
+  if (shared > kMaxSharedBytes)
+    return shared_memory_refused(tile + " at head_dim " + std::to_string(d) + " needs " + std::to_string(shared) + " bytes of shared memory",
+                                 shared);
+  return {"", static_cast<int>(threads), shared, tm, 1, d};
+}
+
+// Hopper's default tiles: 128 x 128; 128 x 64 for heads of 256.
+GpuLayout attention_sm90a_tiles(const ParamSet& p, GpuLayout l) {
+  if (int_param(p, "head_dim") > 128) l.tile_n = 64;
+  return l;
+}
+
 std::string attention_params_problem(const ParamSet& p) {
   const std::int64_t window = int_param(p, "window");
   if (window < 0) return "parameter 'window' = " + std::to_string(window) + "; allowed: 0 (none) or keys > 0";
@@ -62,6 +90,19 @@ std::vector<KernelSpec> attention_prefill_family() {
   cuda.dtypes = {DType::f16, DType::bf16};
   cuda.tile_plan = attention_cuda_plan;
   cuda.tile_defaults = [layout = tiles](const ParamSet& p) { return attention_cuda_tiles(p, layout); };
+  Implementation hopper;
+  hopper.name = "cuda-sm90a";
+  hopper.backend = Backend::Cuda;
+  hopper.min_capability = hopper.max_capability = 90;
+  hopper.arch_suffix = "a";
+  hopper.priority = 1;
+  hopper.file = cuda.file;
+  hopper.dtypes = {DType::f16, DType::bf16};
+  const GpuLayout hopper_tiles{Kind::Tile, 384, 1, 1, 128, 128, 0, 2};
+  hopper.layout = hopper_tiles;
+  hopper.tile_plan = attention_sm90a_plan;
+  hopper.tile_defaults = [hopper_tiles](const ParamSet& p) { return attention_sm90a_tiles(p, hopper_tiles); };
+  hopper.note = "Hopper: wgmma, a producer warpgroup and 64-row consumer warpgroups, two K/V stages (FlashAttention-3's layout)";
   Implementation hip = hip_generic(cuda);
   hip.note = "a thread a query row (AMD, hipRTC; compiled in CI, not run)";
   Implementation cpu = cpu_impl("attention_prefill/attention_prefill.cpp");
@@ -78,7 +119,7 @@ std::vector<KernelSpec> attention_prefill_family() {
        {"tile_m", {}, 0, 256, "GPU: query rows a block takes, a group's heads of tile_m / group tokens (0: the default)", false,
         std::int64_t{0}},
        {"tile_n", {}, 0, 256, "GPU: keys a step of the walk takes (0: the default)", false, std::int64_t{0}}},
-      {std::move(cpu), std::move(cuda), std::move(hip)}};
+      {std::move(cpu), std::move(cuda), std::move(hopper), std::move(hip)}};
   prefill.params_check = attention_params_problem;
   return {std::move(prefill)};
 }
