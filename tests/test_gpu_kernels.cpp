@@ -18,6 +18,7 @@
 #include "runtime/backend_driver.hpp"
 #include "runtime/selection.hpp"
 #include "gpu_support.hpp"
+#include "attention_decode_support.hpp"
 #include "kv_cache_append_support.hpp"
 #include "rotary_support.hpp"
 #include "test_support.hpp"
@@ -395,6 +396,59 @@ TEMPLATE_TEST_CASE("GPU kv_cache_append writes each token's rows at its slot and
   }
   // many tokens: a grid of many blocks, threads in the last one past the end
   check_gpu_kv_append<TestType>({4099, 8, 128, 16, 300}, false);
+}
+
+// attention_decode: random q and caches on the device, pages shuffled over the pool, NaN-filled o
+// and lse, checked against the float64 reference; with and without a workspace (split contexts).
+template <class T> void check_gpu_decode(const jitk_test::DecodeShape& s, bool split) {
+  using jitk_test::Decode;
+  const Decode::Params params{jit::dtype_of<T>(), s.head_dim, s.page_size, s.group, s.q_len};
+  auto kernel = jit::get<Decode>(params, gpu());
+  const auto tables = jitk_test::decode_tables(s);
+  const auto q = random_vector<T>(s.q_elements(), -2, 2);
+  const auto k = random_vector<T>(tables.cache_elements(s), -2, 2), v = random_vector<T>(tables.cache_elements(s), -2, 2);
+  const double scale = 1 / std::sqrt(double(s.head_dim));
+  const std::int64_t max_context = *std::max_element(s.contexts.begin(), s.contexts.end());
+  const std::size_t ws_bytes = split ? Decode::workspace_bytes(params, s.batch(), s.kv_heads, max_context) : 0;
+  jit::cuda::DeviceArray<T> dq(q), dk(k), dv(v), dout(static_cast<std::size_t>(s.q_elements()));
+  jit::cuda::DeviceArray<float> dlse(static_cast<std::size_t>(s.batch() * s.q_len * s.heads()));
+  jit::cuda::DeviceArray<std::int32_t> dtable(tables.block_table), dcontexts(s.contexts);
+  jit::cuda::DeviceArray<unsigned char> workspace(std::max<std::size_t>(ws_bytes, 1));
+  workspace.fill_bytes(0);
+  dout.fill_bytes(kPoison);
+  dlse.fill_bytes(kPoison);
+  Decode::Args args{s.batch(), s.kv_heads, tables.num_pages, tables.max_pages, dq.data(), dk.data(), dv.data(),
+                    dtable.data(), dcontexts.data(), dout.data(), dlse.data(), scale, max_context};
+  if (ws_bytes > 0) {
+    args.workspace = workspace.data();
+    args.workspace_size = ws_bytes;
+  }
+  const auto expected = ref::attention_decode(widen(q), widen(k), widen(v), tables.block_table, s.contexts, s.q_len, s.kv_heads,
+                                              s.group, s.head_dim, s.page_size, tables.max_pages, scale);
+  INFO("kv_heads " << s.kv_heads << ", group " << s.group << ", q_len " << s.q_len << ", head_dim " << s.head_dim << ", page_size "
+                   << s.page_size << ", batch " << s.batch() << (ws_bytes ? ", split" : ""));
+  for (int round = 0; round < (ws_bytes ? 2 : 1); ++round) {  // a second launch over the same workspace: counters reset
+    kernel(args);
+    CHECK(error_of(dout, expected.o) <= tolerance<T>());
+    const auto lse = dlse.download();
+    double worst = 0;
+    for (std::size_t i = 0; i < lse.size(); ++i)
+      worst = std::max(worst, std::isinf(expected.lse[i]) ? (std::isinf(lse[i]) && lse[i] < 0 ? 0.0 : INFINITY)
+                                                          : std::isnan(lse[i]) ? INFINITY : std::abs(lse[i] - expected.lse[i]));
+    CHECK(worst <= 1e-3);
+  }
+}
+
+TEMPLATE_TEST_CASE("GPU attention_decode matches the reference over odd contexts, shuffled pages, 1-8 new tokens, GQA and splits",
+                   "[gpu][attention_decode]", float, jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  for (const auto& shape : jitk_test::decode_shapes()) {
+    if ((shape.page_size & (shape.page_size - 1)) != 0) continue;  // the GPU takes pages of a power of two
+    check_gpu_decode<TestType>(shape, false);
+    check_gpu_decode<TestType>(shape, true);
+  }
+  // the bench's shape, smaller: 32 heads over 8, pages of 16, a context split over many blocks
+  check_gpu_decode<TestType>({8, 4, 1, 128, 16, {8191, 300, 5000, 1}}, true);
 }
 
 TEST_CASE("a GPU launch on the caller's stream runs there", "[gpu]") {
