@@ -3,7 +3,7 @@
 // GEMM TFLOP/s vs cuBLAS (and tuned vs default tiles), and block-sparse matmul's speed-up over
 // dense cuBLAS on the same shape.
 // Prints one JSON object per line with --json: bench, value, unit, baseline, baseline_name, ratio.
-// --only compile,first_use,launch,bandwidth,rotary,gemm,block_sparse runs those sections (default: all,
+// --only compile,first_use,launch,bandwidth,rotary,decode,gemm,block_sparse runs those sections (default: all,
 // in that order). --filter TEXT keeps only the gemm, tuning and block-sparse cases whose names
 // hold TEXT (e.g. --only gemm --filter f32).
 #include <cuda.h>
@@ -876,7 +876,7 @@ bool block_sparse_benches() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> sections = {"compile", "first_use", "launch", "bandwidth", "rotary", "gemm", "block_sparse"};
+  const std::vector<std::string> sections = {"compile", "first_use", "launch", "bandwidth", "rotary", "decode", "gemm", "block_sparse"};
   std::string section_list;
   for (const auto& name : sections) section_list += (section_list.empty() ? "" : ", ") + name;
   std::vector<std::string> only_sections;
@@ -1255,6 +1255,67 @@ int main(int argc, char** argv) {
       const std::string name = std::string("rotary_") + (c.style == Rotary::Style::NeoX ? "neox_" : "gptj_") + (from_table ? "table_" : "theta_") +
                                std::string(jit::dtype_name(c.dtype)) + "_d128_r" + std::to_string(c.rotary_dim) + "_GBps";
       emit(name.c_str(), bytes / ms[0] / 1e6, "GB/s", 2.0 * qk_bytes / ms[1] / 1e6, "D2D copy (read + write), same run");
+    }
+  }
+
+  // ---- attention_decode over a paged cache (32 q heads / 8 kv heads of 128, bf16, pages of 16
+  // shuffled over the pool, one new token a sequence): K and V bytes read a second vs a D2D copy of
+  // the same bytes (read + write), same run; with the split the descriptor picks (a workspace) and
+  // without one (a block a sequence and kv head), at 4 and 8 warps a block.
+  if (want("decode")) {
+    using Decode = kernels::AttentionDecode;
+    const std::int64_t kv_heads = 8, group = 4, head_dim = 128, page_size = 16, tokens = 64 * 4096;
+    const std::int64_t num_pages = tokens / page_size, row = kv_heads * head_dim;
+    const std::size_t cache_elems = static_cast<std::size_t>(num_pages * page_size * row);
+    // K and V one buffer (the copy baseline copies both at once); random values: a chunk uploaded, then repeated
+    jit::cuda::DeviceArray<jit::bfloat16> kv(2 * cache_elems), copy_dst(2 * cache_elems), q(64 * group * row), o(64 * group * row);
+    {
+      std::mt19937 gen(7);
+      std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+      std::vector<jit::bfloat16> chunk(1 << 22);
+      for (auto& x : chunk) x = jit::to_bfloat16(d(gen));
+      jit::cuda::DeviceArray<jit::bfloat16> part(chunk);
+      for (std::size_t at = 0; at < kv.size(); at += chunk.size())
+        CU(cuMemcpyDtoD(reinterpret_cast<CUdeviceptr>(kv.data() + at), reinterpret_cast<CUdeviceptr>(part.data()),
+                        std::min(chunk.size(), kv.size() - at) * sizeof(jit::bfloat16)));
+      CU(cuMemcpyDtoD(reinterpret_cast<CUdeviceptr>(q.data()), reinterpret_cast<CUdeviceptr>(part.data()), q.size() * sizeof(jit::bfloat16)));
+    }
+    struct Shape {
+      std::int64_t batch, context;
+    };
+    for (const Shape shape : {Shape{64, 4096}, Shape{8, 32768}}) {
+      const std::int64_t max_pages = shape.context / page_size;
+      std::vector<std::int32_t> pages(static_cast<std::size_t>(num_pages));
+      for (std::int64_t i = 0; i < num_pages; ++i) pages[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
+      std::shuffle(pages.begin(), pages.end(), std::mt19937(11));
+      pages.resize(static_cast<std::size_t>(shape.batch * max_pages));
+      jit::cuda::DeviceArray<std::int32_t> table(pages),
+          contexts(std::vector<std::int32_t>(static_cast<std::size_t>(shape.batch), static_cast<std::int32_t>(shape.context)));
+      const double kv_bytes = 2.0 * static_cast<double>(shape.batch * shape.context * row) * sizeof(jit::bfloat16);
+      auto copy = [&] {
+        cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(copy_dst.data()), reinterpret_cast<CUdeviceptr>(kv.data()),
+                          static_cast<std::size_t>(kv_bytes), nullptr);
+      };
+      for (std::int64_t warps : {4, 8})
+        for (bool split : {true, false}) {
+          const Decode::Params params{jit::DType::bf16, head_dim, page_size, group, 1, warps};
+          auto k = jit::get<Decode>(params);
+          const std::size_t ws_bytes = split ? Decode::workspace_bytes(params, shape.batch, kv_heads, shape.context) : 0;
+          jit::cuda::DeviceArray<unsigned char> workspace(std::max<std::size_t>(ws_bytes, 1));
+          workspace.fill_bytes(0);
+          Decode::Args args{shape.batch, kv_heads, num_pages, max_pages, q.data(), kv.data(), kv.data() + cache_elems,
+                            table.data(), contexts.data(), o.data(), nullptr, 1 / std::sqrt(double(head_dim)), shape.context};
+          if (ws_bytes) {
+            args.workspace = workspace.data();
+            args.workspace_size = ws_bytes;
+          }
+          const auto ms = device_ms_pair([&] { k(args); }, copy);
+          const auto s = Decode::split_for(params, shape.batch, kv_heads, shape.context, ws_bytes > 0);
+          const std::string name = "decode_bf16_b" + std::to_string(shape.batch) + "_ctx" + std::to_string(shape.context) + "_w" +
+                                   std::to_string(warps) + "_split" + std::to_string(s.splits) + "_GBps";
+          emit(name.c_str(), kv_bytes / ms[0] / 1e6, "GB/s", 2.0 * kv_bytes / ms[1] / 1e6, "D2D copy (read + write), same run");
+          std::printf("  %s: %.3f ms\n", name.c_str(), ms[0]);
+        }
     }
   }
 
