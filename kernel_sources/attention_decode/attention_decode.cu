@@ -65,12 +65,14 @@ JITK_GPU_KERNEL(const T* __restrict__ q, const T* __restrict__ k_cache, const T*
   const i64 heads = kv_heads * G;
   const int rows = R - static_cast<int>(chunk) * RC < RC ? R - static_cast<int>(chunk) * RC : RC;
 
-  const int context = max(context_lens[seq], 0);
+  const int context = context_lens[seq] > 0 ? context_lens[seq] : 0;
   const int keys = static_cast<i64>(context) < max_pages * P ? context : static_cast<int>(max_pages * P);
   const int begin = static_cast<int>(split * pages_per_split * P);
   // the last split runs to the end, whatever max_context the split was sized for
-  int end = split == splits - 1 ? keys : min(static_cast<i64>(keys), (split + 1) * pages_per_split * P);
-  end = min(end, context - QL + (static_cast<int>(chunk) * RC + rows - 1) / G + 1);  // the chunk's last row sees the most
+  int end = split == splits - 1 ? keys : static_cast<int>((split + 1) * pages_per_split * P);
+  end = end < keys ? end : keys;
+  const int seen = context - QL + (static_cast<int>(chunk) * RC + rows - 1) / G + 1;  // by the chunk's last row: the most
+  end = end < seen ? end : seen;
 
   // The rows, scaled so that exp2 of a score is its softmax weight; limit: the keys a row sees.
   float qr[RC][PP][W];

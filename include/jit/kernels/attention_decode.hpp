@@ -105,10 +105,10 @@ struct AttentionDecode {
     std::int64_t pages_per_split = 1;  // pages each walks
   };
   static std::int64_t accumulator_bytes(const Params& p) { return p.dtype == DType::f64 ? 8 : 4; }
+  static std::int64_t rows_per_item(const Params& p) { return std::min(kRowsPerItem, p.group * p.q_len); }
   static Split split_for(const Params& p, std::int64_t batch, std::int64_t kv_heads, std::int64_t max_context, bool may_split) {
     Split s;
-    const std::int64_t rows = p.group * p.q_len;
-    s.chunks = (rows + kRowsPerItem - 1) / kRowsPerItem;
+    s.chunks = (p.group * p.q_len + rows_per_item(p) - 1) / rows_per_item(p);
     const std::int64_t pages = std::max<std::int64_t>(1, (max_context + p.page_size - 1) / p.page_size);
     s.pages_per_split = pages;
     const std::int64_t blocks = batch * kv_heads * s.chunks;
@@ -120,13 +120,13 @@ struct AttentionDecode {
     s.splits = (pages + s.pages_per_split - 1) / s.pages_per_split;
     return s;
   }
-  // Bytes of workspace a split launch needs: each block's partial rows (kRowsPerItem x (head_dim
+  // Bytes of workspace a split launch needs: each block's partial rows (rows_per_item x (head_dim
   // + 2) accumulators) and one counter a (sequence, kv head, row chunk). 0 when it would not split.
   static std::size_t workspace_bytes(const Params& p, std::int64_t batch, std::int64_t kv_heads, std::int64_t max_context) {
     const Split s = split_for(p, batch, kv_heads, max_context, true);
     if (s.splits == 1) return 0;
     const std::int64_t pairs = batch * kv_heads * s.chunks;
-    const std::int64_t partials = pairs * s.splits * kRowsPerItem * (p.head_dim + 2) * accumulator_bytes(p);
+    const std::int64_t partials = pairs * s.splits * rows_per_item(p) * (p.head_dim + 2) * accumulator_bytes(p);
     return static_cast<std::size_t>(partials + pairs * 4);
   }
 
