@@ -37,35 +37,49 @@ static inline Acc dot(const T* __restrict a, const T* __restrict b) {
 static inline void axpy(Acc* __restrict acc, Acc w, const T* __restrict v) {
   for (i64 i = 0; i < D; ++i) acc[i] += w * Acc(v[i]);
 }
+static inline void axpy_partial(Acc* __restrict acc, Acc w, const Acc* __restrict part) {
+  for (i64 i = 0; i < D; ++i) acc[i] += w * part[i];
+}
 static inline void scale_row(Acc* __restrict acc, Acc w) {
   for (i64 i = 0; i < D; ++i) acc[i] *= w;
 }
 
-// One row's attention over keys [begin, end): acc = sum of exp(s - m) v, m the largest score,
-// l = sum of exp(s - m); m = -inf and l = 0 where no key is seen.
-static void attend(const T* q, const T* k_cache, const T* v_cache, const Tables& t, i64 seq, i64 kvh, i64 begin, i64 end,
-                   Acc scale, Acc* acc, Acc* m_out, Acc* l_out) {
-  Acc m = -__builtin_inf(), l = 0;
-  for (i64 i = 0; i < D; ++i) acc[i] = 0;
-  for (i64 j = begin; j < end; ++j) {
+// A row's running softmax: acc = sum of exp(s - m) v over the keys seen, m the largest score,
+// l = sum of exp(s - m); m = -inf and l = 0 before any key.
+struct RowState {
+  Acc m, l;
+};
+static inline void add_key(Acc* __restrict acc, RowState& st, Acc s, const T* __restrict v) {
+  if (s > st.m) {
+    const Acc shrink = jitk::exp(st.m - s);  // ~0 for the first key, whose acc and l are 0
+    scale_row(acc, shrink);
+    st.l = st.l * shrink + 1;
+    st.m = s;
+    axpy(acc, 1, v);
+  } else {
+    const Acc w = jitk::exp(s - st.m);
+    st.l += w;
+    axpy(acc, w, v);
+  }
+}
+
+// The item's rows over keys [begin, ends[r]) each, key by key so that each K and V row is read
+// once for all of them (as the GPU text does).
+static void attend(const T* q, const i64* at, i64 rows, const T* k_cache, const T* v_cache, const Tables& t, i64 seq, i64 kvh,
+                   i64 begin, const i64* ends, Acc scale, Acc (*acc)[D], RowState* st) {
+  i64 last = begin;
+  for (i64 r = 0; r < rows; ++r) {
+    st[r] = {-__builtin_inf(), 0};
+    for (i64 i = 0; i < D; ++i) acc[r][i] = 0;
+    last = ends[r] > last ? ends[r] : last;
+  }
+  for (i64 j = begin; j < last; ++j) {
     const T* k = key_row(k_cache, t, seq, kvh, j);
     if (!k) continue;  // a page outside the pool: masked
-    const Acc s = dot(q, k) * scale;
     const T* v = key_row(v_cache, t, seq, kvh, j);
-    if (s > m) {
-      const Acc shrink = jitk::exp(m - s);  // 0 for the first key
-      scale_row(acc, shrink);
-      l = l * shrink + 1;
-      m = s;
-      axpy(acc, 1, v);
-    } else {
-      const Acc w = jitk::exp(s - m);
-      l += w;
-      axpy(acc, w, v);
-    }
+    for (i64 r = 0; r < rows; ++r)
+      if (j < ends[r]) add_key(acc[r], st[r], dot(q + at[r] * D, k) * scale, v);
   }
-  *m_out = m;
-  *l_out = l;
 }
 
 // Row r of a (sequence, kv head)'s R rows is new token r / G of head kvh * G + r % G.
@@ -95,7 +109,8 @@ JITK_CPU_KERNEL {
   // counter a (sequence, kv head, chunk): its items done so far
   Acc* partials = reinterpret_cast<Acc*>(workspace);
   u32* counters = reinterpret_cast<u32*>(partials + batch * t.kv_heads * CHUNKS * splits * RC * (D + 2));
-  Acc acc[D];
+  Acc acc[RC][D];  // the item's rows' sums (RC x head_dim on the stack: 64 KB at most)
+  RowState st[RC];
   for (i64 item = jitk_begin; item < jitk_end; ++item) {
     const i64 split = item % splits, pair = item / splits;  // pair: (sequence, kv head, chunk)
     const i64 chunk = pair % CHUNKS, kvh = pair / CHUNKS % t.kv_heads, seq = pair / CHUNKS / t.kv_heads;
@@ -106,22 +121,24 @@ JITK_CPU_KERNEL {
     // the last split runs to the end, whatever max_context the split was sized for
     const i64 split_end = split == splits - 1 ? keys : (split + 1) * pages_per_split * P;
     const i64 rows = R - chunk * RC < RC ? R - chunk * RC : RC;
+    i64 at[RC], ends[RC];
     for (i64 r = 0; r < rows; ++r) {
       const i64 row = chunk * RC + r;
       const i64 seen = context - QL + row / G + 1;  // keys this row's token sees
       i64 end = split_end < seen ? split_end : seen;
-      end = end < keys ? end : keys;
-      const i64 at = row_index(seq, kvh, row, t.kv_heads);
-      Acc m, l;
-      attend(q + at * D, k_cache, v_cache, t, seq, kvh, begin, end > begin ? end : begin, scale, acc, &m, &l);
+      ends[r] = end < keys ? end : keys;
+      at[r] = row_index(seq, kvh, row, t.kv_heads);
+    }
+    attend(q, at, rows, k_cache, v_cache, t, seq, kvh, begin, ends, scale, acc, st);
+    for (i64 r = 0; r < rows; ++r) {
       if (!workspace) {
-        write_row(o, lse, at, acc, m, l);
+        write_row(o, lse, at[r], acc[r], st[r].m, st[r].l);
         continue;
       }
       Acc* part = partials + (item * RC + r) * (D + 2);
-      for (i64 i = 0; i < D; ++i) part[i] = acc[i];
-      part[D] = m;
-      part[D + 1] = l;
+      for (i64 i = 0; i < D; ++i) part[i] = acc[r][i];
+      part[D] = st[r].m;
+      part[D + 1] = st[r].l;
     }
     // the last of the pair's items to finish sees the others' partials (acquire-release count)
     if (!workspace || __atomic_fetch_add(&counters[pair], 1u, __ATOMIC_ACQ_REL) != splits - 1) continue;
@@ -131,15 +148,16 @@ JITK_CPU_KERNEL {
       Acc m = -__builtin_inf();
       for (i64 s = 0; s < splits; ++s) m = first[s * stride + D] > m ? first[s * stride + D] : m;
       Acc l = 0;
-      for (i64 i = 0; i < D; ++i) acc[i] = 0;
+      Acc* sum = acc[0];
+      for (i64 i = 0; i < D; ++i) sum[i] = 0;
       for (i64 s = 0; s < splits; ++s) {
         const Acc* part = first + s * stride;
         if (part[D + 1] == 0) continue;  // saw no key
         const Acc w = jitk::exp(part[D] - m);
         l += w * part[D + 1];
-        for (i64 i = 0; i < D; ++i) acc[i] += w * part[i];
+        axpy_partial(sum, w, part);
       }
-      write_row(o, lse, row_index(seq, kvh, chunk * RC + r, t.kv_heads), acc, m, l);
+      write_row(o, lse, row_index(seq, kvh, chunk * RC + r, t.kv_heads), sum, m, l);
     }
     __atomic_store_n(&counters[pair], 0u, __ATOMIC_RELAXED);  // ready for the next launch
   }
