@@ -451,6 +451,23 @@ TEMPLATE_TEST_CASE("GPU attention_decode matches the reference over odd contexts
   check_gpu_decode<TestType>({8, 4, 1, 128, 16, {8191, 300, 5000, 1}}, true);
 }
 
+TEST_CASE("GPU attention_decode masks pages outside the pool and keys past the table, reading nothing there", "[gpu][attention_decode]") {
+  if (!have_gpu()) return;
+  using jitk_test::Decode;
+  auto kernel = jit::get<Decode>({jit::DType::f32, 8, 4, 1, 1}, gpu());
+  std::vector<float> k(2 * 4 * 8, 0.0f), v(2 * 4 * 8);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = float(i / 8);  // key j's value: j
+  jit::cuda::DeviceArray<float> dq(std::vector<float>(8, 1.0f)), dk(k), dv(v), dout(8), dlse(1);
+  dout.fill_bytes(kPoison);
+  // page 1, then a page past the pool and a negative one; the context runs past the table's 12 keys
+  jit::cuda::DeviceArray<std::int32_t> table(std::vector<std::int32_t>{1, 1000000, -5}), contexts(std::vector<std::int32_t>{100});
+  kernel(Decode::Args{1, 1, 2, 3, dq.data(), dk.data(), dv.data(), table.data(), contexts.data(), dout.data(), dlse.data(), 1.0});
+  const auto out = dout.download();
+  CHECK(out[0] == Approx(5.5));  // keys 0..3 of page 1 (values 4..7, equal scores)
+  CHECK(out[7] == Approx(5.5));
+  CHECK(dlse.download()[0] == Approx(std::log(4.0)));
+}
+
 TEST_CASE("a GPU launch on the caller's stream runs there", "[gpu]") {
   if (!have_gpu()) return;
   auto k = jit::get<kernels::Softmax>({jit::DType::f32, 4096}, gpu());

@@ -91,7 +91,7 @@ std::vector<std::pair<std::string, jit::ParamSet>> hip_specializations() {
     const auto& impl = jit::detail::generic_implementation(def, jit::Backend::Hip);
     std::vector<jit::ParamSet> sets = {{}};
     for (const auto& p : def.params) {
-      if (p.chain) continue;
+      if (p.chain || p.fallback) continue;  // tunables (a fallback) keep their defaults, as in test_nvrtc
       std::vector<jit::ParamValue> values;
       if (p.name == "dtype")
         for (const auto& d : jit::detail::dtypes_of(def, impl)) values.emplace_back(d);
