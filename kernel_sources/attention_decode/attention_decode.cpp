@@ -10,7 +10,7 @@ constexpr i64 P = JITK_PAGE_SIZE;
 constexpr i64 G = JITK_GROUP;
 constexpr i64 QL = JITK_Q_LEN;
 constexpr i64 R = G * QL;                // query rows of a (sequence, kv head)
-constexpr i64 RC = R < 8 ? R : 8;        // rows an item takes: AttentionDecode::kRowsPerItem
+constexpr i64 RC = R < 8 ? R : 8;        // rows an item takes: AttentionDecode::rows_per_item
 constexpr i64 CHUNKS = (R + RC - 1) / RC;
 #if JITK_DTYPE_F64
 typedef double Acc;
