@@ -18,6 +18,7 @@
 #include "runtime/backend_driver.hpp"
 #include "runtime/selection.hpp"
 #include "gpu_support.hpp"
+#include "attention_decode_support.hpp"
 #include "attention_support.hpp"
 #include "kv_cache_append_support.hpp"
 #include "rotary_support.hpp"
@@ -398,6 +399,76 @@ TEMPLATE_TEST_CASE("GPU kv_cache_append writes each token's rows at its slot and
   check_gpu_kv_append<TestType>({4099, 8, 128, 16, 300}, false);
 }
 
+// attention_decode: random q and caches on the device, pages shuffled over the pool, NaN-filled o
+// and lse, checked against the float64 reference; with and without a workspace (split contexts).
+template <class T> void check_gpu_decode(const jitk_test::DecodeShape& s, bool split) {
+  using jitk_test::Decode;
+  const Decode::Params params{jit::dtype_of<T>(), s.head_dim, s.page_size, s.group, s.q_len};
+  auto kernel = jit::get<Decode>(params, gpu());
+  const auto tables = jitk_test::decode_tables(s);
+  const auto q = random_vector<T>(s.q_elements(), -2, 2);
+  const auto k = random_vector<T>(tables.cache_elements(s), -2, 2), v = random_vector<T>(tables.cache_elements(s), -2, 2);
+  const double scale = 1 / std::sqrt(double(s.head_dim));
+  const std::int64_t max_context = *std::max_element(s.contexts.begin(), s.contexts.end());
+  const std::size_t ws_bytes = split ? Decode::workspace_bytes(params, s.batch(), s.kv_heads, max_context) : 0;
+  jit::cuda::DeviceArray<T> dq(q), dk(k), dv(v), dout(static_cast<std::size_t>(s.q_elements()));
+  jit::cuda::DeviceArray<float> dlse(static_cast<std::size_t>(s.batch() * s.q_len * s.heads()));
+  jit::cuda::DeviceArray<std::int32_t> dtable(tables.block_table), dcontexts(s.contexts);
+  jit::cuda::DeviceArray<unsigned char> workspace(std::max<std::size_t>(ws_bytes, 1));
+  workspace.fill_bytes(0);
+  dout.fill_bytes(kPoison);
+  dlse.fill_bytes(kPoison);
+  Decode::Args args{s.batch(), s.kv_heads, tables.num_pages, tables.max_pages, dq.data(), dk.data(), dv.data(),
+                    dtable.data(), dcontexts.data(), dout.data(), dlse.data(), scale, max_context};
+  if (ws_bytes > 0) {
+    args.workspace = workspace.data();
+    args.workspace_size = ws_bytes;
+  }
+  const auto expected = ref::attention_decode(widen(q), widen(k), widen(v), tables.block_table, s.contexts, s.q_len, s.kv_heads,
+                                              s.group, s.head_dim, s.page_size, tables.max_pages, scale);
+  INFO("kv_heads " << s.kv_heads << ", group " << s.group << ", q_len " << s.q_len << ", head_dim " << s.head_dim << ", page_size "
+                   << s.page_size << ", batch " << s.batch() << (ws_bytes ? ", split" : ""));
+  for (int round = 0; round < (ws_bytes ? 2 : 1); ++round) {  // a second launch over the same workspace: counters reset
+    kernel(args);
+    CHECK(error_of(dout, expected.o) <= tolerance<T>());
+    const auto lse = dlse.download();
+    double worst = 0;
+    for (std::size_t i = 0; i < lse.size(); ++i)
+      worst = std::max(worst, std::isinf(expected.lse[i]) ? (std::isinf(lse[i]) && lse[i] < 0 ? 0.0 : INFINITY)
+                                                          : std::isnan(lse[i]) ? INFINITY : std::abs(lse[i] - expected.lse[i]));
+    CHECK(worst <= 1e-3);
+  }
+}
+
+TEMPLATE_TEST_CASE("GPU attention_decode matches the reference over odd contexts, shuffled pages, 1-8 new tokens, GQA and splits",
+                   "[gpu][attention_decode]", float, jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  for (const auto& shape : jitk_test::decode_shapes()) {
+    if ((shape.page_size & (shape.page_size - 1)) != 0) continue;  // the GPU takes pages of a power of two
+    check_gpu_decode<TestType>(shape, false);
+    check_gpu_decode<TestType>(shape, true);
+  }
+  // the bench's shape, smaller: 32 heads over 8, pages of 16, a context split over many blocks
+  check_gpu_decode<TestType>({8, 4, 1, 128, 16, {8191, 300, 5000, 1}}, true);
+}
+
+TEST_CASE("GPU attention_decode masks pages outside the pool and keys past the table, reading nothing there", "[gpu][attention_decode]") {
+  if (!have_gpu()) return;
+  using jitk_test::Decode;
+  auto kernel = jit::get<Decode>({jit::DType::f32, 8, 4, 1, 1}, gpu());
+  std::vector<float> k(2 * 4 * 8, 0.0f), v(2 * 4 * 8);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = float(i / 8);  // key j's value: j
+  jit::cuda::DeviceArray<float> dq(std::vector<float>(8, 1.0f)), dk(k), dv(v), dout(8), dlse(1);
+  dout.fill_bytes(kPoison);
+  // page 1, then a page past the pool and a negative one; the context runs past the table's 12 keys
+  jit::cuda::DeviceArray<std::int32_t> table(std::vector<std::int32_t>{1, 1000000, -5}), contexts(std::vector<std::int32_t>{100});
+  kernel(Decode::Args{1, 1, 2, 3, dq.data(), dk.data(), dv.data(), table.data(), contexts.data(), dout.data(), dlse.data(), 1.0});
+  const auto out = dout.download();
+  CHECK(out[0] == Approx(5.5));  // keys 0..3 of page 1 (values 4..7, equal scores)
+  CHECK(out[7] == Approx(5.5));
+  CHECK(dlse.download()[0] == Approx(std::log(4.0)));
+}
+
 TEST_CASE("a GPU launch on the caller's stream runs there", "[gpu]") {
   if (!have_gpu()) return;
   auto k = jit::get<kernels::Softmax>({jit::DType::f32, 4096}, gpu());
@@ -466,12 +537,16 @@ TEST_CASE("a named CUDA arch is warmed with no device visible, and a get then lo
 // attention_prefill: q, k and v on the device (optionally one element past 16-byte alignment: the
 // element-by-element loads), o and lse poisoned, checked against the float64 reference.
 template <class T>
-void check_gpu_prefill(const jitk_test::AttnCase& c, std::int64_t tile_m = 0, std::int64_t tile_n = 0, std::int64_t offset = 0) {
+void check_gpu_prefill(const jitk_test::AttnCase& c, std::int64_t tile_m = 0, std::int64_t tile_n = 0, std::int64_t offset = 0,
+                       const std::string& impl = "") {
   using Prefill = jitk_test::Prefill;
+  jit::Selection only;
+  only.implementation = impl;
   const auto in = jitk_test::attention_inputs(c, [](double x) { return as_double(from_double<T>(x)); });
   const double scale = 1.0 / std::sqrt(double(c.head_dim));
   const auto expected = jitk_test::attention_expected(c, in, scale);
-  auto kernel = jit::get<Prefill>({jit::dtype_of<T>(), c.head_dim, c.causal, c.window, c.group, tile_m, tile_n}, gpu());
+  auto kernel = jit::get<Prefill>({jit::dtype_of<T>(), c.head_dim, c.causal, c.window, c.group, tile_m, tile_n}, gpu(), only);
+  if (!impl.empty()) REQUIRE(kernel.implementation() == impl);
   const auto narrow = [&](const std::vector<double>& x) {
     std::vector<T> out(static_cast<std::size_t>(offset) + x.size(), from_double<T>(0.0));
     for (std::size_t i = 0; i < x.size(); ++i) out[offset + i] = from_double<T>(x[i]);
@@ -492,31 +567,50 @@ void check_gpu_prefill(const jitk_test::AttnCase& c, std::int64_t tile_m = 0, st
   std::vector<double> got(expected.o.size());
   for (std::size_t i = 0; i < got.size(); ++i) got[i] = as_double(o[offset + i]);
   const auto lse = dlse.download();
-  INFO(c.label() << ", tile " << tile_m << "x" << tile_n << (offset ? ", unaligned" : ""));
+  INFO(kernel.implementation() << ": " << c.label() << ", tile " << tile_m << "x" << tile_n << (offset ? ", unaligned" : ""));
   CHECK(ref::relative_l2_error(got, expected.o) <= tolerance<T>());
   CHECK(jitk_test::lse_error(std::vector<double>(lse.begin(), lse.end()), expected.lse) <= 1e-5);
 }
 
-TEMPLATE_TEST_CASE("GPU attention_prefill matches the reference: masks, groups, strides, ragged batches, head sizes", "[gpu][attention]",
-                   jit::half, jit::bfloat16) {
+TEMPLATE_TEST_CASE("GPU attention_prefill matches the reference in every implementation that suits the device: masks, groups, "
+                   "strides, ragged batches, head sizes", "[gpu][attention]", jit::half, jit::bfloat16) {
   if (!have_gpu()) return;
-  for (std::int64_t d : {64, 96, 128, 256})
-    for (const auto& c : jitk_test::attention_cases(d)) check_gpu_prefill<TestType>(c);
+  for (const auto& impl : jit::implementations_for("attention_prefill", gpu()))
+    for (std::int64_t d : {64, 96, 128, 256}) {
+      if (impl == "cuda-sm90a" && d == 96) continue;  // Hopper's text takes 64, 128 and 256 (96 runs the generic one)
+      for (const auto& c : jitk_test::attention_cases(d)) check_gpu_prefill<TestType>(c, 0, 0, 0, impl);
+    }
 }
 
-TEMPLATE_TEST_CASE("GPU attention_prefill with other tiles, long sequences and unaligned buffers", "[gpu][attention]", jit::half,
+TEMPLATE_TEST_CASE("GPU attention_prefill on Hopper with other tiles and unaligned buffers", "[gpu][attention]", jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  const auto impls = jit::implementations_for("attention_prefill", gpu());
+  if (std::find(impls.begin(), impls.end(), "cuda-sm90a") == impls.end()) {
+    std::printf("SKIPPED: no Hopper GPU (cuda-sm90a)\n");
+    return;
+  }
+  const jitk_test::AttnCase causal_gqa{{300, 1, 517}, {300, 700, 517}, 2, 4, 128, true, 0, 0};
+  const jitk_test::AttnCase windowed{{300, 1, 517}, {300, 700, 517}, 2, 2, 64, true, 100, 8};
+  for (auto [tm, tn] : {std::pair{64, 64}, {128, 64}, {64, 128}}) check_gpu_prefill<TestType>(causal_gqa, tm, tn, 0, "cuda-sm90a");
+  for (auto [tm, tn] : {std::pair{192, 64}, {128, 192}, {64, 192}}) check_gpu_prefill<TestType>(windowed, tm, tn, 0, "cuda-sm90a");
+  check_gpu_prefill<TestType>(causal_gqa, 0, 0, 1, "cuda-sm90a");  // every buffer one element off 16 bytes
+  check_gpu_prefill<TestType>({{6, 3}, {2, 0}, 1, 1, 64, true, 0, 0}, 0, 0, 0, "cuda-sm90a");  // rows that see no key
+  check_gpu_prefill<TestType>({{2000}, {2000}, 1, 1, 256, false, 0, 0}, 0, 0, 0, "cuda-sm90a");  // many tiles, both stages reused
+}
+
+TEMPLATE_TEST_CASE("GPU attention_prefill's generic text with other tiles, long sequences and unaligned buffers", "[gpu][attention]", jit::half,
                    jit::bfloat16) {
   if (!have_gpu()) return;
   const jitk_test::AttnCase causal_gqa{{300, 1, 517}, {300, 700, 517}, 2, 4, 128, true, 0, 0};
   const jitk_test::AttnCase windowed{{300, 1, 517}, {300, 700, 517}, 2, 2, 64, true, 100, 8};
   for (auto [tm, tn] : {std::pair{16, 16}, {32, 128}, {64, 32}, {128, 32}, {48, 64}}) {
-    check_gpu_prefill<TestType>(causal_gqa, tm, tn);
-    check_gpu_prefill<TestType>(windowed, tm, tn);
+    check_gpu_prefill<TestType>(causal_gqa, tm, tn, 0, "cuda");
+    check_gpu_prefill<TestType>(windowed, tm, tn, 0, "cuda");
   }
-  check_gpu_prefill<TestType>(windowed, 192, 64);  // three slices a warp
-  check_gpu_prefill<TestType>(causal_gqa, 0, 0, 1);  // every buffer one element off 16 bytes
+  check_gpu_prefill<TestType>(windowed, 192, 64, 0, "cuda");  // three slices a warp
+  check_gpu_prefill<TestType>(causal_gqa, 0, 0, 1, "cuda");  // every buffer one element off 16 bytes
   check_gpu_prefill<TestType>({{33}, {33}, 1, 16, 128, true, 0, 0});  // multi-query: 16 heads on one kv head
-  check_gpu_prefill<TestType>({{6, 3}, {2, 0}, 1, 1, 64, true, 0, 0});  // rows that see no key: o = 0, lse = -inf
+  check_gpu_prefill<TestType>({{6, 3}, {2, 0}, 1, 1, 64, true, 0, 0}, 0, 0, 0, "cuda");  // rows that see no key: o = 0, lse = -inf
 }
 
 TEST_CASE("GPU attention_prefill writes NaN rows for a sequence longer than max_seqlen_q", "[gpu][attention]") {

@@ -252,6 +252,8 @@ TEST_CASE("every shipped kernel's CUDA text compiles with NVRTC for sm_80, sm_86
   CHECK(by_impl.count("gemm cuda-sm90a sm_90") == 1);
   CHECK(by_impl.count("block_sparse_matmul cuda-sm90a sm_90") == 1);
   CHECK(by_impl.count("rms_norm cuda-sm90 sm_90") == 1);
+  CHECK(by_impl.count("attention_decode cuda sm_80") == 1);  // every head_dim, page, group and q_len pair
+  CHECK(by_impl.count("attention_decode cuda sm_90") == 1);
   CHECK(by_impl.count("gemm cuda-sm90a sm_80") == 0);
 }
 

@@ -3,7 +3,7 @@
 // GEMM TFLOP/s vs cuBLAS (and tuned vs default tiles), and block-sparse matmul's speed-up over
 // dense cuBLAS on the same shape.
 // Prints one JSON object per line with --json: bench, value, unit, baseline, baseline_name, ratio.
-// --only compile,first_use,launch,bandwidth,rotary,prefill,gemm,block_sparse runs those sections (default: all,
+// --only compile,first_use,launch,bandwidth,rotary,prefill,decode,gemm,block_sparse runs those sections (default: all,
 // in that order). --filter TEXT keeps only the gemm, tuning and block-sparse cases whose names
 // hold TEXT (e.g. --only gemm --filter f32).
 #include <cuda.h>
@@ -275,6 +275,7 @@ void prefill_benches() {
     std::int64_t head_dim, seqlen, heads, kv_heads;
     bool causal;
     std::int64_t tile_m = 0, tile_n = 0;
+    const char* implementation = "";  // "": the one jit::get picks
   };
   std::vector<Case> cases;
   for (std::int64_t d : {64, 128, 256})
@@ -284,16 +285,21 @@ void prefill_benches() {
   cases.push_back({128, 16384, 16, 16, true});
   cases.push_back({128, 4096, 32, 8, true});  // Llama-3-8B: 32 query heads on 8 kv heads
   // the generic text's tiles (rows x keys) at heads 64, 128, 256
-  for (auto [tm, tn] : {std::pair{128, 32}, {128, 128}, {192, 64}, {64, 128}}) cases.push_back({64, 8192, 32, 32, false, tm, tn});
-  for (auto [tm, tn] : {std::pair{64, 64}, {64, 128}, {128, 32}, {128, 64}}) cases.push_back({128, 8192, 16, 16, false, tm, tn});
-  for (auto [tm, tn] : {std::pair{64, 32}, {32, 64}, {64, 64}}) cases.push_back({256, 8192, 8, 8, false, tm, tn});
+  // Hopper's text (the default on sm_90) at other tiles; then the generic text (cuda) run on the
+  // same device as a stand-in for sm_80-sm_89, default tiles
+  for (auto [tm, tn] : {std::pair{128, 64}, {192, 64}, {128, 192}}) cases.push_back({64, 8192, 32, 32, false, tm, tn});
+  for (auto [tm, tn] : {std::pair{128, 64}, {64, 128}}) cases.push_back({128, 8192, 16, 16, false, tm, tn});
+  for (bool causal : {false, true})
+    for (std::int64_t d : {64, 128, 256}) cases.push_back({d, 8192, 2048 / d, 2048 / d, causal, 0, 0, "cuda"});
   for (const Case& c : cases) {
     const std::int64_t batch = tokens / c.seqlen, group = c.heads / c.kv_heads;
     std::vector<std::int32_t> cu(static_cast<std::size_t>(batch + 1));
     for (std::int64_t b = 0; b <= batch; ++b) cu[b] = static_cast<std::int32_t>(b * c.seqlen);
     jit::cuda::DeviceArray<std::int32_t> dcu(cu);
     Prefill::Params p{jit::DType::bf16, c.head_dim, c.causal, 0, group, c.tile_m, c.tile_n};
-    auto kernel = jit::get<Prefill>(p);
+    jit::Selection only;
+    only.implementation = c.implementation;
+    auto kernel = jit::get<Prefill>(p, jit::default_target(), only);
     const double scale = 1.0 / std::sqrt(double(c.head_dim));
     auto run = [&] {
       kernel.launch({batch, c.kv_heads, c.seqlen, tokens, tokens, q.data(), k.data(), v.data(), o.data(), lse.data(), dcu.data(), dcu.data(),
@@ -302,9 +308,9 @@ void prefill_benches() {
     const double ms = device_ms(run, 10, 3);
     const double flops = 4.0 * batch * c.heads * double(c.seqlen) * double(c.seqlen) * c.head_dim / (c.causal ? 2 : 1);
     char name[128];
-    std::snprintf(name, sizeof name, "prefill_bf16_d%lld_s%lld_h%lld_kv%lld_%s%s", (long long)c.head_dim, (long long)c.seqlen,
+    std::snprintf(name, sizeof name, "prefill_bf16_d%lld_s%lld_h%lld_kv%lld_%s%s_%s", (long long)c.head_dim, (long long)c.seqlen,
                   (long long)c.heads, (long long)c.kv_heads, c.causal ? "causal" : "full",
-                  c.tile_m ? ("_t" + std::to_string(c.tile_m) + "x" + std::to_string(c.tile_n)).c_str() : "");
+                  c.tile_m ? ("_t" + std::to_string(c.tile_m) + "x" + std::to_string(c.tile_n)).c_str() : "", kernel.implementation().c_str());
     emit(name, flops / ms / 1e9, "TFLOP/s", 0, "torch SDPA: torch.jsonl, same run");
   }
   // cold compile (empty jitk cache and driver compute cache) and warm first use, fresh processes
@@ -954,7 +960,7 @@ bool block_sparse_benches() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> sections = {"compile", "first_use", "launch", "bandwidth", "rotary", "prefill", "gemm", "block_sparse"};
+  const std::vector<std::string> sections = {"compile", "first_use", "launch", "bandwidth", "rotary", "prefill", "decode", "gemm", "block_sparse"};
   std::string section_list;
   for (const auto& name : sections) section_list += (section_list.empty() ? "" : ", ") + name;
   std::vector<std::string> only_sections;
@@ -1337,6 +1343,67 @@ int main(int argc, char** argv) {
   }
 
   if (want("prefill")) prefill_benches();
+
+  // ---- attention_decode over a paged cache (32 q heads / 8 kv heads of 128, bf16, pages of 16
+  // shuffled over the pool, one new token a sequence): K and V bytes read a second vs a D2D copy of
+  // the same bytes (read + write), same run; with the split the descriptor picks (a workspace) and
+  // without one (a block a sequence and kv head), at 4 and 8 warps a block.
+  if (want("decode")) {
+    using Decode = kernels::AttentionDecode;
+    const std::int64_t kv_heads = 8, group = 4, head_dim = 128, page_size = 16, tokens = 64 * 4096;
+    const std::int64_t num_pages = tokens / page_size, row = kv_heads * head_dim;
+    const std::size_t cache_elems = static_cast<std::size_t>(num_pages * page_size * row);
+    // K and V one buffer (the copy baseline copies both at once); random values: a chunk uploaded, then repeated
+    jit::cuda::DeviceArray<jit::bfloat16> kv(2 * cache_elems), copy_dst(2 * cache_elems), q(64 * group * row), o(64 * group * row);
+    {
+      std::mt19937 gen(7);
+      std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+      std::vector<jit::bfloat16> chunk(1 << 22);
+      for (auto& x : chunk) x = jit::to_bfloat16(d(gen));
+      jit::cuda::DeviceArray<jit::bfloat16> part(chunk);
+      for (std::size_t at = 0; at < kv.size(); at += chunk.size())
+        CU(cuMemcpyDtoD(reinterpret_cast<CUdeviceptr>(kv.data() + at), reinterpret_cast<CUdeviceptr>(part.data()),
+                        std::min(chunk.size(), kv.size() - at) * sizeof(jit::bfloat16)));
+      CU(cuMemcpyDtoD(reinterpret_cast<CUdeviceptr>(q.data()), reinterpret_cast<CUdeviceptr>(part.data()), q.size() * sizeof(jit::bfloat16)));
+    }
+    struct Shape {
+      std::int64_t batch, context;
+    };
+    for (const Shape shape : {Shape{64, 4096}, Shape{8, 32768}}) {
+      const std::int64_t max_pages = shape.context / page_size;
+      std::vector<std::int32_t> pages(static_cast<std::size_t>(num_pages));
+      for (std::int64_t i = 0; i < num_pages; ++i) pages[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
+      std::shuffle(pages.begin(), pages.end(), std::mt19937(11));
+      pages.resize(static_cast<std::size_t>(shape.batch * max_pages));
+      jit::cuda::DeviceArray<std::int32_t> table(pages),
+          contexts(std::vector<std::int32_t>(static_cast<std::size_t>(shape.batch), static_cast<std::int32_t>(shape.context)));
+      const double kv_bytes = 2.0 * static_cast<double>(shape.batch * shape.context * row) * sizeof(jit::bfloat16);
+      auto copy = [&] {
+        cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(copy_dst.data()), reinterpret_cast<CUdeviceptr>(kv.data()),
+                          static_cast<std::size_t>(kv_bytes), nullptr);
+      };
+      for (std::int64_t warps : {4, 8})
+        for (bool split : {true, false}) {
+          const Decode::Params params{jit::DType::bf16, head_dim, page_size, group, 1, warps};
+          auto k = jit::get<Decode>(params);
+          const std::size_t ws_bytes = split ? Decode::workspace_bytes(params, shape.batch, kv_heads, shape.context) : 0;
+          jit::cuda::DeviceArray<unsigned char> workspace(std::max<std::size_t>(ws_bytes, 1));
+          workspace.fill_bytes(0);
+          Decode::Args args{shape.batch, kv_heads, num_pages, max_pages, q.data(), kv.data(), kv.data() + cache_elems,
+                            table.data(), contexts.data(), o.data(), nullptr, 1 / std::sqrt(double(head_dim)), shape.context};
+          if (ws_bytes) {
+            args.workspace = workspace.data();
+            args.workspace_size = ws_bytes;
+          }
+          const auto ms = device_ms_pair([&] { k(args); }, copy);
+          const auto s = Decode::split_for(params, shape.batch, kv_heads, shape.context, ws_bytes > 0);
+          const std::string name = "decode_bf16_b" + std::to_string(shape.batch) + "_ctx" + std::to_string(shape.context) + "_w" +
+                                   std::to_string(warps) + "_split" + std::to_string(s.splits) + "_GBps";
+          emit(name.c_str(), kv_bytes / ms[0] / 1e6, "GB/s", 2.0 * kv_bytes / ms[1] / 1e6, "D2D copy (read + write), same run");
+          std::printf("  %s: %.3f ms\n", name.c_str(), ms[0]);
+        }
+    }
+  }
 
   // ---- GEMM vs cuBLAS, and tuned vs default tiles; then block-sparse matmul vs dense cuBLAS (each
   // runs when the other failed; the exit status says whether either did)

@@ -30,11 +30,14 @@ ship=$(mktemp -d /tmp/jitk-ship-XXXXXX)
   JITK_CACHE_DIR=$ship/c ./build-gpu/jitk import $ship/warm.jitkpack
   JITK_CACHE_DIR=$ship/c ./build-gpu/quickstart; } >> "$out/ship.log" 2>&1
 echo "ship exit: $?"; tail -8 "$out/ship.log"
-timeout 400 ./build-gpu/bench/gpu/jitk_gpu_bench --json > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
+timeout 520 ./build-gpu/bench/gpu/jitk_gpu_bench --json > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
 echo "bench exit: $?"; cat "$out/gpu_bench.err" | tail -5
 bash bench/gpu/regs.sh "$JITK_CACHE_DIR" ./build-gpu/jitk >> "$out/gpu_bench.err" 2>&1; grep -E "layer_norm|chain|prologue|epilogue" "$out/gpu_bench.err" | head -30
 # PyTorch on the same data, same timing method (the baseline of each kernel's GB/s)
-python3 bench/gpu/torch_baseline.py > "$out/torch.jsonl" 2>> "$out/gpu_bench.err"; echo "torch exit: $?"; cat "$out/torch.jsonl"
+python3 bench/gpu/torch_baseline.py > "$out/torch.jsonl" 2>> "$out/gpu_bench.err"; echo "torch exit: $?"
+# torch SDPA's cuDNN, flash and efficient backends on the prefill section's shapes
+python3 bench/gpu/torch_baseline.py --attention >> "$out/torch.jsonl" 2>> "$out/gpu_bench.err"; echo "torch attention exit: $?"
+cat "$out/torch.jsonl"
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 python3 bench/gpu/plot.py "$out/gpu_bench.jsonl" "$out/torch.jsonl" "$out/row_kernels.png" "$gpu_name" 2>> "$out/gpu_bench.err"
 echo "plot exit: $?"

@@ -2,10 +2,12 @@
 """PyTorch's ops on the data the jitk GPU bench uses (bf16, 16384 x 8192), timed the same way
 (CUDA events, median), with a device-to-device copy of the same bytes in the same run.
 One JSON object per line: bench, value (GB/s), baseline (copy GB/s), ratio. Run on the device:
-    python3 bench/gpu/torch_baseline.py
+    python3 bench/gpu/torch_baseline.py          (everything)
+    python3 bench/gpu/torch_baseline.py decode   (paged decode attention alone)
 """
 import json
 import statistics
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -145,9 +147,53 @@ def attention():
         del q, k, v
 
 
+def decode():
+    """Paged decode as a model without a paged kernel runs it: K and V gathered from the cache
+    through the block table, repeated for each kv head's group, then SDPA. The shape of the jitk
+    bench's decode section: batch 64 x context 4096, 32 q heads / 8 kv heads of 128, bf16, pages
+    of 16 shuffled over the pool, one new token. GB/s of the cache's K and V bytes, vs a copy."""
+    dev = torch.device("cuda")
+    batch, context, heads, kv_heads, head_dim, page = 64, 4096, 32, 8, 128, 16
+    pages = batch * context // page
+    k_cache = torch.randn(pages, page, kv_heads, head_dim, dtype=torch.bfloat16, device=dev)
+    v_cache = torch.randn_like(k_cache)
+    table = torch.randperm(pages, device=dev, dtype=torch.int64).view(batch, context // page)
+    q = torch.randn(batch, heads, 1, head_dim, dtype=torch.bfloat16, device=dev)
+    group = heads // kv_heads
+
+    def run():
+        k = k_cache[table].view(batch, context, kv_heads, head_dim).transpose(1, 2).repeat_interleave(group, dim=1)
+        v = v_cache[table].view(batch, context, kv_heads, head_dim).transpose(1, 2).repeat_interleave(group, dim=1)
+        return F.scaled_dot_product_attention(q, k, v)
+
+    kv_bytes = 2.0 * k_cache.numel() * 2
+    dst = torch.empty_like(k_cache)
+    copy_ms = device_ms(lambda: dst.copy_(k_cache))
+    copy = 2.0 * k_cache.numel() * 2 / copy_ms / 1e6
+    ms = device_ms(run)
+    gbs = kv_bytes / ms / 1e6
+    print(json.dumps({"bench": "torch_decode_gather_repeat_sdpa_bf16_b64_ctx4096", "value": round(gbs, 1), "unit": "GB/s",
+                      "ms": round(ms, 3), "baseline": round(copy, 1), "baseline_name": "D2D copy (read + write) (torch)",
+                      "ratio": round(gbs / copy, 3), "torch": torch.__version__}), flush=True)
+    # SDPA alone on K and V already contiguous a sequence (no paging, no gather): what a model with
+    # a dense cache pays, GQA inside SDPA where this torch has it
+    try:
+        k = k_cache[table].view(batch, context, kv_heads, head_dim).transpose(1, 2).contiguous()
+        v = v_cache[table].view(batch, context, kv_heads, head_dim).transpose(1, 2).contiguous()
+        ms = device_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+        gbs = kv_bytes / ms / 1e6
+        print(json.dumps({"bench": "torch_decode_dense_sdpa_gqa_bf16_b64_ctx4096", "value": round(gbs, 1), "unit": "GB/s",
+                          "ms": round(ms, 3), "baseline": round(copy, 1), "baseline_name": "D2D copy (read + write) (torch)",
+                          "ratio": round(gbs / copy, 3), "torch": torch.__version__}), flush=True)
+    except Exception as e:  # noqa: BLE001 - an SDPA without enable_gqa is a note, not a failure
+        print(json.dumps({"note": "dense SDPA with enable_gqa unavailable: " + str(e)[:200]}), flush=True)
+
+
 if __name__ == "__main__":
-    import sys
     if "--attention" in sys.argv:
         attention()
+    elif sys.argv[1:] == ["decode"]:
+        decode()
     else:
         main()
+        decode()

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "jit/kernels/adamw.hpp"
+#include "jit/kernels/attention_decode.hpp"
 #include "jit/kernels/attention_prefill.hpp"
 #include "jit/kernels/block_sparse.hpp"
 #include "jit/kernels/gated_activation.hpp"

@@ -1,0 +1,267 @@
+// attention_decode on NVIDIA (and, through hipRTC, AMD) GPUs: a block a work item (sequence, kv
+// head, row chunk, split). Its query rows (up to RC of the group's heads x new tokens) live in
+// registers; a key's row of head_dim elements is spread over KL lanes, one 16-byte pack each, so
+// a warp takes 32 / KL keys at once and each thread U of them a step (their K and V loads in
+// flight together). Each thread keeps an online softmax (max, weight, sums of its packs) per row;
+// the warp's key groups merge through shuffles, the warps through shared memory. Without a
+// workspace the block writes o (and lse); with one it writes its partial there and the last block
+// of its (sequence, kv head, chunk) to finish merges the splits (an atomic count, reset after).
+// A page outside [0, num_pages) and keys past max_pages * P are masked, never read.
+#include "jitk_gpu.h"
+
+constexpr i64 D = JITK_HEAD_DIM;
+constexpr i64 P = JITK_PAGE_SIZE;
+constexpr int G = JITK_GROUP;
+constexpr int QL = JITK_Q_LEN;
+constexpr int R = G * QL;          // query rows of a (sequence, kv head)
+constexpr int RC = R < 8 ? R : 8;  // rows a block takes: AttentionDecode::rows_per_item
+constexpr int CHUNKS = (R + RC - 1) / RC;
+constexpr int W = jitk::kVector<T>;  // elements a 16-byte pack
+constexpr int PACKS = static_cast<int>(D / W);
+constexpr int pow2_at_least(int n) { return n <= 1 ? 1 : 2 * pow2_at_least((n + 1) / 2); }
+constexpr int KL = PACKS >= 32 ? 32 : pow2_at_least(PACKS);  // lanes a key's row
+constexpr int PP = (PACKS + KL - 1) / KL;                     // packs a lane
+constexpr int KPW = 32 / KL;                                  // keys a warp at once
+constexpr int NW = JITK_BLOCK / 32;
+constexpr int NS = NW * KPW;                  // keys the block takes at once
+constexpr int U = RC * PP * W <= 32 ? 4 : 2;  // keys a thread a step: more loads in flight, fewer registers
+// Threads an SM should hold: 512 (128 registers a thread) where a thread keeps at most 32 of each
+// row array, else 256. On the H100 (bf16, d128, group 4) 4 blocks of 128 instead of the 3 that 136
+// registers gave: 0.725 -> 0.811 of copy bandwidth at 64 x 4096 in 4 splits, 0.824 unsplit (28 bytes spilled);
+// 8 keys a thread a step instead of 4 (210 registers) read 0.58.
+constexpr int kMinBlocks = ((RC * PP * W <= 32 ? 512 : 256) / JITK_BLOCK) > 0 ? (RC * PP * W <= 32 ? 512 : 256) / JITK_BLOCK : 1;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+static_assert(D % W == 0, "the plan takes head_dim in 16-byte packs");
+
+typedef jitk::Pack<T, W> Row;
+
+// K and V are read once; only blocks of other row chunks read the same pages again (from L2).
+__device__ inline Row load_key(const T* p) {
+  if constexpr (CHUNKS == 1) return jitk::load_stream<W>(p);
+  return jitk::load<W>(p);
+}
+
+// exp2 of a - b where both may be -inf (a weight of 0 then).
+__device__ inline float weight(float a, float b) { return b == jitk::neg_inf() ? 0.0f : exp2f(a - b); }
+
+// Row r of chunk `chunk` of a (sequence, kv head): new token row / G of head kvh * G + row % G.
+__device__ inline i64 out_row(i64 seq, i64 kvh, i64 chunk, int r, i64 heads) {
+  const int row = static_cast<int>(chunk) * RC + r;
+  return (seq * QL + row / G) * heads + kvh * G + row % G;
+}
+
+// Element d of an output row from its sums a, max top (log2 units) and weight sum; a row that saw no key: 0, lse -inf.
+__device__ inline void write_output(T* o, float* lse, i64 row, int d, float a, float top, float sum) {
+  o[row * D + d] = jitk::from_float<T>(sum > 0.0f ? a / sum : 0.0f);
+  if (lse && d == 0) lse[row] = sum > 0.0f ? (top + log2f(sum)) * kLn2 : jitk::neg_inf();
+}
+
+JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache,
+                const int* __restrict__ block_table, const int* __restrict__ context_lens, T* __restrict__ o,
+                float* __restrict__ lse, char* __restrict__ workspace, float scale, i64 kv_heads, i64 num_pages,
+                i64 max_pages, i64 splits, i64 pages_per_split, i64 batch, i64 n) {
+  const i64 item = blockIdx.x;
+  if (item >= n) return;
+  const i64 split = item % splits, pair = item / splits;  // pair: (sequence, kv head, chunk)
+  const i64 chunk = pair % CHUNKS, kvh = pair / CHUNKS % kv_heads, seq = pair / CHUNKS / kv_heads;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int kl = lane % KL, sg = warp * KPW + lane / KL;  // place in its key's row; its key group
+  const i64 heads = kv_heads * G;
+  const int rows = R - static_cast<int>(chunk) * RC < RC ? R - static_cast<int>(chunk) * RC : RC;
+
+  const int context = context_lens[seq] > 0 ? context_lens[seq] : 0;
+  const int keys = static_cast<i64>(context) < max_pages * P ? context : static_cast<int>(max_pages * P);
+  const int begin = static_cast<int>(split * pages_per_split * P);
+  // the last split runs to the end, whatever max_context the split was sized for
+  int end = split == splits - 1 ? keys : static_cast<int>((split + 1) * pages_per_split * P);
+  end = end < keys ? end : keys;
+  const int seen = context - QL + (static_cast<int>(chunk) * RC + rows - 1) / G + 1;  // by the chunk's last row: the most
+  end = end < seen ? end : seen;
+
+  // The rows, scaled so that exp2 of a score is its softmax weight; limit: the keys a row sees.
+  float qr[RC][PP][W];
+  int limit[RC];
+#pragma unroll
+  for (int r = 0; r < RC; ++r) {
+    const int row = static_cast<int>(chunk) * RC + r;
+    limit[r] = r < rows ? context - QL + row / G + 1 : 0;
+#pragma unroll
+    for (int p = 0; p < PP; ++p) {
+      const int d0 = (p * KL + kl) * W;
+      Row x{};
+      if (r < rows && d0 < D) x = jitk::load<W>(q + out_row(seq, kvh, chunk, r, heads) * D + d0);
+#pragma unroll
+      for (int w = 0; w < W; ++w) qr[r][p][w] = r < rows && d0 < D ? jitk::to_float(x.v[w]) * scale * kLog2e : 0.0f;
+    }
+  }
+  float m[RC], l[RC], acc[RC][PP][W];
+#pragma unroll
+  for (int r = 0; r < RC; ++r) {
+    m[r] = jitk::neg_inf();
+    l[r] = 0.0f;
+#pragma unroll
+    for (int p = 0; p < PP; ++p)
+#pragma unroll
+      for (int w = 0; w < W; ++w) acc[r][p][w] = 0.0f;
+  }
+
+  const int* table = block_table + seq * max_pages;
+  for (int step = begin; step < end; step += NS * U) {  // the same trip count for every lane (shuffles below)
+    Row kp[U][PP], vp[U][PP];
+    bool ok[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = step + u * NS + sg;
+      i64 at = 0;
+      ok[u] = false;
+      if (j < end) {
+        const int page = table[j / P];
+        ok[u] = page >= 0 && page < num_pages;
+        at = ((static_cast<i64>(page) * P + j % P) * kv_heads + kvh) * D;
+      }
+#pragma unroll
+      for (int p = 0; p < PP; ++p) {
+        const int d0 = (p * KL + kl) * W;
+        kp[u][p] = Row{};
+        vp[u][p] = Row{};
+        if (ok[u] && d0 < D) {
+          kp[u][p] = load_key(k_cache + at + d0);
+          vp[u][p] = load_key(v_cache + at + d0);
+        }
+      }
+    }
+    float s[U][RC];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float kf[PP][W];
+#pragma unroll
+      for (int p = 0; p < PP; ++p)
+#pragma unroll
+        for (int w = 0; w < W; ++w) kf[p][w] = jitk::to_float(kp[u][p].v[w]);
+#pragma unroll
+      for (int r = 0; r < RC; ++r) {
+        float d = 0.0f;
+#pragma unroll
+        for (int p = 0; p < PP; ++p)
+#pragma unroll
+          for (int w = 0; w < W; ++w) d += qr[r][p][w] * kf[p][w];
+#pragma unroll
+        for (int mask = KL / 2; mask > 0; mask /= 2) d += JITK_SHFL_XOR(d, mask);
+        s[u][r] = ok[u] && step + u * NS + sg < limit[r] ? d : jitk::neg_inf();
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < RC; ++r) {
+      float top = m[r];
+#pragma unroll
+      for (int u = 0; u < U; ++u) top = fmaxf(top, s[u][r]);
+      if (top == jitk::neg_inf()) continue;  // no key of this step for this row (nor before)
+      const float shrink = weight(m[r], top);
+      float w_u[U], sum = 0.0f;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        w_u[u] = weight(s[u][r], top);
+        sum += w_u[u];
+      }
+      l[r] = l[r] * shrink + sum;
+      m[r] = top;
+#pragma unroll
+      for (int p = 0; p < PP; ++p)
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+          float a = acc[r][p][w] * shrink;
+#pragma unroll
+          for (int u = 0; u < U; ++u) a += w_u[u] * jitk::to_float(vp[u][p].v[w]);
+          acc[r][p][w] = a;
+        }
+    }
+  }
+
+  // The warp's key groups (lanes KL apart) into one.
+#pragma unroll
+  for (int mask = KL; mask < 32; mask *= 2)
+#pragma unroll
+    for (int r = 0; r < RC; ++r) {
+      const float m_other = JITK_SHFL_XOR(m[r], mask), l_other = JITK_SHFL_XOR(l[r], mask);
+      const float top = fmaxf(m[r], m_other), mine = weight(m[r], top), theirs = weight(m_other, top);
+      l[r] = l[r] * mine + l_other * theirs;
+      m[r] = top;
+#pragma unroll
+      for (int p = 0; p < PP; ++p)
+#pragma unroll
+        for (int w = 0; w < W; ++w) acc[r][p][w] = acc[r][p][w] * mine + JITK_SHFL_XOR(acc[r][p][w], mask) * theirs;
+    }
+
+  // The warps into one, through shared memory.
+  __shared__ float s_m[NW][RC], s_l[NW][RC];
+  __shared__ float s_acc[NW][RC][D];
+  if (lane < KL) {
+#pragma unroll
+    for (int r = 0; r < RC; ++r) {
+      if (lane == 0) {
+        s_m[warp][r] = m[r];
+        s_l[warp][r] = l[r];
+      }
+#pragma unroll
+      for (int p = 0; p < PP; ++p)
+#pragma unroll
+        for (int w = 0; w < W; ++w)
+          if ((p * KL + kl) * W + w < D) s_acc[warp][r][(p * KL + kl) * W + w] = acc[r][p][w];
+    }
+  }
+  __syncthreads();
+  // workspace: the blocks' partials [item][RC][D + 2] (sums, then max and weight), then a counter
+  // a (sequence, kv head, chunk): its blocks done so far
+  float* partials = reinterpret_cast<float*>(workspace);
+  for (int e = threadIdx.x; e < rows * D; e += JITK_BLOCK) {
+    const int r = e / static_cast<int>(D), d = e % static_cast<int>(D);
+    float top = jitk::neg_inf();
+#pragma unroll
+    for (int w = 0; w < NW; ++w) top = fmaxf(top, s_m[w][r]);
+    float sum = 0.0f, a = 0.0f;
+#pragma unroll
+    for (int w = 0; w < NW; ++w) {
+      const float x = weight(s_m[w][r], top);
+      sum += s_l[w][r] * x;
+      a += s_acc[w][r][d] * x;
+    }
+    if (workspace) {
+      float* part = partials + (item * RC + r) * (D + 2);
+      part[d] = a;
+      if (d == 0) {
+        part[D] = top;
+        part[D + 1] = sum;
+      }
+    } else {
+      write_output(o, lse, out_row(seq, kvh, chunk, r, heads), d, a, top, sum);
+    }
+  }
+  if (!workspace) return;
+
+  // The last block of the pair to finish merges the splits' partials.
+  unsigned* counters = reinterpret_cast<unsigned*>(partials + batch * kv_heads * CHUNKS * splits * RC * (D + 2));
+  __shared__ bool s_last;
+  __threadfence();  // this block's partials visible before its count
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = atomicAdd(&counters[pair], 1u) == static_cast<unsigned>(splits - 1);
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  const volatile float* first = partials + pair * splits * RC * (D + 2);  // L2, not a stale L1 line
+  const i64 stride = RC * (D + 2);  // from one split's partial of a row to the next's
+  for (int e = threadIdx.x; e < rows * D; e += JITK_BLOCK) {
+    const int r = e / static_cast<int>(D), d = e % static_cast<int>(D);
+    const volatile float* row = first + r * (D + 2);
+    float top = jitk::neg_inf();
+    for (i64 s = 0; s < splits; ++s) top = fmaxf(top, row[s * stride + D]);
+    float sum = 0.0f, a = 0.0f;
+    for (i64 s = 0; s < splits; ++s) {
+      const float x = weight(row[s * stride + D], top);
+      sum += row[s * stride + D + 1] * x;
+      a += row[s * stride + d] * x;
+    }
+    write_output(o, lse, out_row(seq, kvh, chunk, r, heads), d, a, top, sum);
+  }
+  if (threadIdx.x == 0) atomicExch(&counters[pair], 0u);  // ready for the next launch
+}
