@@ -76,6 +76,7 @@ LaunchShape tile_shape(const std::string& kernel, const Implementation& impl, co
   planned_fields(shape) = planned_fields(plan);
   shape.block = plan.threads;
   shape.tensor_maps = impl.layout.tensor_maps;
+  shape.aligned_rows = impl.layout.aligned_rows;
   return shape;
 }
 

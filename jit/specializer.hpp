@@ -35,6 +35,7 @@ struct LaunchShape {
   std::int64_t tile_m = 0, tile_n = 0;
   std::int64_t shared_bytes = 0;
   bool tensor_maps = false;
+  bool aligned_rows = false;  // GpuLayout::aligned_rows
   std::int64_t tile_k = 0;
   int blocks_per_sm = 0;  // persistent: the grid is at most this many blocks per SM
   int cluster = 1;        // blocks a cluster (along x)

@@ -148,6 +148,7 @@ class ArgPack {
   std::int64_t work_columns = 1;  // Tile kernels: the output's columns (their blocks cover rows x columns)
   std::int64_t work_depth = 0;    // Tile kernels: the K their tiles walk (0: not said; K is then never split)
   std::int64_t min_grain = 1;   // smallest range worth a task of its own (CPU)
+  bool unaligned = false;       // some row of the operands is not 16-byte aligned (GpuLayout::aligned_rows)
   Stream stream;                // GPU launches
 
   // Tile kernels that load through the copy engine (GpuLayout::tensor_maps): each operand's

@@ -61,8 +61,13 @@ struct GpuLayout {
   // the copy engine (CUDA tensor maps, made at each launch from the ArgPack's tensor_maps).
   int tile_m = 0, tile_n = 0, tile_k = 0, stages = 1;
   bool tensor_maps = false;
+  // Tile: the text copies rows 16 bytes at a time and cannot take others: a launch whose ArgPack
+  // says `unaligned` runs the backend's generic implementation instead (attention_prefill on Hopper).
+  bool aligned_rows = false;
   // Every field, for what hashes them (a scoped mapping's id); a build check holds it to all of them.
-  auto fields() const { return std::tie(kind, block, packs_per_thread, row_arrays, tile_m, tile_n, tile_k, stages, tensor_maps); }
+  auto fields() const {
+    return std::tie(kind, block, packs_per_thread, row_arrays, tile_m, tile_n, tile_k, stages, tensor_maps, aligned_rows);
+  }
 };
 
 // What a Tile implementation makes of its resolved tile params (tile_m, tile_n, tile_k, stages,

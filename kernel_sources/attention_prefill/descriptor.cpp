@@ -100,6 +100,7 @@ std::vector<KernelSpec> attention_prefill_family() {
   hopper.dtypes = {DType::f16, DType::bf16};
   const GpuLayout hopper_tiles{Kind::Tile, 384, 1, 1, 128, 128, 0, 2};
   hopper.layout = hopper_tiles;
+  hopper.layout.aligned_rows = true;  // cp.async copies 16 bytes; other rows run the generic text
   hopper.tile_plan = attention_sm90a_plan;
   hopper.tile_defaults = [hopper_tiles](const ParamSet& p) { return attention_sm90a_tiles(p, hopper_tiles); };
   hopper.note = "Hopper: wgmma, a producer warpgroup and 64-row consumer warpgroups, two K/V stages (FlashAttention-3's layout)";

@@ -80,13 +80,15 @@ class CudaDriver final : public BackendDriver {
     }
     // Modules live as long as the process: the memory tier hands their functions out.
     std::unique_ptr<Fallback> fallback;
-    if (unit.shape.tensor_maps) {
+    if (unit.shape.tensor_maps || unit.shape.aligned_rows) {
       fallback = std::make_unique<Fallback>();
       fallback->kernel = unit.kernel;
       fallback->params = unit.params;
       fallback->target = target;
-      fallback->why = "a matrix the copy engine cannot take (not 16-byte aligned, empty, or 2^31 or more rows or columns) (" +
-                      unit.params.to_string() + ")";
+      fallback->why = unit.shape.tensor_maps
+                          ? "a matrix the copy engine cannot take (not 16-byte aligned, empty, or 2^31 or more rows or columns) (" +
+                                unit.params.to_string() + ")"
+                          : "rows not 16-byte aligned (" + unit.params.to_string() + ")";
     }
     return make_cuda_kernel(fn, pack, unit.shape, target.device, std::move(fallback), few_rows_routes(unit, target),
                             pack_routes(unit, target));

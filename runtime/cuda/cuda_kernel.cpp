@@ -92,6 +92,7 @@ class CudaKernel final : public LoadedKernel {
     if (!few_rows_.empty() && args.work_items <= kFewRows && leaves_sms_idle(l.grid, devices()[device_].sm_count))
       for (std::size_t i = 0; i < few_rows_.size(); ++i)
         if (args.work_items <= few_rows_[i]->max_rows) return few_rows_[i]->get().launch(args);
+    if (shape_.aligned_rows && args.unaligned && fallback_) return fallback_->get().launch(args);
     if (shape_.tensor_maps && args.matrix_count == 2 && fallback_ &&
         !(copy_engine_takes(args.matrices[0]) && copy_engine_takes(args.matrices[1])))
       return fallback_->get().launch(args);

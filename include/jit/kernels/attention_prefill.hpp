@@ -139,6 +139,11 @@ inline void AttentionPrefill::pack(const Params& p, const Args& a, jit::detail::
   // (sequence, kv head) pairs; a block past its sequence's rows returns at once.
   out.work_items = work ? a.max_seqlen_q * p.group : 0;
   out.work_columns = a.batch * a.kv_heads;
+  // Rows the GPU copies 16 bytes at a time (Hopper's text; others run the generic one)
+  const auto off16 = [&](const void* ptr, std::int64_t stride) {
+    return reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0 || (stride * static_cast<std::int64_t>(dtype_size(p.dtype))) % 16 != 0;
+  };
+  out.unaligned = off16(a.q.data, q_stride) || off16(a.k.data, k_stride) || off16(a.v.data, v_stride);
   out.min_grain = 1;
 }
 
