@@ -1,11 +1,14 @@
-// attention_prefill, the generic GPU text (FlashAttention-2's scheme): a block takes TM query rows of
-// one (sequence, kv head) -- the group's G query heads of TM / G tokens, row r being token r / G,
-// head kv_head * G + r % G, so each K and V tile is loaded once for the group -- and walks the keys
-// the rows may see TN at a time: S = Q K^T on the tensor cores (mma.sync m16n8k16, a warp 16 rows),
-// the mask, an online softmax in registers, O += P V with P taken straight from S's registers.
-// K's next tile loads while P V runs and V's while Q K^T runs (cp.async). Rows padded by 16 bytes
-// in shared memory keep ldmatrix free of bank conflicts for any head_dim that is a multiple of 16.
-// On AMD (hipRTC) a plainer path: a thread a row, K and V from global memory.
+// attention_prefill's GPU texts. A block takes TM query rows of one (sequence, kv head) -- the
+// group's G query heads of TM / G tokens, row r being token r / G, head kv_head * G + r % G, so
+// each K and V tile is loaded once for the group -- and walks the keys the rows may see TN at a
+// time: S = Q K^T, the mask, an online softmax in registers, O += P V with P taken straight from
+// S's registers. Three paths:
+// - cuda-sm90a (Hopper): wgmma, a producer warpgroup and 64-row consumer warpgroups (below);
+// - cuda (sm_80 on; FlashAttention-2's scheme): mma.sync m16n8k16, 4 warps of TM / 64 16-row
+//   slices, K's next tile loading while P V runs and V's while Q K^T runs (cp.async); rows padded
+//   by 16 bytes in shared memory keep ldmatrix free of bank conflicts for any head_dim that is a
+//   multiple of 16;
+// - hip (AMD, hipRTC): a thread a row, K and V from global memory.
 #include "jitk_gpu.h"
 
 constexpr int D = JITK_HEAD_DIM;
