@@ -73,6 +73,23 @@ inline std::vector<Implementation> generic_impls(std::string cpu_file, std::stri
   return {cpu_impl(std::move(cpu_file)), std::move(cuda), std::move(hip)};
 }
 
+// A Hopper-only text (sm_90a: wgmma, setmaxnreg), f16 and bf16, preferred where it suits the
+// params (priority 1), tiles from its plan.
+inline Implementation sm90a_impl(std::string file, GpuLayout layout, std::function<TilePlan(const ParamSet&)> plan, std::string note) {
+  Implementation i;
+  i.name = "cuda-sm90a";
+  i.backend = Backend::Cuda;
+  i.min_capability = i.max_capability = 90;
+  i.arch_suffix = "a";
+  i.priority = 1;
+  i.file = std::move(file);
+  i.dtypes = {DType::f16, DType::bf16};
+  i.layout = layout;
+  i.tile_plan = std::move(plan);
+  i.note = std::move(note);
+  return i;
+}
+
 inline std::int64_t int_param(const ParamSet& p, const char* name) { return std::get<std::int64_t>(*p.find(name)); }
 // Blocks a cluster the params ask for: cluster_m (resolved; 1 where the kernel has no such param).
 inline std::int64_t cluster_of(const ParamSet& p) { return p.find("cluster_m") ? int_param(p, "cluster_m") : 1; }

@@ -93,20 +93,11 @@ std::vector<KernelSpec> attention_prefill_family() {
   cuda.dtypes = {DType::f16, DType::bf16};
   cuda.tile_plan = attention_cuda_plan;
   cuda.tile_defaults = [layout = tiles](const ParamSet& p) { return attention_cuda_tiles(p, layout); };
-  Implementation hopper;
-  hopper.name = "cuda-sm90a";
-  hopper.backend = Backend::Cuda;
-  hopper.min_capability = hopper.max_capability = 90;
-  hopper.arch_suffix = "a";
-  hopper.priority = 1;
-  hopper.file = cuda.file;
-  hopper.dtypes = {DType::f16, DType::bf16};
-  const GpuLayout hopper_tiles{Kind::Tile, 384, 1, 1, 128, 128, 0, 2};
-  hopper.layout = hopper_tiles;
-  hopper.layout.aligned_rows = true;  // cp.async copies 16 bytes; other rows run the generic text
-  hopper.tile_plan = attention_sm90a_plan;
+  GpuLayout hopper_tiles{Kind::Tile, 384, 1, 1, 128, 128, 0, 2};
+  hopper_tiles.aligned_rows = true;  // cp.async copies 16 bytes; other rows run the generic text
+  Implementation hopper = sm90a_impl(cuda.file, hopper_tiles, attention_sm90a_plan,
+                                     "Hopper: wgmma, a producer warpgroup and 64-row consumer warpgroups, two K/V stages");
   hopper.tile_defaults = [hopper_tiles](const ParamSet& p) { return attention_sm90a_tiles(p, hopper_tiles); };
-  hopper.note = "Hopper: wgmma, a producer warpgroup and 64-row consumer warpgroups, two K/V stages (FlashAttention-3's layout)";
   Implementation hip = hip_generic(cuda);
   hip.note = "a thread a query row (AMD, hipRTC; compiled in CI, not run)";
   Implementation cpu = cpu_impl("attention_prefill/attention_prefill.cpp");

@@ -116,19 +116,8 @@ std::int64_t sm90_shared_bytes(std::int64_t stages, std::int64_t a_rows, std::in
 }
 
 Implementation hopper_impl(GpuLayout layout, TilePlan (*plan)(const ParamSet&), std::string note) {
-  Implementation i;
-  i.name = "cuda-sm90a";
-  i.backend = Backend::Cuda;
-  i.min_capability = i.max_capability = 90;
-  i.arch_suffix = "a";
-  i.priority = 1;
-  i.file = "gemm/gemm_sm90.cu";
-  i.dtypes = {DType::f16, DType::bf16};
-  i.layout = layout;
-  i.layout.tensor_maps = true;
-  i.tile_plan = plan;
-  i.note = std::move(note);
-  return i;
+  layout.tensor_maps = true;
+  return sm90a_impl("gemm/gemm_sm90.cu", layout, plan, std::move(note));
 }
 
 std::vector<KernelSpec> gemm_family() {
