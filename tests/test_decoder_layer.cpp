@@ -1,0 +1,34 @@
+// A Llama-style decoder layer on jitk's CPU kernels (examples/decoder_layer.hpp) against the same
+// layer in float64: a prefill of three sequences, then two decode steps over the paged KV cache
+// the prefill wrote.
+#include <catch2/catch.hpp>
+
+#include "../examples/decoder_layer.hpp"
+#include "test_support.hpp"
+
+namespace {
+const jitk_test::TempDir& cache_dir = jitk_test::own_cache_dir();
+}
+
+TEST_CASE("a decoder layer on jitk kernels matches the float64 layer: prefill, then decode steps over the paged cache", "[kernels][layer]") {
+  using jitk_example::LayerConfig;
+  const LayerConfig c;  // hidden 256, 4 query heads on 2 kv heads of 64, MLP 512, pages of 16
+  const std::int64_t batch = 3, seqlen = 37, steps = 2;
+  const auto w = jitk_example::random_weights<float>(c, 7);
+  jitk_example::DecoderLayer<float> layer(c, w, batch, seqlen + steps, false);
+  jitk_example::ReferenceCache cache;
+  const auto x = jitk_test::random_values<double>(static_cast<std::size_t>(batch * seqlen * c.hidden), -2, 2,
+                                                  [](double v) { return double(float(v)); });
+  const auto expected = jitk_example::layer_reference(c, w, x, batch, seqlen, {0, 0, 0}, cache);
+  const auto got = layer.prefill(jitk_example::narrowed<float>(x), seqlen);
+  CHECK(jitk_reference::relative_l2_error(got, expected) <= 1e-4);
+  for (std::int64_t s = 0; s < steps; ++s) {
+    const auto xd = jitk_test::random_values<double>(static_cast<std::size_t>(batch * c.hidden), -2, 2,
+                                                     [](double v) { return double(float(v)); });
+    const std::int64_t position = seqlen + s;
+    const auto want = jitk_example::layer_reference(c, w, xd, batch, 1, {position, position, position}, cache);
+    const auto step = layer.decode(jitk_example::narrowed<float>(xd), std::vector<std::int32_t>(batch, static_cast<std::int32_t>(position)));
+    INFO("decode step " << s);
+    CHECK(jitk_reference::relative_l2_error(step, want) <= 1e-4);
+  }
+}
