@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstring>
+#include <set>
 
 #include "cache/cache_key.hpp"
 #include "test_support.hpp"
@@ -210,4 +211,31 @@ TEST_CASE("Ctrl-C during jitk warm stops starting compiles and leaves no half-wr
   auto again = run(kTool + " warm " + manifest.string(), env);
   CHECK_THAT(again.output, Contains("60 kernels: " + std::to_string(60 - done) + " compiled, " + std::to_string(done) +
                                     " already cached"));
+}
+
+TEST_CASE("a decoder layer's run records exactly its variants, and a cache warmed from that record compiles nothing for the next run",
+          "[ship][record][layer]") {
+  TempDir first, warmed, dir;
+  const auto manifest = dir.path() / "layer.toml";
+  const std::string program = JITK_DECODER_LAYER;
+  auto r = run(program, "JITK_RECORD='" + manifest.string() + "' " + jitk_test::cache_env(first));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("OK"));
+  // jitk ls: one variant of each kernel the layer runs, nothing else
+  const auto rows = nlohmann::json::parse(run(kTool + " ls --json", jitk_test::cache_env(first)).output);
+  std::multiset<std::string> kernels;
+  for (const auto& row : rows) kernels.insert(row["kernel"].get<std::string>());
+  const std::multiset<std::string> expected = {"attention_decode", "attention_prefill", "gemm", "kv_cache_append",
+                                               "rms_norm", "rotary_embedding", "silu_and_mul"};
+  CHECK(kernels == expected);
+  // the record warms an empty cache; the next run then compiles nothing
+  const auto env = jitk_test::cache_env(warmed);
+  auto warm = run(kTool + " warm '" + manifest.string() + "'", env);
+  INFO(warm.output);
+  REQUIRE(warm.exit_code == 0);
+  const auto compiles = stats(env)["compiles"];
+  CHECK(compiles == expected.size());
+  CHECK(run(program, env).exit_code == 0);
+  CHECK(stats(env)["compiles"] == compiles);
 }
