@@ -9,6 +9,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <random>
 #include <vector>
@@ -152,11 +153,13 @@ template <class T> class DecoderLayer {
                          Attention attention) {
     using namespace jit::kernels;
     const std::int64_t tokens = static_cast<std::int64_t>(positions.size()), h = c_.hidden;
-    const auto size = [](std::int64_t n) { return static_cast<std::size_t>(n); };
-    Array<T> x(x_host, gpu_), normed(size(tokens * h), gpu_), q(size(tokens * c_.q_width()), gpu_), k(size(tokens * c_.kv_width()), gpu_),
-        v(size(tokens * c_.kv_width()), gpu_), o(size(tokens * c_.q_width()), gpu_), y(x_host, gpu_), gu(size(tokens * 2 * c_.mlp), gpu_),
-        act(size(tokens * c_.mlp), gpu_);
-    Array<std::int64_t> pos(positions, gpu_), slot_dev(slots, gpu_);
+    Activations& a = activations(tokens);
+    a.x.upload(x_host);
+    a.y.upload(x_host);  // the residual: the projections add into it (beta = 1)
+    a.positions.upload(positions);
+    a.slots.upload(slots);
+    auto &x = a.x, &normed = a.normed, &q = a.q, &k = a.k, &v = a.v, &o = a.o, &y = a.y, &gu = a.gu, &act = a.act;
+    auto &pos = a.positions, &slot_dev = a.slots;
     auto norm = jit::get<RmsNorm>({dtype_, h});
     auto gemm = jit::get<Gemm>({dtype_});
     // C [tokens, n] (+)= A [tokens, kk] B, B a column slice of a row-major weight `ldb` wide
@@ -181,12 +184,30 @@ template <class T> class DecoderLayer {
     return y.host();
   }
 
+  // A forward's intermediate arrays, made once for each token count and kept (a GPU's allocations
+  // would cost more than some of the kernels).
+  struct Activations {
+    Activations(const LayerConfig& c, std::int64_t tokens, bool gpu)
+        : x(n(tokens * c.hidden), gpu), normed(n(tokens * c.hidden), gpu), q(n(tokens * c.q_width()), gpu), k(n(tokens * c.kv_width()), gpu),
+          v(n(tokens * c.kv_width()), gpu), o(n(tokens * c.q_width()), gpu), y(n(tokens * c.hidden), gpu), gu(n(tokens * 2 * c.mlp), gpu),
+          act(n(tokens * c.mlp), gpu), positions(n(tokens), gpu), slots(n(tokens), gpu) {}
+    static std::size_t n(std::int64_t v) { return static_cast<std::size_t>(v); }
+    Array<T> x, normed, q, k, v, o, y, gu, act;
+    Array<std::int64_t> positions, slots;
+  };
+  Activations& activations(std::int64_t tokens) {
+    auto& slot = activations_[tokens];
+    if (!slot) slot = std::make_unique<Activations>(c_, tokens, gpu_);
+    return *slot;
+  }
+
   LayerConfig c_;
   bool gpu_;
   std::int64_t batch_, max_pages_, num_pages_;
   Array<T> norm1_, wqkv_, wo_, norm2_, wgu_, wd_, k_cache_, v_cache_;
   Array<std::int32_t> table_;
   jit::DType dtype_;
+  std::map<std::int64_t, std::unique_ptr<Activations>> activations_;
 };
 
 // ---- the same layer in float64 ----------------------------------------------------------------
