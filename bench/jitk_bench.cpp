@@ -801,6 +801,49 @@ template <class T> std::vector<Result> bench_silu_and_mul(const Config& cfg, Cpu
   });
 }
 
+// ---- attention_prefill, f32: jitk against the same text compiled by g++ -O3 (the AOT list's
+// params: head 128, causal, group 4), 2 sequences of 512 tokens, 8 query heads on 2 kv heads.
+std::vector<Result> bench_attention(const Config& cfg, CpuEntry aot) {
+  using Prefill = kernels::AttentionPrefill;
+  const std::int64_t batch = 2, seqlen = cfg.quick ? 128 : 512, kv_heads = 2, group = 4, d = 128, heads = kv_heads * group;
+  const std::int64_t tokens = batch * seqlen;
+  progress(cfg, "attention_prefill_f32: " + std::to_string(batch) + " x " + std::to_string(seqlen) + " tokens, 8/2 heads of 128, causal");
+  const Prefill::Params p{jit::DType::f32, d, true, 0, group};
+  auto k = jit::get<Prefill>(p, jit::Target::cpu());
+  std::mt19937 rng(8);
+  Buffer<float> q(tokens * heads * d), kk(tokens * kv_heads * d), v(tokens * kv_heads * d), o(tokens * heads * d);
+  q.randomize(rng, -1.5, 1.5);
+  kk.randomize(rng, -1.5, 1.5);
+  v.randomize(rng, -3, 3);
+  std::vector<std::int32_t> cu = {0, static_cast<std::int32_t>(seqlen), static_cast<std::int32_t>(tokens)};
+  const double scale = 1 / std::sqrt(double(d));
+  const Prefill::Args args{batch, kv_heads, seqlen, tokens, tokens, q.data(), kk.data(), v.data(), o.data(), jit::MutPtr{}, cu.data(), cu.data(), scale};
+  std::vector<double> ref, lse;
+  const auto wide = [](const Buffer<float>& x) { const auto f = x.to_vector(); return std::vector<double>(f.begin(), f.end()); };
+  jitk_reference::attention_prefill(ref, lse, wide(q), wide(kk), wide(v), cu, cu, kv_heads, group, d, true, 0, scale,
+                                    heads * d, kv_heads * d, kv_heads * d);
+  o.poison();
+  k.launch(args);
+  check("attention_prefill_f32 (jitk)", o, ref);
+  o.poison();
+  launch_entry<Prefill>(aot, p, args);
+  check("attention_prefill_f32 (g++ AOT)", o, ref);
+  std::vector<double> jitk_ms, aot_ms;
+  for (int i = 0; i < 2 + (cfg.quick ? 3 : 7); ++i) {
+    auto t0 = Clock::now();
+    k.launch(args);
+    const double a = ms_since(t0);
+    t0 = Clock::now();
+    launch_entry<Prefill>(aot, p, args);
+    const double b = ms_since(t0);
+    if (i >= 2) jitk_ms.push_back(a), aot_ms.push_back(b);
+  }
+  const double flops = 4.0 * batch * heads * double(seqlen) * double(seqlen) * d / 2;
+  const auto gflops = [&](double ms) { return flops / (ms * 1e-3) / 1e9; };
+  return {make_result("attention_prefill_f32_gflops", gflops(median(jitk_ms)), "GFLOP/s", gflops(median(aot_ms)), "gxx_O3_march_native", false,
+                      "causal, d128, GQA 8/2, " + std::to_string(batch) + " x " + std::to_string(seqlen) + " tokens, all cores")};
+}
+
 // ---- warm-up throughput: jitk warm's engine with one worker vs one per core --------------------------
 // Each side compiles its own set of distinct specializations (softmax f32, rows of different
 // lengths: equal work per item), into the same cache, so neither finds the other's artifacts.
@@ -868,6 +911,7 @@ int run(const Config& cfg) {
   if (wanted("silu_and_mul_f32")) add(bench_silu_and_mul<float>(cfg, aot_silu_and_mul_f32));
   if (wanted("adamw_f32")) add(bench_adamw<float>(cfg, aot_adamw_f32));
   if (wanted("gemm_f32")) add(bench_gemm(cfg));
+  if (wanted("attention_prefill_f32")) add(bench_attention(cfg, aot_attention_prefill_f32));
   if (results.empty()) fail("--filter '" + cfg.filter + "' matches no bench");
   if (!cfg.json) print_table(results);
   return 0;
