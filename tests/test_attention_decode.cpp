@@ -120,6 +120,22 @@ TEST_CASE("attention_decode refuses bad tables, arguments and params with a mess
   contexts[1] = 3;
   {
     auto a = args();
+    a.scale = 0;
+    CHECK_THROWS_WITH(kernel(a), Contains("scale"));
+    a = args();
+    a.scale = std::nan("");
+    CHECK_THROWS_WITH(kernel(a), Contains("scale"));
+    a = args();
+    a.num_pages = std::int64_t{1} << 40;
+    a.host_tables = false;
+    CHECK_THROWS_WITH(kernel(a), Contains("num_pages") && Contains("int32"));
+    a = args();
+    a.kv_heads = std::int64_t{1} << 60;
+    a.host_tables = false;
+    CHECK_THROWS_WITH(kernel(a), Contains("kv_heads"));
+  }
+  {
+    auto a = args();
     a.batch = -1;
     CHECK_THROWS_WITH(kernel(a), Contains("'batch' = -1 is negative"));
     a = args();

@@ -117,3 +117,17 @@ TEST_CASE("attention_prefill writes NaN rows for a sequence longer than max_seql
   for (std::size_t h = 0; h < 4; ++h)
     for (std::size_t t = 3; t < 9; ++t) CHECK(std::isnan(lse[h * 9 + t]));
 }
+
+TEST_CASE("attention_prefill refuses counts past its int32 offsets, and takes a generous max_seqlen_q", "[kernels][attention]") {
+  auto kernel = jit::get<Prefill>({jit::DType::f32, 8, true, 0, 2}, jit::Target::cpu());
+  std::vector<float> q(3 * 4 * 8, 0.5f), k(3 * 2 * 8, 0.25f), v(k), o(q.size(), -7.0f);
+  std::vector<std::int32_t> cu = {0, 3};
+  const auto args = [&](std::int64_t kv_heads, std::int64_t max_q, std::int64_t total_q) {
+    return Prefill::Args{1, kv_heads, max_q, total_q, 3, q.data(), k.data(), v.data(), o.data(), jit::MutPtr{}, cu.data(), cu.data(), 0.5};
+  };
+  CHECK_THROWS_WITH(kernel.launch(args(2, 3, std::int64_t{1} << 40)), Contains("total_q") && Contains("int32"));
+  CHECK_THROWS_WITH(kernel.launch(args(std::int64_t{1} << 60, 3, 3)), Contains("kv_heads"));
+  // a max_seqlen_q far past the tokens (a model's context length) covers what there is
+  kernel.launch(args(2, std::int64_t{1} << 62, 3));
+  for (float x : o) CHECK(x == Approx(0.25f));
+}

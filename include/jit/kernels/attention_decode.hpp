@@ -137,6 +137,14 @@ struct AttentionDecode {
     jit::detail::check_non_negative(name, "num_pages", a.num_pages);
     jit::detail::check_non_negative(name, "max_pages", a.max_pages);
     jit::detail::check_non_negative(name, "max_context", a.max_context);
+    const auto fail = [](const std::string& why) { throw Error(ErrorCode::InvalidArgument, std::string(name) + ": " + why); };
+    // The tables are int32: no count they index passes INT32_MAX; a token's row must be addressable.
+    constexpr std::int64_t kMaxIndex = 2147483647;
+    for (auto [what, v] : {std::pair{"batch", a.batch}, {"num_pages", a.num_pages}, {"max_pages", a.max_pages}, {"max_context", a.max_context}})
+      if (v > kMaxIndex) fail(std::string(what) + " = " + std::to_string(v) + " is more than int32 tables can index (" + std::to_string(kMaxIndex) + ")");
+    if (a.kv_heads > kMaxIndex / (p.group * p.q_len * p.head_dim))
+      fail("kv_heads = " + std::to_string(a.kv_heads) + ": a token's rows of kv_heads x group x head_dim elements pass " + std::to_string(kMaxIndex));
+    if (!(a.scale > 0) || !std::isfinite(a.scale)) fail("scale must be a finite number > 0, got " + std::to_string(a.scale));
     const std::int64_t pairs = a.batch * a.kv_heads;
     detail::check_tensors(name, p.dtype, pairs, {{"q", a.q}, {"k_cache", a.k_cache}, {"v_cache", a.v_cache}, {"o", a.o}});
     jit::detail::check_not_null(name, "block_table", a.block_table, a.batch * a.max_pages);

@@ -1,5 +1,6 @@
 // attention_prefill: flash attention forward over variable-length batches (its descriptor).
 #pragma once
+#include <algorithm>
 #include <string>
 
 #include "jit/kernels/common.hpp"
@@ -101,6 +102,12 @@ inline void AttentionPrefill::pack(const Params& p, const Args& a, jit::detail::
   jit::detail::check_non_negative(name, "max_seqlen_q", a.max_seqlen_q);
   jit::detail::check_non_negative(name, "total_q", a.total_q);
   jit::detail::check_non_negative(name, "total_k", a.total_k);
+  // Offsets are int32, so no count of tokens passes INT32_MAX; a token's row must be addressable.
+  constexpr std::int64_t kMaxTokens = 2147483647;
+  for (auto [what, v] : {std::pair{"total_q", a.total_q}, {"total_k", a.total_k}, {"batch", a.batch}})
+    if (v > kMaxTokens) fail(std::string(what) + " = " + std::to_string(v) + " is more than int32 offsets can index (" + std::to_string(kMaxTokens) + ")");
+  if (a.kv_heads > kMaxTokens / (p.group * p.head_dim))
+    fail("kv_heads = " + std::to_string(a.kv_heads) + ": a token's row of kv_heads x group x head_dim elements passes " + std::to_string(kMaxTokens));
   const std::int64_t heads = a.kv_heads * p.group, row = heads * p.head_dim, kv_row = a.kv_heads * p.head_dim;
   if (!(a.scale > 0) || !std::isfinite(a.scale)) fail("scale must be a finite number > 0, got " + std::to_string(a.scale));
   const auto stride = [&](const char* arg, std::int64_t given, std::int64_t packed) {
@@ -133,11 +140,13 @@ inline void AttentionPrefill::pack(const Params& p, const Args& a, jit::detail::
   out.add_i64(k_stride);
   out.add_i64(v_stride);
   out.add_scalar(a.scale, detail::scalar_type(p.dtype));
-  out.add_i64(work ? a.max_seqlen_q * p.group : 0);  // the rows the launch covers: a longer sequence reads NaN
+  // the rows the launch covers (no sequence is longer than total_q): a longer sequence reads NaN
+  const std::int64_t rows = work ? std::min(a.max_seqlen_q, a.total_q) * p.group : 0;
+  out.add_i64(rows);
   // A GPU block takes tile_m of one (sequence, kv head)'s rows: its group's query heads of
   // tile_m / group tokens. Work items are those rows of the longest sequence, work columns the
   // (sequence, kv head) pairs; a block past its sequence's rows returns at once.
-  out.work_items = work ? a.max_seqlen_q * p.group : 0;
+  out.work_items = rows;
   out.work_columns = a.batch * a.kv_heads;
   // Rows the GPU copies 16 bytes at a time (Hopper's text; others run the generic one)
   const auto off16 = [&](const void* ptr, std::int64_t stride) {
