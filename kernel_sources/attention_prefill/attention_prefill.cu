@@ -75,6 +75,14 @@ __device__ inline void fill_nan(const Work& w, T* o, float* lse, i64 kv_heads, i
   }
 }
 
+// Whether some row of the block may not see some key of the tile of TN keys from n0: only such
+// tiles are masked.
+__device__ inline bool needs_mask(const Work& w, i64 n0) {
+  const i64 shift = w.lk - w.lq;
+  return n0 + TN > w.lk || (kCausal && n0 + TN - 1 > (w.row0 / G) + shift) ||
+         (kWindow > 0 && n0 < (w.row0 + w.rows - 1) / G + shift - kWindow);
+}
+
 // Whether a row at key position `at` (its token + lk - lq) sees key `key` of the sequence's lk.
 // Offsets are int32, so positions within a sequence fit an int.
 __device__ inline bool sees(int at, int key, int lk) {
@@ -103,6 +111,12 @@ __device__ inline unsigned pack2(float lo, float hi) {
   const T l = jitk::from_float<T>(lo), h = jitk::from_float<T>(hi);
   return static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&l)) |
          (static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&h)) << 16);
+}
+
+// A row's log-sum-exp in natural units from its running max (of scores scaled by log2 e) and
+// its sum of exp2(score - max); -inf for a row that saw no key.
+__device__ inline float lse_of(float max_log2, float sum) {
+  return sum > 0.0f ? (max_log2 + __log2f(sum)) * 0.6931471805599453f : jitk::neg_inf();
 }
 
 __device__ inline float exp2_approx(float x) {
@@ -247,9 +261,7 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
     keep_registers(sc);
 
     // the mask, where some row of the tile may not see some key of it
-    const bool partial = n0 + TN > w.lk || (kCausal && n0 + TN - 1 > (w.row0 / G) + shift) ||
-                         (kWindow > 0 && n0 < (w.row0 + w.rows - 1) / G + shift - kWindow);
-    if (partial)
+    if (needs_mask(w, n0))
 #pragma unroll
       for (int j = 0; j < TN / 2; ++j)
         if (!sees(at[(j / 2) % 2], static_cast<int>(n0) + 8 * (j / 4) + 2 * t + (j & 1), static_cast<int>(w.lk))) sc[j] = jitk::neg_inf();
@@ -324,7 +336,7 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
         orow[8 * j + 2 * t + 1] = jitk::from_float<T>(x1);
       }
     }
-    if (lse && t == 0) lse[head * total_q + w.q0 + sr / G] = sum > 0.0f ? (row_max[h] + __log2f(sum)) * 0.6931471805599453f : jitk::neg_inf();
+    if (lse && t == 0) lse[head * total_q + w.q0 + sr / G] = lse_of(row_max[h], sum);
   }
   (void)batch, (void)items;
 }
@@ -496,9 +508,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
     }
 
     // the mask, where some row of the tile may not see some key of it
-    const bool partial = n0 + TN > w.lk || (kCausal && n0 + TN - 1 > (w.row0 / G) + shift) ||
-                         (kWindow > 0 && n0 < (w.row0 + w.rows - 1) / G + shift - kWindow);
-    if (partial)
+    if (needs_mask(w, n0))
       #pragma unroll
       for (int m = 0; m < WM; ++m)
         #pragma unroll
@@ -586,7 +596,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
         *reinterpret_cast<unsigned*>(sq + r * LD + i * 8 + 2 * t) = pack2(acc[m][i][2 * h] * inv, acc[m][i][2 * h + 1] * inv);
       if (lse && t == 0 && r < w.rows) {
         const int sr = w.row0 + r;
-        const float value = sum > 0.0f ? (row_max[m][h] + __log2f(sum)) * 0.6931471805599453f : jitk::neg_inf();
+        const float value = lse_of(row_max[m][h], sum);
         lse[(static_cast<i64>(w.kv_head) * G + sr % G) * total_q + w.q0 + sr / G] = value;
       }
     }
