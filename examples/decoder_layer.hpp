@@ -9,9 +9,12 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "../examples/reference_kernels.hpp"
@@ -88,57 +91,188 @@ template <class T> std::vector<T> narrowed(const std::vector<double>& v) {
   return out;
 }
 
+// The weights as the kernels read them (T).
+template <class T> struct TypedWeights {
+  std::vector<T> norm1, wqkv, wo, norm2, wgu, wd;
+};
+template <class T> TypedWeights<T> typed(const LayerWeights& w) {
+  return {narrowed<T>(w.norm1), narrowed<T>(w.wqkv), narrowed<T>(w.wo), narrowed<T>(w.norm2), narrowed<T>(w.wgu), narrowed<T>(w.wd)};
+}
+
 // The layer on jitk kernels, with its paged KV cache (pages handed out in order, sequence by sequence).
+// Two ways to run it: prefill() / decode() take host inputs and return host outputs (the tests'
+// way); prepare_prefill() / prepare_decode() put a step's inputs on the device once and run()
+// launches only the kernels, on a stream of the caller's (the bench's way: timed with events,
+// captured into a CUDA graph).
 template <class T> class DecoderLayer {
  public:
   DecoderLayer(const LayerConfig& c, const LayerWeights& w, std::int64_t batch, std::int64_t max_context, bool gpu)
+      : DecoderLayer(c, typed<T>(w), batch, max_context, gpu) {}
+  DecoderLayer(const LayerConfig& c, TypedWeights<T> w, std::int64_t batch, std::int64_t max_context, bool gpu)
       : c_(c), gpu_(gpu), batch_(batch), max_pages_((max_context + c.page_size - 1) / c.page_size),
-        num_pages_(batch * max_pages_),
-        norm1_(narrowed<T>(w.norm1), gpu), wqkv_(narrowed<T>(w.wqkv), gpu), wo_(narrowed<T>(w.wo), gpu),
-        norm2_(narrowed<T>(w.norm2), gpu), wgu_(narrowed<T>(w.wgu), gpu), wd_(narrowed<T>(w.wd), gpu),
+        num_pages_(batch * max_pages_), norm1_(std::move(w.norm1), gpu), wqkv_(std::move(w.wqkv), gpu), wo_(std::move(w.wo), gpu),
+        norm2_(std::move(w.norm2), gpu), wgu_(std::move(w.wgu), gpu), wd_(std::move(w.wd), gpu),
         k_cache_(static_cast<std::size_t>(num_pages_ * c.page_size * c.kv_width()), gpu),
         v_cache_(static_cast<std::size_t>(num_pages_ * c.page_size * c.kv_width()), gpu), table_(block_table(), gpu),
         dtype_(jit::dtype_of<T>()) {}
 
+  // A step's device-side state: inputs, intermediates and output (y), made once per shape and kept
+  // (a GPU's allocations would cost more than some of the kernels).
+  struct Step {
+    Step(const LayerConfig& c, std::int64_t batch, std::int64_t tokens, std::int64_t seqlen, bool gpu)
+        : tokens(tokens), seqlen(seqlen), x(n(tokens * c.hidden), gpu), normed(n(tokens * c.hidden), gpu), q(n(tokens * c.q_width()), gpu),
+          k(n(tokens * c.kv_width()), gpu), v(n(tokens * c.kv_width()), gpu), o(n(tokens * c.q_width()), gpu), y(n(tokens * c.hidden), gpu),
+          gu(n(tokens * 2 * c.mlp), gpu), act(n(tokens * c.mlp), gpu), positions(n(tokens), gpu), slots(n(tokens), gpu),
+          cu_seqlens(n(batch + 1), gpu), context_lens(n(batch), gpu) {}
+    static std::size_t n(std::int64_t v) { return static_cast<std::size_t>(v); }
+    std::int64_t tokens, seqlen;  // seqlen 0: a decode step (one token a sequence)
+    Array<T> x, normed, q, k, v, o, y, gu, act;
+    Array<std::int64_t> positions, slots;
+    Array<std::int32_t> cu_seqlens, context_lens;
+    std::vector<std::int32_t> host_cu_seqlens;
+    std::unique_ptr<Array<unsigned char>> workspace;  // a split decode's partials (none when it does not split)
+  };
+
   // x [batch * seqlen, hidden] (sequences of seqlen tokens from position 0) -> the layer's output; the
   // sequences' k and v land in the cache.
   std::vector<T> prefill(const std::vector<T>& x, std::int64_t seqlen) {
+    Step& s = prepare_prefill(seqlen);
+    s.x.upload(x);
+    run(s);
+    return s.y.host();
+  }
+  // One new token a sequence, at position context[b] (the cache holds positions 0 .. context[b] - 1).
+  std::vector<T> decode(const std::vector<T>& x, const std::vector<std::int32_t>& context) {
+    Step& s = prepare_decode(context);
+    s.x.upload(x);
+    run(s);
+    return s.y.host();
+  }
+
+  Step& prepare_prefill(std::int64_t seqlen) {
     const std::int64_t tokens = batch_ * seqlen;
+    Step& s = step(tokens, seqlen);
     std::vector<std::int64_t> positions(static_cast<std::size_t>(tokens)), slots(positions.size());
     for (std::int64_t t = 0; t < tokens; ++t) {
       positions[t] = t % seqlen;
       slots[t] = slot(t / seqlen, t % seqlen);
     }
-    std::vector<std::int32_t> cu(static_cast<std::size_t>(batch_ + 1));
-    for (std::int64_t b = 0; b <= batch_; ++b) cu[b] = static_cast<std::int32_t>(b * seqlen);
-    Array<std::int32_t> cu_dev(cu, gpu_);
-    return forward(x, positions, slots, [&](T* q, T* k, T* v, T* o) {
-      auto attention = jit::get<jit::kernels::AttentionPrefill>({dtype_, c_.head_dim, true, 0, c_.heads / c_.kv_heads});
-      attention.launch({batch_, c_.kv_heads, seqlen, tokens, tokens, q, k, v, o, jit::MutPtr{}, cu_dev.data(), cu_dev.data(), scale(), 0, 0,
-                        0, cu.data(), cu.data()});
-    });
+    s.host_cu_seqlens.resize(static_cast<std::size_t>(batch_ + 1));
+    for (std::int64_t b = 0; b <= batch_; ++b) s.host_cu_seqlens[b] = static_cast<std::int32_t>(b * seqlen);
+    s.positions.upload(positions);
+    s.slots.upload(slots);
+    s.cu_seqlens.upload(s.host_cu_seqlens);
+    return s;
   }
-
-  // One new token a sequence, at position context[b] (the cache holds positions 0 .. context[b] - 1).
-  std::vector<T> decode(const std::vector<T>& x, const std::vector<std::int32_t>& context) {
+  Step& prepare_decode(const std::vector<std::int32_t>& context) {
+    Step& s = step(batch_, 0);
     std::vector<std::int64_t> positions(context.begin(), context.end()), slots(positions.size());
     std::vector<std::int32_t> lens(context.size());
     for (std::int64_t b = 0; b < batch_; ++b) {
       slots[b] = slot(b, context[b]);
       lens[b] = context[b] + 1;
     }
-    Array<std::int32_t> lens_dev(lens, gpu_);
-    return forward(x, positions, slots, [&](T* q, T*, T*, T* o) {
-      auto attention = jit::get<jit::kernels::AttentionDecode>({dtype_, c_.head_dim, c_.page_size, c_.heads / c_.kv_heads, 1});
-      jit::kernels::AttentionDecode::Args a{batch_, c_.kv_heads, num_pages_, max_pages_, q, k_cache_.data(), v_cache_.data(),
-                                            table_.data(), lens_dev.data(), o};
+    s.positions.upload(positions);
+    s.slots.upload(slots);
+    s.context_lens.upload(lens);
+    const std::size_t bytes = jit::kernels::AttentionDecode::workspace_bytes(decode_params(), batch_, c_.kv_heads, max_pages_ * c_.page_size);
+    if (bytes && !s.workspace) s.workspace = std::make_unique<Array<unsigned char>>(bytes, gpu_);  // zero-filled, as it must be
+    return s;
+  }
+
+  // Every kernel of a step, each launch in order: s.x in, s.y out. `mark`, when given, is called
+  // with each kernel's name before its launch (a profiler's hook).
+  void run(Step& s, jit::Stream stream = {}, const std::function<void(const char*)>& mark = {}) {
+    using namespace jit::kernels;
+    const std::int64_t tokens = s.tokens, h = c_.hidden;
+    auto launch = [&](const char* what, auto&& kernel, const auto& args) {
+      if (mark) mark(what);
+      kernel.launch(args, stream);
+    };
+    // C [tokens, n] = A [tokens, kk] B, B a column slice of a row-major weight `ldb` wide
+    const auto matmul = [&](const char* what, T* a, std::int64_t kk, const T* b, std::int64_t n, std::int64_t ldb, double beta, T* out) {
+      launch(what, jit::get<Gemm>({dtype_}), Gemm::Args{tokens, n, kk, 1.0, a, kk, b, ldb, beta, out, n});
+    };
+    auto norm = jit::get<RmsNorm>({dtype_, h});
+    launch("rms_norm", norm, RmsNorm::Args{tokens, s.x.data(), norm1_.data(), s.normed.data(), c_.eps});
+    const std::int64_t width = c_.qkv_width();
+    matmul("gemm q", s.normed.data(), h, wqkv_.data(), c_.q_width(), width, 0, s.q.data());
+    matmul("gemm k", s.normed.data(), h, wqkv_.data() + c_.q_width(), c_.kv_width(), width, 0, s.k.data());
+    matmul("gemm v", s.normed.data(), h, wqkv_.data() + c_.q_width() + c_.kv_width(), c_.kv_width(), width, 0, s.v.data());
+    launch("rotary_embedding", jit::get<RotaryEmbedding>(rotary_params()),
+           RotaryEmbedding::Args{tokens, c_.heads, c_.kv_heads, s.positions.data(), s.q.data(), s.k.data(), c_.theta});
+    launch("kv_cache_append", jit::get<KvCacheAppend>({dtype_, c_.head_dim, c_.page_size}),
+           KvCacheAppend::Args{tokens, c_.kv_heads, num_pages_, s.k.data(), s.v.data(), s.slots.data(), k_cache_.data(), v_cache_.data()});
+    if (s.seqlen > 0) {
+      AttentionPrefill::Args a{batch_, c_.kv_heads, s.seqlen, tokens, tokens, s.q.data(), s.k.data(), s.v.data(), s.o.data(), jit::MutPtr{},
+                               s.cu_seqlens.data(), s.cu_seqlens.data(), scale()};
+      a.host_cu_seqlens_q = a.host_cu_seqlens_k = s.host_cu_seqlens.data();
+      launch("attention_prefill", jit::get<AttentionPrefill>(prefill_params()), a);
+    } else {
+      AttentionDecode::Args a{batch_, c_.kv_heads, num_pages_, max_pages_, s.q.data(), k_cache_.data(), v_cache_.data(),
+                              table_.data(), s.context_lens.data(), s.o.data()};
       a.scale = scale();
-      attention.launch(a);
-    });
+      if (s.workspace) {
+        a.workspace = s.workspace->data();
+        a.workspace_size = jit::kernels::AttentionDecode::workspace_bytes(decode_params(), batch_, c_.kv_heads, max_pages_ * c_.page_size);
+      }
+      launch("attention_decode", jit::get<AttentionDecode>(decode_params()), a);
+    }
+    // y = o Wo + x: the residual added by the gemm's epilogue
+    launch("gemm o + residual", jit::get<Gemm>(residual_gemm_params()),
+           Gemm::Args{tokens, h, c_.q_width(), 1.0, s.o.data(), c_.q_width(), wo_.data(), h, 0.0, s.y.data(), h,
+                      jit::Operands{static_cast<const T*>(s.x.data())}});
+    launch("rms_norm", norm, RmsNorm::Args{tokens, s.y.data(), norm2_.data(), s.normed.data(), c_.eps});
+    matmul("gemm gate/up", s.normed.data(), h, wgu_.data(), 2 * c_.mlp, 2 * c_.mlp, 0, s.gu.data());
+    launch("silu_and_mul", jit::get<SiluAndMul>({dtype_, c_.mlp}), SiluAndMul::Args{tokens, s.gu.data(), s.act.data()});
+    matmul("gemm down + residual", s.act.data(), c_.mlp, wd_.data(), h, h, 1, s.y.data());  // y += act Wd (beta = 1)
+    if (mark) mark(nullptr);
+  }
+
+  // Gets every kernel variant a prefill of `seqlen` and a decode step use, from one thread each:
+  // on an empty cache their compiles run in parallel (what a cold start waits for is the slowest,
+  // not the sum). Returns how many variants there are.
+  std::size_t compile_all(std::int64_t seqlen) {
+    using namespace jit::kernels;
+    std::vector<std::function<void()>> gets = {
+        [&] { jit::get<RmsNorm>({dtype_, c_.hidden}); },
+        [&] { jit::get<Gemm>({dtype_}); },
+        [&] { jit::get<Gemm>(residual_gemm_params()); },
+        [&] { jit::get<RotaryEmbedding>(rotary_params()); },
+        [&] { jit::get<KvCacheAppend>({dtype_, c_.head_dim, c_.page_size}); },
+        [&] { jit::get<SiluAndMul>({dtype_, c_.mlp}); },
+        [&] { jit::get<AttentionDecode>(decode_params()); },
+    };
+    if (seqlen > 0) gets.push_back([&] { jit::get<AttentionPrefill>(prefill_params()); });
+    std::vector<std::thread> threads;
+    std::vector<std::exception_ptr> errors(gets.size());
+    for (std::size_t i = 0; i < gets.size(); ++i)
+      threads.emplace_back([&, i] {
+        try {
+          gets[i]();
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    return gets.size();
   }
 
  private:
   double scale() const { return 1 / std::sqrt(double(c_.head_dim)); }
+  jit::kernels::AttentionPrefill::Params prefill_params() const { return {dtype_, c_.head_dim, true, 0, c_.heads / c_.kv_heads}; }
+  jit::kernels::AttentionDecode::Params decode_params() const { return {dtype_, c_.head_dim, c_.page_size, c_.heads / c_.kv_heads, 1}; }
+  jit::kernels::RotaryEmbedding::Params rotary_params() const {
+    using R = jit::kernels::RotaryEmbedding;
+    return {dtype_, c_.head_dim, c_.head_dim, R::Style::NeoX, R::Source::Theta};
+  }
+  jit::kernels::Gemm::Params residual_gemm_params() const {
+    jit::kernels::Gemm::Params p{dtype_};
+    p.epilogue = "add";
+    return p;
+  }
   std::int64_t slot(std::int64_t b, std::int64_t position) const {
     return (b * max_pages_ + position / c_.page_size) * c_.page_size + position % c_.page_size;
   }
@@ -147,57 +281,9 @@ template <class T> class DecoderLayer {
     for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<std::int32_t>(i);
     return t;
   }
-
-  template <class Attention>
-  std::vector<T> forward(const std::vector<T>& x_host, const std::vector<std::int64_t>& positions, const std::vector<std::int64_t>& slots,
-                         Attention attention) {
-    using namespace jit::kernels;
-    const std::int64_t tokens = static_cast<std::int64_t>(positions.size()), h = c_.hidden;
-    Activations& a = activations(tokens);
-    a.x.upload(x_host);
-    a.y.upload(x_host);  // the residual: the projections add into it (beta = 1)
-    a.positions.upload(positions);
-    a.slots.upload(slots);
-    auto &x = a.x, &normed = a.normed, &q = a.q, &k = a.k, &v = a.v, &o = a.o, &y = a.y, &gu = a.gu, &act = a.act;
-    auto &pos = a.positions, &slot_dev = a.slots;
-    auto norm = jit::get<RmsNorm>({dtype_, h});
-    auto gemm = jit::get<Gemm>({dtype_});
-    // C [tokens, n] (+)= A [tokens, kk] B, B a column slice of a row-major weight `ldb` wide
-    const auto matmul = [&](T* a, std::int64_t kk, const T* b, std::int64_t n, std::int64_t ldb, double beta, T* out) {
-      gemm.launch({tokens, n, kk, 1.0, a, kk, b, ldb, beta, out, n});
-    };
-    norm.launch({tokens, x.data(), norm1_.data(), normed.data(), c_.eps});
-    const std::int64_t width = c_.qkv_width();
-    matmul(normed.data(), h, wqkv_.data(), c_.q_width(), width, 0, q.data());
-    matmul(normed.data(), h, wqkv_.data() + c_.q_width(), c_.kv_width(), width, 0, k.data());
-    matmul(normed.data(), h, wqkv_.data() + c_.q_width() + c_.kv_width(), c_.kv_width(), width, 0, v.data());
-    auto rotary = jit::get<RotaryEmbedding>({dtype_, c_.head_dim, c_.head_dim, RotaryEmbedding::Style::NeoX, RotaryEmbedding::Source::Theta});
-    rotary.launch({tokens, c_.heads, c_.kv_heads, pos.data(), q.data(), k.data(), c_.theta});
-    auto append = jit::get<KvCacheAppend>({dtype_, c_.head_dim, c_.page_size});
-    append.launch({tokens, c_.kv_heads, num_pages_, k.data(), v.data(), slot_dev.data(), k_cache_.data(), v_cache_.data()});
-    attention(q.data(), k.data(), v.data(), o.data());
-    matmul(o.data(), c_.q_width(), wo_.data(), h, h, 1, y.data());  // y = x + o Wo
-    norm.launch({tokens, y.data(), norm2_.data(), normed.data(), c_.eps});
-    matmul(normed.data(), h, wgu_.data(), 2 * c_.mlp, 2 * c_.mlp, 0, gu.data());
-    jit::get<SiluAndMul>({dtype_, c_.mlp}).launch({tokens, gu.data(), act.data()});
-    matmul(act.data(), c_.mlp, wd_.data(), h, h, 1, y.data());  // y += act Wd
-    return y.host();
-  }
-
-  // A forward's intermediate arrays, made once for each token count and kept (a GPU's allocations
-  // would cost more than some of the kernels).
-  struct Activations {
-    Activations(const LayerConfig& c, std::int64_t tokens, bool gpu)
-        : x(n(tokens * c.hidden), gpu), normed(n(tokens * c.hidden), gpu), q(n(tokens * c.q_width()), gpu), k(n(tokens * c.kv_width()), gpu),
-          v(n(tokens * c.kv_width()), gpu), o(n(tokens * c.q_width()), gpu), y(n(tokens * c.hidden), gpu), gu(n(tokens * 2 * c.mlp), gpu),
-          act(n(tokens * c.mlp), gpu), positions(n(tokens), gpu), slots(n(tokens), gpu) {}
-    static std::size_t n(std::int64_t v) { return static_cast<std::size_t>(v); }
-    Array<T> x, normed, q, k, v, o, y, gu, act;
-    Array<std::int64_t> positions, slots;
-  };
-  Activations& activations(std::int64_t tokens) {
-    auto& slot = activations_[tokens];
-    if (!slot) slot = std::make_unique<Activations>(c_, tokens, gpu_);
+  Step& step(std::int64_t tokens, std::int64_t seqlen) {
+    auto& slot = steps_[{tokens, seqlen}];
+    if (!slot) slot = std::make_unique<Step>(c_, batch_, tokens, seqlen, gpu_);
     return *slot;
   }
 
@@ -207,7 +293,7 @@ template <class T> class DecoderLayer {
   Array<T> norm1_, wqkv_, wo_, norm2_, wgu_, wd_, k_cache_, v_cache_;
   Array<std::int32_t> table_;
   jit::DType dtype_;
-  std::map<std::int64_t, std::unique_ptr<Activations>> activations_;
+  std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<Step>> steps_;
 };
 
 // ---- the same layer in float64 ----------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 
+#include "jit/cuda.hpp"
 #include "jit/cuda/nvrtc_compiler.hpp"
 #include "jit/hip/hiprtc_compiler.hpp"
 #include "jit/kernel_catalog.hpp"
@@ -204,5 +205,18 @@ TEST_CASE("a parameter refused for another reason carries the kernel and params 
     CHECK(e.kind() == jit::ErrorKind::InvalidParams);
     CHECK(e.kernel() == "gemm");
     CHECK_FALSE(e.resource());
+  }
+}
+
+TEST_CASE("a CUDA graph capture on the default stream, or without a GPU, is refused with a clear error", "[errors]") {
+  CHECK_THROWS_WITH(jit::cuda::Graph::capture(jit::Stream{}, [] {}), Catch::Matchers::Contains("default stream cannot be captured"));
+  if (jit::cuda::available()) return;
+  int not_a_stream = 0;
+  try {
+    jit::cuda::Graph::capture(jit::Stream{&not_a_stream}, [] {});
+    FAIL("captured without a GPU");
+  } catch (const jit::Error& e) {
+    CHECK(e.code() == jit::ErrorCode::BackendUnavailable);
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("CUDA"));
   }
 }

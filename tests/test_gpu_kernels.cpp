@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "../examples/decoder_layer.hpp"
 #include "../examples/reference_kernels.hpp"
 #include "chain_support.hpp"
 #include "jit/cache.hpp"
@@ -480,6 +481,72 @@ TEST_CASE("a GPU launch on the caller's stream runs there", "[gpu]") {
   k(stream, rows, dx.data(), dy.data());
   stream.synchronize();
   CHECK(ref::relative_l2_error(dy.download(), ref::softmax(rows, 4096, x)) <= 1e-5);
+}
+
+TEST_CASE("jitk launches captured into a CUDA graph replay the same work, and read what the buffers hold at replay", "[gpu]") {
+  if (!have_gpu()) return;
+  auto saxpy = jit::get<kernels::Saxpy>({jit::DType::f32}, gpu());
+  auto softmax = jit::get<kernels::Softmax>({jit::DType::f32, 1000}, gpu());
+  jit::cuda::OwnedStream stream;
+  const std::int64_t rows = 37, n = rows * 1000;
+  auto x = random_vector<float>(static_cast<std::size_t>(n)), y0 = random_vector<float>(static_cast<std::size_t>(n));
+  jit::cuda::DeviceArray<float> dx(x), dy(y0), dz(static_cast<std::size_t>(n));
+  dz.fill_bytes(kPoison);
+  auto step = [&] {
+    saxpy(stream, n, 0.5, dx.data(), dy.data());  // y = 0.5 x + y
+    softmax(stream, rows, dy.data(), dz.data());
+  };
+  auto graph = jit::cuda::Graph::capture(stream, step);
+  stream.synchronize();
+  CHECK(dy.download() == y0);  // capturing ran nothing
+  std::vector<double> y(y0.begin(), y0.end());
+  for (int replay = 0; replay < 3; ++replay) {
+    graph.replay(stream);
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = double(float(0.5f * x[i] + float(y[i])));
+  }
+  stream.synchronize();
+  const auto got_y = dy.download();
+  CHECK(ref::relative_l2_error(got_y, y) <= 1e-6);
+  CHECK(ref::relative_l2_error(dz.download(), ref::softmax(rows, 1000, std::vector<float>(got_y.begin(), got_y.end()))) <= 1e-5);
+  // a failed launch inside the capture ends it, throws, and leaves the stream usable
+  CHECK_THROWS_AS(jit::cuda::Graph::capture(stream, [&] { saxpy(stream, -1, 0.5, dx.data(), dy.data()); }), jit::Error);
+  step();
+  stream.synchronize();
+}
+
+TEST_CASE("the decoder layer on the GPU (bf16) matches the float64 layer: prefill, decode, and a decode step replayed as a graph",
+          "[gpu][layer]") {
+  if (!have_gpu()) return;
+  using jitk_example::LayerConfig;
+  using B = jit::bfloat16;
+  const LayerConfig c;  // hidden 256, 4 query heads on 2 kv heads of 64, MLP 512, pages of 16
+  const std::int64_t batch = 3, seqlen = 37;
+  const auto w = jitk_example::random_weights<B>(c, 7);
+  jitk_example::DecoderLayer<B> layer(c, w, batch, seqlen + 2, true);
+  jitk_example::ReferenceCache cache;
+  auto inputs = [&](std::int64_t n) {
+    return jitk_test::random_values<double>(static_cast<std::size_t>(n), -2, 2, [](double v) { return jitk_example::widen(jitk_example::narrow<B>(v)); });
+  };
+  auto widened = [](const std::vector<B>& v) {
+    std::vector<double> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = jitk_example::widen(v[i]);
+    return out;
+  };
+  const auto x = inputs(batch * seqlen * c.hidden);
+  const auto expected = jitk_example::layer_reference(c, w, x, batch, seqlen, {0, 0, 0}, cache);
+  CHECK(jitk_reference::relative_l2_error(widened(layer.prefill(jitk_example::narrowed<B>(x), seqlen)), expected) <= 2e-2);
+  const auto xd = inputs(batch * c.hidden);
+  const auto want = jitk_example::layer_reference(c, w, xd, batch, 1, {seqlen, seqlen, seqlen}, cache);
+  CHECK(jitk_reference::relative_l2_error(widened(layer.decode(jitk_example::narrowed<B>(xd), std::vector<std::int32_t>(batch, seqlen))), want) <= 2e-2);
+  // the same step as a graph: inputs put in place, the graph replayed, the same output
+  auto& step = layer.prepare_decode(std::vector<std::int32_t>(batch, seqlen));
+  step.x.upload(jitk_example::narrowed<B>(xd));
+  jit::cuda::OwnedStream stream;
+  auto graph = jit::cuda::Graph::capture(stream, [&] { layer.run(step, stream); });
+  step.y.upload(std::vector<B>(step.y.host().size(), jit::to_bfloat16(std::nanf(""))));
+  graph.replay(stream);
+  stream.synchronize();
+  CHECK(jitk_reference::relative_l2_error(widened(step.y.host()), want) <= 2e-2);
 }
 
 TEST_CASE("the GPU is the default target when present, and jitk ls shows its arch", "[gpu]") {

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# The whole GPU check, run on the device machine in one call from the repo root:
-#   carry [".gpu-deps"], command: bash bench/gpu/run.sh
-# Builds (no LLVM there: the CPU backend is off), runs the gpu-labelled tests and the GPU benches,
-# writes logs to $OUT (or ./gpu-out): at most 8 files, which is all the device tool brings back
-# (info.txt, tests.log, ship.log = quickstart + ship chain, gpu_bench.jsonl/.err, torch.jsonl,
-# first_use.log, row_kernels.png).
+# The whole GPU check, run on the device machine from the repo root:
+#   carry [".gpu-deps"], command: bash bench/gpu/run.sh [SECTION...]
+# Builds (no LLVM there: the CPU backend is off), then runs the sections named (all when none):
+#   tests      the gpu-labelled tests, with and without NVRTC's PCH      -> tests.log
+#   ship       quickstart + record / warm / export / import chain       -> ship.log
+#   layer      jitk_layer_bench (Llama-3-8B layer) + torch --layer        -> layer.jsonl
+#   bench      jitk_gpu_bench, everything (about 8 min; JITK_BENCH_ONLY=prefill,decode: those) -> gpu_bench.jsonl/.err
+#   torch      torch_baseline.py row kernels + attention + plot           -> torch.jsonl, row_kernels.png
+#   first_use  a warm first use in new processes, with its breakdown     -> first_use.log
+# A device call runs at most 10 minutes: the whole check takes three calls on a fresh machine, e.g.
+# `run.sh tests ship`, `run.sh layer first_use`, `run.sh bench torch` (each builds first, ~2 min).
+# Logs go to $OUT (or ./gpu-out), info.txt first; at most 8 files come back from the device.
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -15,38 +21,62 @@ log=/tmp/jitk-gpu-build.log
   { cp "$log" "$out/build.log"; grep -E "error|Error" -A3 "$log" | head -60; exit 1; }
 export JITK_CACHE_DIR=$(mktemp -d /tmp/jitk-gpu-XXXXXX)
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; ./build-gpu/jitk info; } 2>&1 | tee "$out/info.txt"
-(cd build-gpu && ctest -L gpu --output-on-failure -j 4 --timeout 300) > "$out/tests.log" 2>&1
-echo "gpu tests exit: $?"; tail -15 "$out/tests.log"
-# the same tests without NVRTC's PCH (JITK_NVRTC_PCH=0), so both compile paths stay proven
-(cd build-gpu && JITK_NVRTC_PCH=0 ctest -L gpu --output-on-failure -j 4 --timeout 300) >> "$out/tests.log" 2>&1
-echo "gpu tests without PCH exit: $?"; grep -E "tests passed" "$out/tests.log"
-./build-gpu/quickstart > "$out/ship.log" 2>&1; echo "quickstart exit: $?"; tail -4 "$out/ship.log"
-# record -> warm with no GPU visible -> export -> import elsewhere -> the quickstart compiles nothing
-ship=$(mktemp -d /tmp/jitk-ship-XXXXXX)
-{ JITK_RECORD=$ship/used.toml JITK_CACHE_DIR=$ship/a ./build-gpu/quickstart > /dev/null 2>&1
-  cat $ship/used.toml
-  CUDA_VISIBLE_DEVICES= JITK_CACHE_DIR=$ship/b ./build-gpu/jitk warm $ship/used.toml
-  JITK_CACHE_DIR=$ship/b ./build-gpu/jitk export $ship/warm.jitkpack --target cuda
-  JITK_CACHE_DIR=$ship/c ./build-gpu/jitk import $ship/warm.jitkpack
-  JITK_CACHE_DIR=$ship/c ./build-gpu/quickstart; } >> "$out/ship.log" 2>&1
-echo "ship exit: $?"; tail -8 "$out/ship.log"
-timeout 520 ./build-gpu/bench/gpu/jitk_gpu_bench --json > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
-echo "bench exit: $?"; cat "$out/gpu_bench.err" | tail -5
-bash bench/gpu/regs.sh "$JITK_CACHE_DIR" ./build-gpu/jitk >> "$out/gpu_bench.err" 2>&1; grep -E "layer_norm|chain|prologue|epilogue" "$out/gpu_bench.err" | head -30
-# PyTorch on the same data, same timing method (the baseline of each kernel's GB/s)
-python3 bench/gpu/torch_baseline.py > "$out/torch.jsonl" 2>> "$out/gpu_bench.err"; echo "torch exit: $?"
-# torch SDPA's cuDNN, flash and efficient backends on the prefill section's shapes
-python3 bench/gpu/torch_baseline.py --attention >> "$out/torch.jsonl" 2>> "$out/gpu_bench.err"; echo "torch attention exit: $?"
-cat "$out/torch.jsonl"
-gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-python3 bench/gpu/plot.py "$out/gpu_bench.jsonl" "$out/torch.jsonl" "$out/row_kernels.png" "$gpu_name" 2>> "$out/gpu_bench.err"
-echo "plot exit: $?"
-# where a warm first use spends its time (INFO lines time the disk read and the module load)
-first_use_cache=$(mktemp -d /tmp/jitk-first-use-XXXXXX)
-JITK_CACHE_DIR=$first_use_cache ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use > /dev/null 2>&1
-for i in 1 2 3; do
-  JITK_CACHE_DIR=$first_use_cache JITK_LOG_LEVEL=info ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use
-done > "$out/first_use.log" 2>&1
-for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use; done >> "$out/first_use.log" 2>&1
-cat "$out/first_use.log"
-cat "$out/gpu_bench.jsonl"
+section_tests() {
+  (cd build-gpu && ctest -L gpu --output-on-failure -j 4 --timeout 300) > "$out/tests.log" 2>&1
+  echo "gpu tests exit: $?"; tail -15 "$out/tests.log"
+  # the same tests without NVRTC's PCH (JITK_NVRTC_PCH=0), so both compile paths stay proven
+  (cd build-gpu && JITK_NVRTC_PCH=0 ctest -L gpu --output-on-failure -j 4 --timeout 300) >> "$out/tests.log" 2>&1
+  echo "gpu tests without PCH exit: $?"; grep -E "tests passed" "$out/tests.log"
+}
+section_ship() {
+  ./build-gpu/quickstart > "$out/ship.log" 2>&1; echo "quickstart exit: $?"; tail -4 "$out/ship.log"
+  # record -> warm with no GPU visible -> export -> import elsewhere -> the quickstart compiles nothing
+  ship=$(mktemp -d /tmp/jitk-ship-XXXXXX)
+  { JITK_RECORD=$ship/used.toml JITK_CACHE_DIR=$ship/a ./build-gpu/quickstart > /dev/null 2>&1
+    cat $ship/used.toml
+    CUDA_VISIBLE_DEVICES= JITK_CACHE_DIR=$ship/b ./build-gpu/jitk warm $ship/used.toml
+    JITK_CACHE_DIR=$ship/b ./build-gpu/jitk export $ship/warm.jitkpack --target cuda
+    JITK_CACHE_DIR=$ship/c ./build-gpu/jitk import $ship/warm.jitkpack
+    JITK_CACHE_DIR=$ship/c ./build-gpu/quickstart; } >> "$out/ship.log" 2>&1
+  echo "ship exit: $?"; tail -8 "$out/ship.log"
+}
+section_layer() {
+  dump=$(mktemp -d /tmp/jitk-layer-XXXXXX)
+  timeout 400 ./build-gpu/bench/gpu/jitk_layer_bench --json --dump "$dump" > "$out/layer.jsonl" 2>&1; echo "layer bench exit: $?"
+  timeout 300 python3 bench/gpu/torch_baseline.py --layer "$dump" >> "$out/layer.jsonl" 2>&1; echo "torch layer exit: $?"
+  rm -rf "$dump"; cat "$out/layer.jsonl"
+}
+section_bench() {
+  timeout 520 ./build-gpu/bench/gpu/jitk_gpu_bench --json ${JITK_BENCH_ONLY:+--only $JITK_BENCH_ONLY} > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
+  echo "bench exit: $?"; cat "$out/gpu_bench.err" | tail -5
+  bash bench/gpu/regs.sh "$JITK_CACHE_DIR" ./build-gpu/jitk >> "$out/gpu_bench.err" 2>&1; grep -E "layer_norm|chain|prologue|epilogue" "$out/gpu_bench.err" | head -30
+  cat "$out/gpu_bench.jsonl"
+}
+section_torch() {
+  # PyTorch on the same data, same timing method (the baseline of each kernel's GB/s)
+  python3 bench/gpu/torch_baseline.py > "$out/torch.jsonl" 2>> "$out/gpu_bench.err"; echo "torch exit: $?"
+  # torch SDPA's cuDNN, flash and efficient backends on the prefill section's shapes
+  python3 bench/gpu/torch_baseline.py --attention >> "$out/torch.jsonl" 2>> "$out/gpu_bench.err"; echo "torch attention exit: $?"
+  cat "$out/torch.jsonl"
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  python3 bench/gpu/plot.py "$out/gpu_bench.jsonl" "$out/torch.jsonl" "$out/row_kernels.png" "$gpu_name" 2>> "$out/gpu_bench.err"
+  echo "plot exit: $?"
+}
+section_first_use() {
+  # where a warm first use spends its time (INFO lines time the disk read and the module load)
+  first_use_cache=$(mktemp -d /tmp/jitk-first-use-XXXXXX)
+  JITK_CACHE_DIR=$first_use_cache ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use > /dev/null 2>&1
+  for i in 1 2 3; do
+    JITK_CACHE_DIR=$first_use_cache JITK_LOG_LEVEL=info ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use
+  done > "$out/first_use.log" 2>&1
+  for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use; done >> "$out/first_use.log" 2>&1
+  cat "$out/first_use.log"
+}
+sections=("$@")
+[ ${#sections[@]} -eq 0 ] && sections=(tests ship layer bench torch first_use)
+for s in "${sections[@]}"; do
+  case $s in
+    tests|ship|layer|bench|torch|first_use) echo "== $s"; "section_$s" ;;
+    *) echo "run.sh: unknown section '$s' (tests ship layer bench torch first_use)"; exit 2 ;;
+  esac
+done

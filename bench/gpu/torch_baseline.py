@@ -4,6 +4,8 @@
 One JSON object per line: bench, value (GB/s), baseline (copy GB/s), ratio. Run on the device:
     python3 bench/gpu/torch_baseline.py          (everything)
     python3 bench/gpu/torch_baseline.py decode   (paged decode attention alone)
+    python3 bench/gpu/torch_baseline.py --attention        (SDPA backends on the prefill shapes)
+    python3 bench/gpu/torch_baseline.py --layer [DUMP]     (the Llama-3-8B layer; DUMP: jitk's check)
 """
 import json
 import statistics
@@ -189,9 +191,120 @@ def decode():
         print(json.dumps({"note": "dense SDPA with enable_gqa unavailable: " + str(e)[:200]}), flush=True)
 
 
+def layer(dump=None):
+    """Llama-3-8B's decoder layer (hidden 4096, 32 / 8 heads of 128, MLP 14336, bf16) in PyTorch, the
+    same layer jitk_layer_bench runs: eager and torch.compile, prefill 1 x 2048 and 8 x 2048, and a
+    decode step of batch 64 over a static KV cache of context 4096 (compiled plain and with CUDA
+    graphs, mode reduce-overhead). Each first call is timed (torch.compile's cold start). With
+    `dump` (a directory jitk_layer_bench --dump wrote): the 1 x 2048 prefill on jitk's weights and
+    input in float32, against jitk's output (relative errors)."""
+    import time
+    dev = torch.device("cuda")
+    hidden, heads, kv_heads, d, mlp, theta, eps = 4096, 32, 8, 128, 14336, 500000.0, 1e-5
+    qw, kvw = heads * d, kv_heads * d
+
+    def weights(dtype=torch.bfloat16):
+        g = torch.Generator(device=dev).manual_seed(0)
+        u = lambda n, lo, hi: torch.empty(n, device=dev, dtype=torch.float32).uniform_(lo, hi, generator=g).to(dtype)
+        s_in, s_q, s_mlp = hidden ** -0.5, qw ** -0.5, mlp ** -0.5
+        return dict(norm1=u(hidden, 0.5, 1.5), wqkv=u(hidden * (qw + 2 * kvw), -s_in, s_in).view(hidden, qw + 2 * kvw),
+                    wo=u(qw * hidden, -s_q, s_q).view(qw, hidden), norm2=u(hidden, 0.5, 1.5),
+                    wgu=u(hidden * 2 * mlp, -s_in, s_in).view(hidden, 2 * mlp), wd=u(mlp * hidden, -s_mlp, s_mlp).view(mlp, hidden))
+
+    def rope_table(n, dtype):
+        inv = 1.0 / theta ** (torch.arange(0, d, 2, device=dev, dtype=torch.float64) / d)
+        ang = torch.arange(n, device=dev, dtype=torch.float64)[:, None] * inv[None, :]
+        return torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
+
+    def rope(t, cos, sin):  # NeoX: halves rotate; t [..., tokens, heads, d], cos/sin [tokens, d/2]
+        a, b = t[..., : d // 2], t[..., d // 2:]
+        c, s_ = cos[:, None, :], sin[:, None, :]
+        return torch.cat((a * c - b * s_, b * c + a * s_), dim=-1)
+
+    def rms(x, w):
+        return F.rms_norm(x, (hidden,), w, eps)
+
+    def mlp_block(y, w):
+        gu = rms(y, w["norm2"]) @ w["wgu"]
+        return y + (F.silu(gu[..., :mlp]) * gu[..., mlp:]) @ w["wd"]
+
+    def prefill(x, w, cos, sin, batch, seqlen):  # x [batch * seqlen, hidden]
+        qkv = rms(x, w["norm1"]) @ w["wqkv"]
+        q = rope(qkv[:, :qw].view(batch, seqlen, heads, d), cos, sin)
+        k = rope(qkv[:, qw:qw + kvw].view(batch, seqlen, kv_heads, d), cos, sin)
+        v = qkv[:, qw + kvw:].view(batch, seqlen, kv_heads, d)
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True)
+        y = x + o.transpose(1, 2).reshape(batch * seqlen, qw) @ w["wo"]
+        return mlp_block(y, w)
+
+    def decode(x, w, cos, sin, k_cache, v_cache, pos):  # x [batch, hidden], caches [batch, kv_heads, ctx + 1, d]
+        batch = x.shape[0]
+        qkv = rms(x, w["norm1"]) @ w["wqkv"]
+        q = rope(qkv[:, :qw].view(batch, 1, heads, d), cos[pos:pos + 1], sin[pos:pos + 1])
+        k = rope(qkv[:, qw:qw + kvw].view(batch, 1, kv_heads, d), cos[pos:pos + 1], sin[pos:pos + 1])
+        v = qkv[:, qw + kvw:].view(batch, 1, kv_heads, d)
+        k_cache[:, :, pos] = k[:, 0]
+        v_cache[:, :, pos] = v[:, 0]
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k_cache, v_cache, enable_gqa=True)
+        y = x + o.reshape(batch, qw) @ w["wo"]
+        return mlp_block(y, w)
+
+    def emit(bench, ms, **extra):
+        print(json.dumps({"bench": bench, "value": round(ms, 4), "unit": "ms", "torch": torch.__version__, **extra}), flush=True)
+
+    w = weights()
+    cos, sin = rope_table(4097, torch.bfloat16)
+    for batch in (1, 8):
+        seqlen = 2048
+        x = torch.empty(batch * seqlen, hidden, device=dev, dtype=torch.bfloat16).uniform_(-2, 2)
+        fn = lambda: prefill(x, w, cos[:seqlen], sin[:seqlen], batch, seqlen)
+        emit(f"torch_eager_layer_prefill_{batch}x{seqlen}_ms", device_ms(fn))
+        torch._dynamo.reset()
+        compiled = torch.compile(prefill)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        compiled(x, w, cos[:seqlen], sin[:seqlen], batch, seqlen)
+        torch.cuda.synchronize()
+        emit(f"torch_compile_layer_prefill_{batch}x{seqlen}_first_call_ms", 1e3 * (time.perf_counter() - t0))
+        emit(f"torch_compile_layer_prefill_{batch}x{seqlen}_ms", device_ms(lambda: compiled(x, w, cos[:seqlen], sin[:seqlen], batch, seqlen)))
+        del x
+    # decode: batch 64, context 4096, static cache (dense: a model without a paged kernel)
+    batch, ctx = 64, 4096
+    k_cache = torch.empty(batch, kv_heads, ctx + 1, d, device=dev, dtype=torch.bfloat16).uniform_(-1, 1)
+    v_cache = torch.empty_like(k_cache).uniform_(-1, 1)
+    x = torch.empty(batch, hidden, device=dev, dtype=torch.bfloat16).uniform_(-2, 2)
+    emit("torch_eager_layer_decode_b64_ctx4096_ms", device_ms(lambda: decode(x, w, cos, sin, k_cache, v_cache, ctx)))
+    for mode in ("default", "reduce-overhead"):
+        torch._dynamo.reset()
+        compiled = torch.compile(decode, mode=mode)
+        t0 = time.perf_counter()
+        compiled(x, w, cos, sin, k_cache, v_cache, ctx)
+        torch.cuda.synchronize()
+        emit(f"torch_compile_{mode}_layer_decode_b64_ctx4096_first_call_ms", 1e3 * (time.perf_counter() - t0))
+        emit(f"torch_compile_{mode}_layer_decode_b64_ctx4096_ms", device_ms(lambda: compiled(x, w, cos, sin, k_cache, v_cache, ctx)))
+    del k_cache, v_cache
+    if dump:
+        import numpy as np
+        load = lambda name, shape: torch.from_numpy(np.fromfile(f"{dump}/{name}.bf16", dtype=np.uint16).astype(np.int16)).view(
+            torch.bfloat16).to(dev).float().view(*shape)
+        wj = dict(norm1=load("norm1", (hidden,)), wqkv=load("wqkv", (hidden, qw + 2 * kvw)), wo=load("wo", (qw, hidden)),
+                  norm2=load("norm2", (hidden,)), wgu=load("wgu", (hidden, 2 * mlp)), wd=load("wd", (mlp, hidden)))
+        x = load("x", (2048, hidden))
+        got = load("y", (2048, hidden))
+        c32, s32 = rope_table(2048, torch.float32)
+        want = prefill(x, wj, c32, s32, 1, 2048)
+        err = (got - want).abs()
+        print(json.dumps({"bench": "layer_prefill_1x2048_jitk_vs_torch_fp32", "rel_l2": float(err.norm() / want.norm()),
+                          "max_abs_err_over_max_abs": float(err.max() / want.abs().max()),
+                          "max_rel_err_where_abs_over_0.1": float((err / want.abs().clamp_min(0.1)).max())}), flush=True)
+
+
 if __name__ == "__main__":
     if "--attention" in sys.argv:
         attention()
+    elif "--layer" in sys.argv:
+        i = sys.argv.index("--layer")
+        layer(sys.argv[i + 1] if i + 1 < len(sys.argv) else None)
     elif sys.argv[1:] == ["decode"]:
         decode()
     else:

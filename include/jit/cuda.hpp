@@ -101,4 +101,46 @@ class Timer {
   int device_;
 };
 
+// A CUDA graph: the launches a function queues on a stream, recorded once (stream capture) and
+// replayed with one launch. A decode step of ten small kernels is bound by their launch costs; its
+// graph replays them back to back. Any jit::Kernel launch on the captured stream is recorded
+// (jitk's launches are asynchronous and allocate nothing outside the stream). Rules, as CUDA's:
+// capture on a stream of the caller's (not the default stream); run each kernel once before the
+// capture (its first launch loads its module: jit::get and that launch must not happen while the
+// stream captures); a replay reads and writes the same pointers and sees the scalars the capture
+// saw (put values that change between steps in device memory, e.g. context lengths).
+//   jit::cuda::OwnedStream stream;
+//   step(stream);                                             // warm: every get and module load
+//   auto graph = jit::cuda::Graph::capture(stream, [&] { step(stream); });
+//   for (...) graph.replay(stream);
+class Graph {
+ public:
+  template <class Record> static Graph capture(Stream stream, Record&& record, int device = 0) {
+    Graph g(stream, device);  // begins the capture
+    try {
+      record();
+    } catch (...) {
+      g.abandon();
+      throw;
+    }
+    g.finish();
+    return g;
+  }
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  ~Graph();
+  void replay(Stream stream = {}) const;  // asynchronous, like a launch
+
+ private:
+  Graph(Stream stream, int device);
+  void finish();
+  void abandon() noexcept;
+  void* stream_ = nullptr;
+  void* graph_ = nullptr;
+  void* exec_ = nullptr;
+  int device_ = 0;
+};
+
 }  // namespace jit::cuda

@@ -75,7 +75,13 @@ Loaded& loaded() {
         .required(a.cuEventDestroy, "cuEventDestroy_v2")
         .required(a.cuEventRecord, "cuEventRecord")
         .required(a.cuEventSynchronize, "cuEventSynchronize")
-        .required(a.cuEventElapsedTime, "cuEventElapsedTime");
+        .required(a.cuEventElapsedTime, "cuEventElapsedTime")
+        .optional(a.cuStreamBeginCapture, "cuStreamBeginCapture_v2")
+        .optional(a.cuStreamEndCapture, "cuStreamEndCapture")
+        .optional(a.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags")
+        .optional(a.cuGraphLaunch, "cuGraphLaunch")
+        .optional(a.cuGraphExecDestroy, "cuGraphExecDestroy")
+        .optional(a.cuGraphDestroy, "cuGraphDestroy");
     if (std::string missing = symbols.resolve(l.library); !missing.empty()) {
       l.reason = "libcuda.so.1 lacks " + missing + " (driver too old?)";
       return l;

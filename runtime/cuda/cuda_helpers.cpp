@@ -3,6 +3,9 @@
 #include "jit/cuda/nvrtc_compiler.hpp"
 #include "runtime/cuda/cuda_api.hpp"
 
+#include <new>
+#include <utility>
+
 namespace jit::cuda {
 
 using namespace jit::detail::cuda;
@@ -114,6 +117,67 @@ double Timer::stop_ms(Stream stream) {
   float ms = 0;
   check(api.cuEventElapsedTime(&ms, static_cast<CUevent>(start_), static_cast<CUevent>(stop_)), "cuEventElapsedTime");
   return ms;
+}
+
+namespace {
+const DriverApi& graph_api() {
+  const DriverApi& api = api_or_throw();
+  if (!api.cuStreamBeginCapture || !api.cuStreamEndCapture || !api.cuGraphInstantiateWithFlags || !api.cuGraphLaunch ||
+      !api.cuGraphExecDestroy || !api.cuGraphDestroy)
+    throw Error(ErrorCode::BackendUnavailable, "CUDA graphs are unavailable: this driver lacks stream capture (CUDA 11.4 or newer needed)");
+  return api;
+}
+}  // namespace
+
+Graph::Graph(Stream stream, int device) : stream_(stream.handle), device_(device) {
+  if (!stream.handle)
+    throw Error(ErrorCode::InvalidArgument,
+                "jit::cuda::Graph::capture: the default stream cannot be captured; pass a stream of your own (jit::cuda::OwnedStream)");
+  const DriverApi& api = graph_api();
+  make_current(device);
+  check(api.cuStreamBeginCapture(static_cast<CUstream>(stream_), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+}
+void Graph::finish() {
+  const DriverApi& api = graph_api();
+  CUgraph graph = nullptr;
+  const CUresult r = api.cuStreamEndCapture(static_cast<CUstream>(stream_), &graph);
+  stream_ = nullptr;
+  check(r, "cuStreamEndCapture (a launch in the capture failed or synchronized: see jit/cuda.hpp's Graph for the rules)");
+  graph_ = graph;
+  CUgraphExec exec = nullptr;
+  check(api.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
+  exec_ = exec;
+}
+void Graph::abandon() noexcept {
+  const DriverApi* api = driver_api();
+  if (!api || !stream_) return;
+  CUgraph graph = nullptr;
+  api->cuStreamEndCapture(static_cast<CUstream>(stream_), &graph);  // ends it, failed or not
+  if (graph) api->cuGraphDestroy(graph);
+  stream_ = nullptr;
+}
+Graph::Graph(Graph&& other) noexcept
+    : stream_(std::exchange(other.stream_, nullptr)), graph_(std::exchange(other.graph_, nullptr)),
+      exec_(std::exchange(other.exec_, nullptr)), device_(other.device_) {}
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this != &other) {
+    this->~Graph();
+    new (this) Graph(std::move(other));
+  }
+  return *this;
+}
+Graph::~Graph() {
+  const DriverApi* api = driver_api();
+  if (!api) return;
+  abandon();
+  if (exec_) api->cuGraphExecDestroy(static_cast<CUgraphExec>(exec_));
+  if (graph_) api->cuGraphDestroy(static_cast<CUgraph>(graph_));
+  exec_ = graph_ = nullptr;
+}
+void Graph::replay(Stream stream) const {
+  const DriverApi& api = graph_api();
+  make_current(device_);
+  check(api.cuGraphLaunch(static_cast<CUgraphExec>(exec_), static_cast<CUstream>(stream.handle)), "cuGraphLaunch");
 }
 
 }  // namespace jit::cuda

@@ -1,0 +1,324 @@
+// jitk_layer_bench: Llama-3-8B's decoder layer (hidden 4096, 32 / 8 heads of 128, MLP 14336, bf16)
+// on jitk kernels (examples/decoder_layer.hpp), the figures issue 25 asks for, each with the
+// baseline measured in the same run:
+//   prefill 1 x 2048 and 8 x 2048: median device time of the whole layer (CUDA events on a stream of
+//     our own), and a per-kernel breakdown (each launch timed alone);
+//   decode, batch 64 over context 4096: one step launched kernel by kernel and replayed as a CUDA
+//     graph, against the bound its bytes (weights + KV cache read once) set at the D2D copy
+//     bandwidth measured here;
+//   cold start in a child process (empty jitk cache, empty driver compute cache): every variant
+//     compiled from one thread each, then the first forward; and a new process on the warm cache:
+//     its first forward including every jit::get.
+// torch eager / torch.compile on the same shapes: bench/gpu/torch_baseline.py --layer (run.sh runs
+// both); --dump DIR writes the 1 x 2048 prefill's input, weights and output (raw bf16) for its
+// correctness check against PyTorch.
+//   jitk_layer_bench [--json] [--dump DIR]
+//   jitk_layer_bench --child-first-forward [--compile-all]   (what the parent runs in children)
+#include <cuda.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../../examples/decoder_layer.hpp"
+
+namespace {
+
+using T = jit::bfloat16;
+using clock_type = std::chrono::steady_clock;
+double ms_since(clock_type::time_point t) { return std::chrono::duration<double, std::milli>(clock_type::now() - t).count(); }
+const clock_type::time_point g_start = clock_type::now();  // as near the process's start as C++ gets
+bool g_json = false;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+void emit(const std::string& bench, double value, const char* unit, double baseline, const std::string& baseline_name) {
+  const double ratio = baseline > 0 ? value / baseline : 0;
+  if (g_json)
+    std::printf("{\"bench\": \"%s\", \"value\": %.4f, \"unit\": \"%s\", \"baseline\": %.4f, \"baseline_name\": \"%s\", \"ratio\": %.3f}\n",
+                bench.c_str(), value, unit, baseline, baseline_name.c_str(), ratio);
+  else
+    std::printf("%-44s %10.4f %-4s baseline %-36s %10.4f  ratio %.3f\n", bench.c_str(), value, unit, baseline_name.c_str(), baseline, ratio);
+  std::fflush(stdout);
+}
+
+const jitk_example::LayerConfig kLlama{4096, 32, 8, 128, 14336};
+
+// Seeded uniform values in [-s, s], rounded to bf16: a hash of the index (splitmix64), filled by all
+// cores (the layer's 218 M weights one by one from mt19937 would take seconds).
+std::vector<T> uniform(std::int64_t n, double lo, double hi, std::uint64_t seed) {
+  std::vector<T> v(static_cast<std::size_t>(n));
+  const unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> threads;
+  for (unsigned w = 0; w < workers; ++w)
+    threads.emplace_back([&, w] {
+      for (std::int64_t i = w; i < n; i += workers) {
+        std::uint64_t z = seed * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(i) + 1;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        v[i] = jit::to_bfloat16(static_cast<float>(lo + (hi - lo) * static_cast<double>(z >> 11) * 0x1.0p-53));
+      }
+    });
+  for (auto& t : threads) t.join();
+  return v;
+}
+
+jitk_example::TypedWeights<T> llama_weights() {
+  const auto& c = kLlama;
+  const double s_in = 1 / std::sqrt(double(c.hidden)), s_q = 1 / std::sqrt(double(c.q_width())), s_mlp = 1 / std::sqrt(double(c.mlp));
+  return {uniform(c.hidden, 0.5, 1.5, 1), uniform(c.hidden * c.qkv_width(), -s_in, s_in, 2), uniform(c.q_width() * c.hidden, -s_q, s_q, 3),
+          uniform(c.hidden, 0.5, 1.5, 4), uniform(c.hidden * 2 * c.mlp, -s_in, s_in, 5), uniform(c.mlp * c.hidden, -s_mlp, s_mlp, 6)};
+}
+
+std::int64_t weight_bytes() {
+  const auto& c = kLlama;
+  return 2 * (2 * c.hidden + c.hidden * c.qkv_width() + c.q_width() * c.hidden + c.hidden * 2 * c.mlp + c.mlp * c.hidden);
+}
+
+using Layer = jitk_example::DecoderLayer<T>;
+
+// Median device time of fn() over reps, on `stream`.
+template <class F> double device_ms(jit::Stream stream, F&& fn, int reps = 20) {
+  jit::cuda::Timer timer;
+  for (int i = 0; i < 3; ++i) fn();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    timer.start(stream);
+    fn();
+    ms.push_back(timer.stop_ms(stream));
+  }
+  return median(ms);
+}
+
+// Each launch of a step timed alone (the kernel's own time; the sum is less than the step's when
+// launches overlap nothing, more when they would), medians over a few runs, printed in launch order.
+void breakdown(Layer& layer, Layer::Step& step, jit::Stream stream, const std::string& prefix) {
+  std::vector<std::string> names;
+  std::vector<std::vector<double>> times;
+  for (int rep = 0; rep < 7; ++rep) {
+    jit::cuda::Timer timer;
+    std::size_t index = 0;
+    bool running = false;
+    layer.run(step, stream, [&](const char* what) {
+      if (running) {
+        const double ms = timer.stop_ms(stream);
+        if (times.size() < index) times.resize(index);
+        times[index - 1].push_back(ms);
+      }
+      running = what != nullptr;
+      if (!what) return;
+      if (names.size() <= index) names.emplace_back(what);
+      ++index;
+      timer.start(stream);
+    });
+  }
+  double total = 0;
+  for (const auto& t : times) total += median(t);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const double ms = median(times[i]);
+    if (g_json)
+      std::printf("{\"bench\": \"%s_kernel_%02zu\", \"kernel\": \"%s\", \"ms\": %.4f, \"share\": %.3f}\n", prefix.c_str(), i, names[i].c_str(), ms,
+                  ms / total);
+    else
+      std::printf("  %-28s %8.4f ms  %5.1f%%\n", names[i].c_str(), ms, 100 * ms / total);
+  }
+  std::fflush(stdout);
+}
+
+double copy_gbps(std::size_t bytes) {
+  jit::cuda::DeviceArray<unsigned char> a(bytes), b(bytes);
+  jit::cuda::OwnedStream stream;
+  const double ms = device_ms(stream, [&] {
+    cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(b.data()), reinterpret_cast<CUdeviceptr>(a.data()), bytes,
+                      static_cast<CUstream>(jit::Stream(stream).handle));
+  });
+  return 2.0 * static_cast<double>(bytes) / ms / 1e6;  // read + write
+}
+
+void write_raw(const std::string& path, const std::vector<T>& v) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+int bench(const std::string& dump) {
+  const double copy = copy_gbps(std::size_t(1) << 30);
+  emit("layer_d2d_copy_1GiB", copy, "GB/s", 0, "-");
+  auto weights = llama_weights();
+  if (!dump.empty()) {
+    write_raw(dump + "/norm1.bf16", weights.norm1);
+    write_raw(dump + "/wqkv.bf16", weights.wqkv);
+    write_raw(dump + "/wo.bf16", weights.wo);
+    write_raw(dump + "/norm2.bf16", weights.norm2);
+    write_raw(dump + "/wgu.bf16", weights.wgu);
+    write_raw(dump + "/wd.bf16", weights.wd);
+  }
+  jit::cuda::OwnedStream stream;
+  const auto& c = kLlama;
+  // prefill: 1 x 2048, 8 x 2048 (a layer a batch size: its KV cache is sized for it)
+  for (std::int64_t batch : {1, 8}) {
+    const std::int64_t seqlen = 2048;
+    Layer layer(c, batch == 1 ? weights : llama_weights(), batch, seqlen + 1, true);
+    auto& step = layer.prepare_prefill(seqlen);
+    const auto x = uniform(batch * seqlen * c.hidden, -2, 2, 100 + batch);
+    step.x.upload(x);
+    layer.run(step, stream);  // every get, every first launch
+    stream.synchronize();
+    if (batch == 1 && !dump.empty()) {
+      write_raw(dump + "/x.bf16", x);
+      write_raw(dump + "/y.bf16", step.y.host());
+    }
+    const double ms = device_ms(stream, [&] { layer.run(step, stream); });
+    const double flops = 2.0 * batch * seqlen * (c.hidden * c.qkv_width() + c.q_width() * c.hidden + 3.0 * c.hidden * c.mlp) +
+                         2.0 * batch * c.heads * c.head_dim * double(seqlen) * seqlen;  // causal attention: half of 4 n^2 d
+    const std::string name = "layer_prefill_" + std::to_string(batch) + "x" + std::to_string(seqlen);
+    emit(name + "_ms", ms, "ms", 0, "torch: torch_baseline.py --layer");
+    emit(name + "_TFLOPs", flops / ms / 1e9, "TF/s", 0, "-");
+    breakdown(layer, step, stream, name);
+  }
+  if (!dump.empty()) weights = {};
+  // decode: batch 64 over context 4096, one step (a new token a sequence at position 4096)
+  {
+    const std::int64_t batch = 64, context = 4096;
+    Layer layer(c, llama_weights(), batch, context + 1, true);
+    auto& step = layer.prepare_decode(std::vector<std::int32_t>(batch, static_cast<std::int32_t>(context)));
+    step.x.upload(uniform(batch * c.hidden, -2, 2, 200));
+    layer.run(step, stream);
+    stream.synchronize();
+    const double bytes = double(weight_bytes()) + 2.0 * 2 * batch * (context + 1) * c.kv_width();
+    const double bound_ms = bytes / copy / 1e6;
+    const double eager = device_ms(stream, [&] { layer.run(step, stream); }, 50);
+    auto graph = jit::cuda::Graph::capture(stream, [&] { layer.run(step, stream); });
+    const double replay = device_ms(stream, [&] { graph.replay(stream); }, 50);
+    // host wall clock of 20 graph replays back to back: what a serving loop sees
+    stream.synchronize();
+    auto t0 = clock_type::now();
+    for (int i = 0; i < 20; ++i) graph.replay(stream);
+    stream.synchronize();
+    const double wall = ms_since(t0) / 20;
+    emit("layer_decode_b64_ctx4096_bound_ms", bound_ms, "ms", 0, "weights + KV cache bytes at the D2D copy rate");
+    emit("layer_decode_b64_ctx4096_launches_ms", eager, "ms", bound_ms, "bound (ratio: time / bound)");
+    emit("layer_decode_b64_ctx4096_graph_ms", replay, "ms", bound_ms, "bound (ratio: time / bound)");
+    emit("layer_decode_b64_ctx4096_graph_wall_ms", wall, "ms", bound_ms, "bound (ratio: time / bound)");
+    emit("layer_decode_b64_ctx4096_fraction_of_bound", bound_ms / replay, "x", 0.95, "issue 25's target");
+    breakdown(layer, step, stream, "layer_decode_b64_ctx4096");
+  }
+  return 0;
+}
+
+// In a child: the process's first forward (prefill 1 x 2048), with every get; with --compile-all
+// every variant is got first, from one thread each (a cold start's compiles in parallel).
+int child_first_forward(bool compile_all) {
+  const auto& c = kLlama;
+  Layer layer(c, llama_weights(), 1, 2049, true);
+  auto& step = layer.prepare_prefill(2048);
+  step.x.upload(uniform(2048 * c.hidden, -2, 2, 7));
+  jit::cuda::synchronize();
+  const double setup_ms = ms_since(g_start);
+  const auto t0 = clock_type::now();
+  std::size_t variants = 0;
+  if (compile_all) variants = layer.compile_all(2048);
+  const double compile_ms = ms_since(t0);
+  jit::cuda::OwnedStream stream;
+  layer.run(step, stream);
+  stream.synchronize();
+  const double first_ms = ms_since(t0);
+  const auto t1 = clock_type::now();
+  layer.run(step, stream);
+  stream.synchronize();
+  std::printf("setup_ms %.1f compile_all_ms %.1f variants %zu first_forward_ms %.2f second_forward_ms %.2f\n", setup_ms, compile_ms, variants,
+              first_ms, ms_since(t1));
+  return 0;
+}
+
+struct ChildResult {
+  double compile_all_ms = -1, first_forward_ms = -1, second_forward_ms = -1;
+};
+ChildResult run_child(const std::string& self, const std::string& env, bool compile_all) {
+  const std::string cmd = env + " '" + self + "' --child-first-forward" + (compile_all ? " --compile-all" : "") + " 2>&1";
+  ChildResult r;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char line[1024];
+    while (std::fgets(line, sizeof line, p)) {
+      std::size_t variants = 0;
+      double setup = 0;
+      if (std::sscanf(line, "setup_ms %lf compile_all_ms %lf variants %zu first_forward_ms %lf second_forward_ms %lf", &setup, &r.compile_all_ms,
+                      &variants, &r.first_forward_ms, &r.second_forward_ms) != 5)
+        std::fprintf(stderr, "child: %s", line);
+    }
+    pclose(p);
+  }
+  return r;
+}
+
+std::string self_path() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "jitk_layer_bench";
+}
+
+// Cold: an empty jitk cache and an empty driver compute cache (NVRTC's output is cached there too),
+// every variant compiled at once, then the first forward. Warm: a new process on those caches.
+void cold_and_warm() {
+  const std::string self = self_path();
+  std::vector<double> cold, cold_forward, warm, second;
+  for (int i = 0; i < 3; ++i) {
+    char jitk_dir[] = "/tmp/jitk-layer-cold-XXXXXX", cuda_dir[] = "/tmp/jitk-layer-cuda-XXXXXX";
+    if (!mkdtemp(jitk_dir) || !mkdtemp(cuda_dir)) return;
+    const std::string env = std::string("JITK_CACHE_DIR=") + jitk_dir + " CUDA_CACHE_PATH=" + cuda_dir;
+    const auto c = run_child(self, env, true);
+    cold.push_back(c.compile_all_ms);
+    cold_forward.push_back(c.first_forward_ms);
+    for (int j = 0; j < 3; ++j) {
+      const auto w = run_child(self, env, false);
+      warm.push_back(w.first_forward_ms);
+      second.push_back(w.second_forward_ms);
+    }
+    std::system((std::string("rm -rf ") + jitk_dir + " " + cuda_dir).c_str());
+  }
+  emit("layer_cold_compile_all_ms", median(cold), "ms", 16100, "torch.compile first call (issue 25)");
+  emit("layer_cold_compile_and_first_forward_ms", median(cold_forward), "ms", 3000, "issue 25's target");
+  emit("layer_warm_process_first_forward_ms", median(warm), "ms", 20, "issue 25's target");
+  emit("layer_warm_process_second_forward_ms", median(second), "ms", 0, "-");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::string dump;
+    bool child = false, compile_all = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--json") g_json = true;
+      else if (a == "--dump" && i + 1 < argc) dump = argv[++i];
+      else if (a == "--child-first-forward") child = true;
+      else if (a == "--compile-all") compile_all = true;
+      else {
+        std::fprintf(stderr, "usage: jitk_layer_bench [--json] [--dump DIR]\n");
+        return 2;
+      }
+    }
+    if (!jit::cuda::available()) {
+      std::fprintf(stderr, "jitk_layer_bench: no GPU (%s): nothing to measure\n", jit::cuda::unavailable_reason().c_str());
+      return 0;
+    }
+    if (child) return child_first_forward(compile_all);
+    cold_and_warm();
+    return bench(dump);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "jitk_layer_bench: %s\n", e.what());
+    return 1;
+  }
+}
