@@ -20,6 +20,7 @@
 #include "../examples/reference_kernels.hpp"
 #include "jit/cuda.hpp"
 #include "jit/kernels.hpp"
+#include "jit/tuning.hpp"
 
 namespace jitk_example {
 
@@ -191,7 +192,7 @@ template <class T> class DecoderLayer {
     };
     // C [tokens, n] = A [tokens, kk] B, B a column slice of a row-major weight `ldb` wide
     const auto matmul = [&](const char* what, T* a, std::int64_t kk, const T* b, std::int64_t n, std::int64_t ldb, double beta, T* out) {
-      launch(what, jit::get<Gemm>({dtype_}), Gemm::Args{tokens, n, kk, 1.0, a, kk, b, ldb, beta, out, n});
+      launch(what, gemm({dtype_}, tokens, n, kk), Gemm::Args{tokens, n, kk, 1.0, a, kk, b, ldb, beta, out, n});
     };
     auto norm = jit::get<RmsNorm>({dtype_, h});
     launch("rms_norm", norm, RmsNorm::Args{tokens, s.x.data(), norm1_.data(), s.normed.data(), c_.eps});
@@ -219,7 +220,7 @@ template <class T> class DecoderLayer {
       launch("attention_decode", jit::get<AttentionDecode>(decode_params()), a);
     }
     // y = o Wo + x: the residual added by the gemm's epilogue
-    launch("gemm o + residual", jit::get<Gemm>(residual_gemm_params()),
+    launch("gemm o + residual", gemm(residual_gemm_params(), tokens, h, c_.q_width()),
            Gemm::Args{tokens, h, c_.q_width(), 1.0, s.o.data(), c_.q_width(), wo_.data(), h, 0.0, s.y.data(), h,
                       jit::Operands{static_cast<const T*>(s.x.data())}});
     launch("rms_norm", norm, RmsNorm::Args{tokens, s.y.data(), norm2_.data(), s.normed.data(), c_.eps});
@@ -228,6 +229,10 @@ template <class T> class DecoderLayer {
     matmul("gemm down + residual", s.act.data(), c_.mlp, wd_.data(), h, h, 1, s.y.data());  // y += act Wd (beta = 1)
     if (mark) mark(nullptr);
   }
+
+  // Gemms through jit::get_tuned (the best tile for each launch's class of shapes, timed once on
+  // this device and kept in the cache index) instead of the default tiles.
+  void use_tuned_gemms(bool on) { tuned_ = on; }
 
   // Gets every kernel variant a prefill of `seqlen` and a decode step use, from one thread each:
   // on an empty cache their compiles run in parallel (what a cold start waits for is the slowest,
@@ -268,10 +273,17 @@ template <class T> class DecoderLayer {
     using R = jit::kernels::RotaryEmbedding;
     return {dtype_, c_.head_dim, c_.head_dim, R::Style::NeoX, R::Source::Theta};
   }
+
+ public:
   jit::kernels::Gemm::Params residual_gemm_params() const {
     jit::kernels::Gemm::Params p{dtype_};
     p.epilogue = "add";
     return p;
+  }
+
+ private:
+  jit::Kernel<jit::kernels::Gemm> gemm(const jit::kernels::Gemm::Params& p, std::int64_t m, std::int64_t n, std::int64_t k) const {
+    return tuned_ ? jit::get_tuned<jit::kernels::Gemm>(p, {m, n, k}) : jit::get<jit::kernels::Gemm>(p);
   }
   std::int64_t slot(std::int64_t b, std::int64_t position) const {
     return (b * max_pages_ + position / c_.page_size) * c_.page_size + position % c_.page_size;
@@ -293,6 +305,7 @@ template <class T> class DecoderLayer {
   Array<T> norm1_, wqkv_, wo_, norm2_, wgu_, wd_, k_cache_, v_cache_;
   Array<std::int32_t> table_;
   jit::DType dtype_;
+  bool tuned_ = false;
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<Step>> steps_;
 };
 

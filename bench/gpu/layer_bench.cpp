@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -152,7 +153,30 @@ void write_raw(const std::string& path, const std::vector<T>& v) {
   if (!f) throw std::runtime_error("cannot write " + path);
 }
 
+// Every gemm tile the tuner will try, for the layer's two gemm variants, compiled from 16 threads
+// first (the tuner compiles its candidates one by one): what `jitk warm --tune -j` does.
+void precompile_gemm_candidates() {
+  using jit::kernels::Gemm;
+  Layer probe(kLlama, jitk_example::TypedWeights<T>{std::vector<T>(1), {}, {}, std::vector<T>(1), {}, {}}, 1, 16, true);
+  std::vector<Gemm::Params> all;
+  for (const Gemm::Params& base : {Gemm::Params{jit::DType::bf16}, probe.residual_gemm_params()})
+    for (const auto& c : Gemm::candidates(base, jit::default_target())) all.push_back(c);
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> threads;
+  const auto t0 = clock_type::now();
+  for (int t = 0; t < 16; ++t)
+    threads.emplace_back([&] {
+      for (std::size_t i; (i = next++) < all.size();) try {
+          jit::get<Gemm>(all[i]);
+        } catch (const jit::Error&) {  // a tile no implementation takes: the tuner skips it too
+        }
+    });
+  for (auto& t : threads) t.join();
+  emit("layer_gemm_candidates_precompile_ms", ms_since(t0), "ms", double(all.size()), "candidates (baseline column: count)");
+}
+
 int bench(const std::string& dump) {
+  precompile_gemm_candidates();
   const double copy = copy_gbps(std::size_t(1) << 30);
   emit("layer_d2d_copy_1GiB", copy, "GB/s", 0, "-");
   auto weights = llama_weights();
@@ -186,6 +210,13 @@ int bench(const std::string& dump) {
     emit(name + "_ms", ms, "ms", 0, "torch: torch_baseline.py --layer");
     emit(name + "_TFLOPs", flops / ms / 1e9, "TF/s", 0, "-");
     breakdown(layer, step, stream, name);
+    // the same with each gemm's tile tuned for its shape (the first run tunes, untimed)
+    layer.use_tuned_gemms(true);
+    layer.run(step, stream);
+    stream.synchronize();
+    const double tuned = device_ms(stream, [&] { layer.run(step, stream); });
+    emit(name + "_tuned_gemms_ms", tuned, "ms", ms, "default tiles, same run (ratio: tuned / default)");
+    breakdown(layer, step, stream, name + "_tuned");
   }
   if (!dump.empty()) weights = {};
   // decode: batch 64 over context 4096, one step (a new token a sequence at position 4096)
@@ -213,7 +244,18 @@ int bench(const std::string& dump) {
     emit("layer_decode_b64_ctx4096_graph_wall_ms", wall, "ms", bound_ms, "bound (ratio: time / bound)");
     emit("layer_decode_b64_ctx4096_fraction_of_bound", bound_ms / replay, "x", 0.95, "issue 25's target");
     breakdown(layer, step, stream, "layer_decode_b64_ctx4096");
+    layer.use_tuned_gemms(true);
+    layer.run(step, stream);
+    stream.synchronize();
+    auto tuned_graph = jit::cuda::Graph::capture(stream, [&] { layer.run(step, stream); });
+    const double tuned = device_ms(stream, [&] { tuned_graph.replay(stream); }, 50);
+    emit("layer_decode_b64_ctx4096_tuned_gemms_graph_ms", tuned, "ms", bound_ms, "bound (ratio: time / bound)");
+    breakdown(layer, step, stream, "layer_decode_b64_ctx4096_tuned");
   }
+  for (const auto& t : jit::cache::tuning())
+    std::printf("{\"bench\": \"layer_tuning\", \"kernel\": \"%s\", \"base\": \"%s\", \"shape_class\": \"%s\", \"choice\": \"%s\", "
+                "\"best_ms\": %.4f, \"default_ms\": %.4f, \"tuning_ms\": %.0f}\n",
+                t.kernel.c_str(), t.base_params.c_str(), t.shape_class.c_str(), t.choice.c_str(), t.best_ms, t.default_ms, t.tuning_ms);
   return 0;
 }
 
