@@ -25,6 +25,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -335,18 +336,55 @@ void cold_and_warm() {
   emit("layer_warm_process_second_forward_ms", median(second), "ms", 0, "-");
 }
 
+// Gemms of few rows (decode) at the default params (the few-rows route where the default tiles
+// leave SMs idle) against cuda-sm90a tiles chosen by hand: GB/s of B read (the weights), median.
+void sweep_few_rows() {
+  using jit::kernels::Gemm;
+  jit::cuda::OwnedStream stream;
+  std::vector<Gemm::Params> candidates = {Gemm::Params{jit::DType::bf16}};
+  for (auto [tm, tn, st] : {std::tuple{64, 64, 8}, {64, 128, 6}, {64, 64, 6}, {64, 192, 5}}) {
+    Gemm::Params p{jit::DType::bf16};
+    p.tile_m = tm, p.tile_n = tn, p.tile_k = 64, p.stages = st;
+    candidates.push_back(p);
+  }
+  for (std::int64_t k : {4096, 14336})
+    for (std::int64_t n : {1024, 2048, 3072, 4096, 6144, 8192, 14336, 28672}) {
+      const std::int64_t b_elems = k * n;
+      jit::cuda::DeviceArray<T> a(static_cast<std::size_t>(64 * k)), b(static_cast<std::size_t>(b_elems)), c(static_cast<std::size_t>(64 * n));
+      a.fill_bytes(0x3c), b.fill_bytes(0x3c);
+      for (std::int64_t m : {16, 32, 48, 64}) {
+        std::string line = "m " + std::to_string(m) + " n " + std::to_string(n) + " k " + std::to_string(k) + ":";
+        for (const auto& p : candidates) {
+          try {
+            auto g = jit::get<Gemm>(p);
+            const Gemm::Args args{m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, c.data(), n};
+            const double ms = device_ms(stream, [&] { g.launch(args, stream); }, 30);
+            char buf[96];
+            std::snprintf(buf, sizeof buf, "  %dx%dx%d %.4f ms %.0f GB/s", int(p.tile_m), int(p.tile_n), int(p.stages), ms, 2.0 * b_elems / ms / 1e6);
+            line += buf;
+          } catch (const jit::Error& e) {
+            line += "  (" + std::string(e.what()).substr(0, 40) + ")";
+          }
+        }
+        std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
+      }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     std::string dump;
-    bool child = false, compile_all = false;
+    bool child = false, compile_all = false, sweep = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--json") g_json = true;
       else if (a == "--dump" && i + 1 < argc) dump = argv[++i];
       else if (a == "--child-first-forward") child = true;
       else if (a == "--compile-all") compile_all = true;
+      else if (a == "--sweep-few-rows") sweep = true;
       else {
         std::fprintf(stderr, "usage: jitk_layer_bench [--json] [--dump DIR]\n");
         return 2;
@@ -357,6 +395,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (child) return child_first_forward(compile_all);
+    if (sweep) {
+      sweep_few_rows();
+      return 0;
+    }
     cold_and_warm();
     return bench(dump);
   } catch (const std::exception& e) {
