@@ -294,16 +294,20 @@ TEST_CASE("GPU gemm with few tiles splits K over a cluster's blocks and matches 
   CHECK(gemm_error<jit::bfloat16>(h, "cuda", {7, 333, 1500, 8, 1, 0}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
 }
 
-TEST_CASE("GPU gemm on cuda-sm90a's default tiles runs few rows through the generic split tile, and matches", "[gpu][gemm]") {
+TEST_CASE("GPU gemm on cuda-sm90a's default tiles runs few rows through the generic split tile or its own 64-row tile, and matches",
+          "[gpu][gemm]") {
   if (!have_gpu()) return;
   if (!have_hopper()) return;
   const auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);
-  // m <= 64 with few 128 x 256 tiles: the route (16-, 32- or 64-row tiles, K split over clusters),
+  // m <= 64 with few 128 x 256 tiles: the route (16-, 32- or 64-row tiles, K split over clusters;
+  // cuda-sm90a's own 64 x 64 tile for 17-32 rows from 3072 columns and 33-64 rows from 2048),
   // taken before the copy-engine fallback (m = 8's leading dimensions, 3 past the minimum, are not
-  // 16-byte aligned); m = 65: cuda-sm90a itself; explicit tiles: cuda-sm90a itself at every m (or,
-  // unaligned, the fallback). Every layout, beta over C and beta = 0 over poisoned C, an epilogue.
+  // 16-byte aligned; so are the 40-row case's, which the own-tile route's fallback takes); m = 65:
+  // cuda-sm90a itself; explicit tiles: cuda-sm90a itself at every m (or, unaligned, the fallback).
+  // Every layout, beta over C and beta = 0 over poisoned C, an epilogue.
   const Case cases[] = {{16, 4096, 1024, 0, 1, 0}, {8, 296, 696, 3, 0.5, -1.5}, {30, 1000, 800, 0, 1, 0},
-                        {64, 2000, 513, 0, 1, 0},  {65, 1000, 640, 8, 1, 0.25}};
+                        {64, 2000, 513, 0, 1, 0},  {65, 1000, 640, 8, 1, 0.25}, {48, 2048, 1000, 0, 1, 0},
+                        {40, 3000, 700, 3, 0.5, -1.5}, {24, 3200, 640, 0, 1, 0}, {33, 4096, 4000, 8, 1, 0.25}};
   for (Layout la : {Layout::RowMajor, Layout::ColMajor})
     for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
       for (std::int64_t tm : {0, 128})
@@ -315,6 +319,7 @@ TEST_CASE("GPU gemm on cuda-sm90a's default tiles runs few rows through the gene
           CHECK(gemm_error<jit::bfloat16>(q, "cuda-sm90a", c) <= tolerance<jit::bfloat16>());
         }
   CHECK(gemm_error<jit::bfloat16>(p, "cuda-sm90a", {16, 2048, 1000, 8, 1, 0}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
+  CHECK(gemm_error<jit::bfloat16>(p, "cuda-sm90a", {64, 4096, 1000, 0, 1, 0}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
 }
 
 TEST_CASE("GPU gemm on the generic text's default tiles runs few rows through its split tiles, and matches", "[gpu][gemm]") {

@@ -1,4 +1,6 @@
 // gemm: the family descriptor (parameters, tile plans per implementation, tile defaults).
+#include <array>
+
 #include "kernel_sources/gemm/routes.hpp"
 #include "kernel_sources/gemm/tile_plans.hpp"
 
@@ -191,6 +193,12 @@ constexpr std::int64_t kFewRowsF32K = 32;
 std::vector<FewRowsRoute> few_rows_params(const ParamSet& params) {
   if (!params.find("tile_m") || !params.find("tile_n") || !at_default_tiles(params)) return {};
   std::vector<FewRowsRoute> out;
+  if (!text_is(params, "dtype", "f32") && !text_is(params, "dtype", "f64"))  // cuda-sm90a's own 64 x 64 tile (routes.hpp)
+    for (auto [min_rows, max_rows, min_columns] : {std::array<std::int64_t, 3>{16, 32, 3072}, {32, 64, 2048}}) {
+      FewRowsRoute route{max_rows, params, min_rows, min_columns, true};
+      for (int i = 0; i < 4; ++i) route.params.set(kTileParams[i], std::int64_t{i == 3 ? 8 : 64});  // 64 x 64 x 64, 8 stages
+      out.push_back(std::move(route));
+    }
   for (const auto& tile : kFewRowsTiles) {
     FewRowsRoute route{tile[0], params};
     for (int i = 0; i < 4; ++i) route.params.set(kTileParams[i], tile[i]);

@@ -90,8 +90,9 @@ class CudaKernel final : public LoadedKernel {
     GpuLaunch l(args, shape_);
     // few rows first: the generic text the route runs also takes what the copy engine cannot
     if (!few_rows_.empty() && args.work_items <= kFewRows && leaves_sms_idle(l.grid, devices()[device_].sm_count))
-      for (std::size_t i = 0; i < few_rows_.size(); ++i)
-        if (args.work_items <= few_rows_[i]->max_rows) return few_rows_[i]->get().launch(args);
+      for (const auto& route : few_rows_)
+        if (args.work_items <= route->max_rows && args.work_items > route->min_rows && args.work_columns >= route->min_columns)
+          return route->get().launch(args);
     if (shape_.aligned_rows && args.unaligned && fallback_) return fallback_->get().launch(args);
     if (shape_.tensor_maps && args.matrix_count == 2 && fallback_ &&
         !(copy_engine_takes(args.matrices[0]) && copy_engine_takes(args.matrices[1])))

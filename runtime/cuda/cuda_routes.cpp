@@ -11,16 +11,16 @@ const LoadedKernel& Fallback::get() const {
   std::call_once(once, [&] {
     const KernelDef& def = find_kernel(kernel);
     const Implementation& generic = generic_implementation(def, Backend::Cuda);
-    // Tiles the generic text cannot take (Hopper's deeper stages, say) fall back to its defaults.
     ParamSet p = params;
-    if (!params_problem(generic, p).empty())
+    // Tiles the generic text cannot take (Hopper's deeper stages, say) fall back to its defaults.
+    if (implementation.empty() && !params_problem(generic, p).empty())
       for (const char* tile : kTileParams)
         if (p.find(tile)) p.set(tile, std::int64_t{0});
     Selection s;
-    s.implementation = generic.name;
+    s.implementation = implementation.empty() ? generic.name : implementation;
     loaded = get_kernel(kernel, p, target, s).kernel;  // throws (and is tried again next time) when it cannot
     log().log(warn ? spdlog::level::warn : spdlog::level::info, "{}: {}; launches like it run implementation '{}' ({})", kernel,
-              why, generic.name, p.to_string());
+              why, s.implementation, p.to_string());
   });
   return *loaded;
 }
@@ -29,17 +29,29 @@ std::vector<std::unique_ptr<Fallback>> few_rows_routes(const SourceUnit& unit, c
   std::vector<std::unique_ptr<Fallback>> routes;
   const std::vector<FewRowsRoute> policy = few_rows_params(unit.params);  // the family's
   if (policy.empty()) return routes;
-  const Implementation& generic = generic_implementation(find_kernel(unit.kernel), Backend::Cuda);
+  const KernelDef& def = find_kernel(unit.kernel);
+  const Implementation& generic = generic_implementation(def, Backend::Cuda);
   if (!unit.shape.tensor_maps && unit.implementation != generic.name) return routes;
+  const Implementation* own = nullptr;
+  for (const Implementation& impl : def.implementations)
+    if (impl.name == unit.implementation) own = &impl;
   for (const FewRowsRoute& r : policy) {
-    if (!params_problem(generic, r.params).empty() || tile_plan(generic, r.params).max_split_k <= 1) return {};
+    if (r.own) {  // the launching text's own tile: only where that text takes it (gemm's cuda-sm90a routes on cuda-sm90a)
+      if (unit.kernel != "gemm" || !own || own == &generic || !params_problem(*own, r.params).empty()) continue;
+    } else if (!params_problem(generic, r.params).empty() || tile_plan(generic, r.params).max_split_k <= 1) {
+      return {};
+    }
     auto route = std::make_unique<Fallback>();
     route->kernel = unit.kernel;
     route->params = r.params;
     route->max_rows = r.max_rows;
+    route->min_rows = r.min_rows;
+    route->min_columns = r.min_columns;
+    if (r.own) route->implementation = unit.implementation;
     route->target = target;
-    route->why = "launches of at most " + std::to_string(r.max_rows) + " rows whose tiles would leave over half the SMs idle (" +
-                 unit.params.to_string() + ")";
+    route->why = "launches of " + std::to_string(r.min_rows + 1) + " to " + std::to_string(r.max_rows) + " rows" +
+                 (r.min_columns ? " and at least " + std::to_string(r.min_columns) + " columns" : std::string()) +
+                 " whose tiles would leave over half the SMs idle (" + unit.params.to_string() + ")";
     route->warn = false;
     routes.push_back(std::move(route));
   }

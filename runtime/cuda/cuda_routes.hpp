@@ -21,7 +21,10 @@ struct Fallback {
   ParamSet params;  // the generic text's; tiles it cannot take fall back to its defaults
   Target target;
   std::string why;
-  std::int64_t max_rows = 0;  // a few-rows route: the most rows of a launch it takes
+  std::int64_t max_rows = 0;     // a few-rows route: the most rows of a launch it takes,
+  std::int64_t min_rows = 0;     // more than this many,
+  std::int64_t min_columns = 0;  // and at least this many columns
+  std::string implementation;    // the implementation to run (empty: the backend's generic one)
   bool warn = true;
   mutable std::once_flag once;
   mutable std::shared_ptr<const LoadedKernel> loaded;
