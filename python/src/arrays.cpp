@@ -1,0 +1,138 @@
+// Reading a Python array object into an ArrayView.
+#include "arrays.hpp"
+
+#include <sstream>
+
+namespace jitk_py {
+
+std::string ArrayView::dtype_name() const {
+  const std::string b = std::to_string(bits);
+  switch (code) {
+    case 0: return "i" + b;
+    case 1: return bits == 8 ? "u8" : "u" + b;
+    case 2: return "f" + b;
+    case 4: return "bf" + b;
+    case 5: return "c" + b;
+    case 6: return "bool";
+    default: return "type code " + std::to_string(code) + " of " + b + " bits";
+  }
+}
+
+std::string ArrayView::device_name() const {
+  switch (device_type) {
+    case 1: return "cpu";
+    case 2: return "cuda:" + std::to_string(device_id);
+    case 3: return "cuda host memory";
+    case 10: return "rocm:" + std::to_string(device_id);
+    default: return "device type " + std::to_string(device_type);
+  }
+}
+
+std::string ArrayView::shape_text() const {
+  std::ostringstream o;
+  o << "(";
+  for (int i = 0; i < ndim; ++i) o << (i ? ", " : "") << shape[i];
+  o << (ndim == 1 ? ",)" : ")");
+  return o.str();
+}
+
+bool ArrayView::c_contiguous() const {
+  if (size == 0) return true;  // nothing to lay out (NumPy gives an empty array's strides as 0)
+  std::int64_t expect = 1;
+  for (int i = ndim - 1; i >= 0; --i) {
+    if (shape[i] == 0) return true;
+    if (shape[i] != 1 && strides[i] != expect) return false;
+    expect *= shape[i];
+  }
+  return true;
+}
+
+bool ArrayView::f_contiguous() const {
+  if (size == 0) return true;
+  std::int64_t expect = 1;
+  for (int i = 0; i < ndim; ++i) {
+    if (shape[i] == 0) return true;
+    if (shape[i] != 1 && strides[i] != expect) return false;
+    expect *= shape[i];
+  }
+  return true;
+}
+
+namespace {
+
+// __cuda_array_interface__ (version 2 or 3): shape, typestr, data = (address, read-only), strides in bytes or None.
+bool view_cuda_array_interface(nb::handle obj, ArrayView& out) {
+  if (!nb::hasattr(obj, "__cuda_array_interface__")) return false;
+  nb::dict cai = nb::cast<nb::dict>(obj.attr("__cuda_array_interface__"));
+  nb::tuple shape = nb::cast<nb::tuple>(cai["shape"]);
+  std::string typestr = nb::cast<std::string>(cai["typestr"]);
+  nb::tuple data = nb::cast<nb::tuple>(cai["data"]);
+  if (shape.size() > ArrayView::kMaxDims) throw nb::value_error("an array of more than 8 dimensions");
+  if (typestr.size() < 3 || (typestr[0] != '<' && typestr[0] != '|'))
+    throw nb::value_error(("__cuda_array_interface__ typestr '" + typestr + "' is not little-endian").c_str());
+  const int bytes = std::stoi(typestr.substr(2));
+  switch (typestr[1]) {
+    case 'f': out.code = 2; break;
+    case 'i': out.code = 0; break;
+    case 'u': out.code = 1; break;
+    case 'b': out.code = 6; break;
+    case 'c': out.code = 5; break;
+    default: out.code = 255;
+  }
+  out.bits = static_cast<std::uint8_t>(bytes * 8);
+  out.data = reinterpret_cast<const void*>(nb::cast<std::uintptr_t>(data[0]));
+  out.readonly = nb::cast<bool>(data[1]);
+  out.device_type = 2;
+  out.device_id = 0;  // the interface does not say; the pointer's own device is what the driver uses
+  out.ndim = static_cast<int>(shape.size());
+  out.size = 1;
+  for (int i = 0; i < out.ndim; ++i) out.shape[i] = nb::cast<std::int64_t>(shape[i]), out.size *= out.shape[i];
+  nb::object strides = cai.contains("strides") ? nb::borrow(cai["strides"]) : nb::none();
+  if (strides.is_none()) {
+    std::int64_t s = 1;
+    for (int i = out.ndim - 1; i >= 0; --i) out.strides[i] = s, s *= out.shape[i];
+  } else {
+    nb::tuple st = nb::cast<nb::tuple>(strides);
+    for (int i = 0; i < out.ndim; ++i) {
+      const std::int64_t b = nb::cast<std::int64_t>(st[i]);
+      if (b % bytes != 0) throw nb::value_error("__cuda_array_interface__ strides that are not whole elements");
+      out.strides[i] = b / bytes;
+    }
+  }
+  return true;
+}
+
+template <class A> void fill(const A& a, ArrayView& out) {
+  if (a.ndim() > static_cast<std::size_t>(ArrayView::kMaxDims)) throw nb::value_error("an array of more than 8 dimensions");
+  out.data = a.data();
+  out.device_type = a.device_type();
+  out.device_id = a.device_id();
+  out.code = a.dtype().code;
+  out.bits = a.dtype().bits;
+  out.ndim = static_cast<int>(a.ndim());
+  out.size = 1;
+  for (int i = 0; i < out.ndim; ++i) {
+    out.shape[i] = static_cast<std::int64_t>(a.shape(static_cast<std::size_t>(i)));
+    out.strides[i] = a.stride(static_cast<std::size_t>(i));
+    out.size *= out.shape[i];
+  }
+}
+
+}  // namespace
+
+bool view_array(nb::handle obj, bool writable, ArrayView& out) {
+  out.readonly = false;
+  if (writable && nb::try_cast<nb::ndarray<>>(obj, out.held_writable)) {
+    fill(out.held_writable, out);
+    return true;
+  }
+  // Read-only sources (a NumPy array with writeable=False) import only for reading.
+  if (nb::try_cast<nb::ndarray<nb::ro>>(obj, out.held)) {
+    fill(out.held, out);
+    out.readonly = writable;
+    return true;
+  }
+  return view_cuda_array_interface(obj, out);
+}
+
+}  // namespace jitk_py
