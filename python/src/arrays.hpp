@@ -5,11 +5,20 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace jitk_py {
 
 namespace nb = nanobind;
+
+// Releases a buffer-protocol view (with the GIL held, as every ArrayView is dropped).
+struct BufferRelease {
+  void operator()(Py_buffer* b) const {
+    PyBuffer_Release(b);
+    delete b;
+  }
+};
 
 struct ArrayView {
   static constexpr int kMaxDims = 8;
@@ -24,6 +33,7 @@ struct ArrayView {
   std::int64_t size = 1;
   nb::ndarray<nb::ro> held;     // keeps a DLPack import alive for the call
   nb::ndarray<> held_writable;  // (the one of an array to be written)
+  std::unique_ptr<Py_buffer, BufferRelease> buffer;  // a buffer-protocol view (NumPy), released with this
 
   bool on_host() const { return device_type == 1 || device_type == 3; }
   std::string dtype_name() const;   // "f32", "bf16", "i32", "u8", "bool", ...
@@ -33,7 +43,9 @@ struct ArrayView {
   bool f_contiguous() const;
 };
 
-// Reads `obj` as an array; false when it is none (the caller says what was expected). Throws
+// Reads `obj` as an array, the cheapest way it offers: the buffer protocol (NumPy; host memory), a
+// torch.Tensor's own attributes (torch's __dlpack__ is Python code, several microseconds a tensor),
+// then DLPack, then __cuda_array_interface__. False when it is none (the caller says what was expected). Throws
 // nb::value_error for an array it cannot take (too many dimensions, a version of DLPack it cannot read).
 // `writable`: the array will be written; a read-only one is then `readonly` (the caller refuses it).
 bool view_array(nb::handle obj, bool writable, ArrayView& out);

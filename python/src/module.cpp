@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -175,8 +176,11 @@ class Launcher {
       given[at] = value.ptr();
     }
     values.assign(nf, Value{});
-    views.assign(nf, ArrayView{});
-    std::vector<char> present(nf, 0);
+    views.clear();
+    views.reserve(nf + jit::Chain::kMaxOperands * 2);  // a chain's operands are added after: no reallocation
+    views.resize(nf);
+    char present_flags[32] = {};
+    std::span<char> present(present_flags, nf);
     // scalars, and the arrays read
     for (std::size_t i = 0; i < nf; ++i) {
       const Field& f = sig_.fields[i];
@@ -306,26 +310,26 @@ class Launcher {
 
   void check_array(const Field& f, const ArrayView& a) const {
     const std::string& kname = sig_.kernel;
-    const std::string where = kname + ": argument '" + f.name + "'";
+    const auto where = [&] { return kname + ": argument '" + f.name + "'"; };  // built only for a message
     if (f.source == Field::Source::Array) {
       const auto [code, bits] = elem_code(f);
       if (code >= 0 && (a.code != code || a.bits != bits))
-        type_error(where + " must be " + type_text(code, bits) + ", got " + a.dtype_name());
+        type_error(where() + " must be " + type_text(code, bits) + ", got " + a.dtype_name());
       if (!f.dims.empty() && !f.dims[0].flat && a.ndim != static_cast<int>(f.dims.size()))
-        value_error(where + " must have " + std::to_string(f.dims.size()) + " dimensions " + dims_text(f) + ", got shape " + a.shape_text());
+        value_error(where() + " must have " + std::to_string(f.dims.size()) + " dimensions " + dims_text(f) + ", got shape " + a.shape_text());
     }
-    if (a.readonly) value_error(where + " is written, but the array is read-only");
+    if (a.readonly) value_error(where() + " is written, but the array is read-only");
     // device
     const jit::Backend backend = kernel_->backend();
     const bool ok = backend == jit::Backend::Cpu ? a.on_host()
                     : backend == jit::Backend::Cuda ? a.device_type == 2
                                                     : a.device_type == 10;
     if (!ok)
-      value_error(where + " is on " + a.device_name() + ", but the kernel runs on " + std::string(jit::backend_name(backend)) +
+      value_error(where() + " is on " + a.device_name() + ", but the kernel runs on " + std::string(jit::backend_name(backend)) +
                   " (" + kernel_->implementation() + ")");
     const bool col = !f.layout_param.empty() && layouts_col_[&f - sig_.fields.data()];
     if (col ? !a.f_contiguous() : !a.c_contiguous())
-      value_error(where + " must be " + (col ? "column-major (Fortran-contiguous, " + f.layout_param + " = col)" : std::string("contiguous")) +
+      value_error(where() + " must be " + (col ? "column-major (Fortran-contiguous, " + f.layout_param + " = col)" : std::string("contiguous")) +
                   ", got strides (in elements) " + strides_text(a));
   }
 
@@ -342,7 +346,7 @@ class Launcher {
 
   // Binds every count the present arrays' shapes give, solving products with one unknown factor, and
   // checks every dimension against what is known; an error names the array, the dimension and both values.
-  void bind_dims(const std::vector<char>& present, const std::vector<ArrayView>& views, std::int64_t* dims, char* known) const {
+  void bind_dims(std::span<const char> present, const std::vector<ArrayView>& views, std::int64_t* dims, char* known) const {
     const std::string& kname = sig_.kernel;
     const std::size_t nf = sig_.fields.size();
     for (int pass = 0; pass < 4; ++pass) {
@@ -408,7 +412,7 @@ class Launcher {
     if (n != kinds.size())
       type_error(where + ": the chain " + chain.to_string() + " takes " + std::to_string(kinds.size()) + ", got " + std::to_string(n));
     const ArrayView& like = views[static_cast<std::size_t>(f.other_index)];
-    const std::int64_t last = like.ndim ? like.shape[like.ndim - 1] : 1;
+    const std::int64_t last = like.ndim ? like.shape[like.ndim - 1] : 1, like_size = like.size;  // views grows below
     for (std::size_t j = 0; j < n; ++j) {
       nb::object item = h[j];
       const std::string which = where + " [" + std::to_string(j) + "]";
@@ -430,7 +434,7 @@ class Launcher {
       op.source = Field::Source::Array;
       op.output = write;
       check_array(op, a);
-      const std::int64_t want = kinds[j] == jit::OperandKind::Vector ? last : like.size;
+      const std::int64_t want = kinds[j] == jit::OperandKind::Vector ? last : like_size;
       if (a.size != want)
         value_error(which + " has " + std::to_string(a.size) + " elements; it must have " + std::to_string(want) + " (" +
                     (kinds[j] == jit::OperandKind::Vector ? "the last dimension" : "the size") + " of '" + f.other + "')");
@@ -441,7 +445,7 @@ class Launcher {
 
   // The caller's stream: `stream=` (an int handle, or an object with .cuda_stream (torch) or .ptr
   // (CuPy)); else, for GPU arrays, the current stream of the framework of the first one.
-  jit::Stream pick_stream(nb::handle stream_arg, const std::vector<ArrayView>& views, const std::vector<char>& present) const {
+  jit::Stream pick_stream(nb::handle stream_arg, const std::vector<ArrayView>& views, std::span<const char> present) const {
     if (stream_arg.is_valid() && !stream_arg.is_none()) {
       nb::handle h = stream_arg;
       nb::object attr;
@@ -578,6 +582,9 @@ std::unique_ptr<Launcher> make_launcher(const std::string& kernel, const nb::dic
   return std::make_unique<Launcher>(*b, sig, std::move(k));
 }
 
+// A CPU launch whose largest array has this many bytes runs without the GIL (about 20 us of work).
+constexpr std::int64_t kReleaseGilBytes = 256 * 1024;
+
 thread_local std::vector<Value> t_values;
 thread_local std::vector<ArrayView> t_views;
 
@@ -602,8 +609,15 @@ void call_launcher(Launcher& l, const nb::args& args, const nb::kwargs& kwargs) 
         }
   }
   l.gather(args, kwargs, values, views, stream);
-  {
-    nb::gil_scoped_release unlocked;  // CPU kernels run to completion on jitk's thread pool
+  // CPU kernels run to completion on jitk's thread pool: long ones without the GIL, so other Python
+  // threads run meanwhile. Short ones (and GPU launches, which only enqueue) keep it: handing it over
+  // costs more than they take.
+  std::int64_t largest = 0;
+  for (const auto& v : views) largest = std::max(largest, v.size * (v.bits / 8));
+  if (l.kernel().backend() == jit::Backend::Cpu && largest >= kReleaseGilBytes) {
+    nb::gil_scoped_release unlocked;
+    l.launch(values, stream);
+  } else {
     l.launch(values, stream);
   }
 }
@@ -616,14 +630,13 @@ nb::dict time_launches(Launcher& l, int iterations, const nb::args& args, const 
   std::vector<ArrayView> views;
   l.gather(args, kwargs, values, views, stream);
   l.launch(values, stream);
+  const std::vector<Value> gathered = values;
   auto t0 = clock::now();
-  for (int i = 0; i < iterations; ++i) l.launch(values, stream);
+  for (int i = 0; i < iterations; ++i) l.launch(gathered, stream);
   const double cpp = std::chrono::duration<double>(clock::now() - t0).count() / iterations;
   t0 = clock::now();
   for (int i = 0; i < iterations; ++i) {
-    std::vector<Value> v;
-    std::vector<ArrayView> w;
-    l.gather(args, kwargs, v, w, stream);
+    l.gather(args, kwargs, values, views, stream);
   }
   const double gather = std::chrono::duration<double>(clock::now() - t0).count() / iterations;
   nb::dict out;
@@ -746,6 +759,11 @@ NB_MODULE(_jitk, m) {
     return out;
   });
   m.def("_not_bound", [] { return kernels_not_bound(); });
+  m.def("_catalog", [] {  // every kernel this process knows (shipped, then registered)
+    std::vector<std::string> names;
+    for (const auto& s : jit::registered_kernels()) names.push_back(s.name);
+    return names;
+  });
   m.def("_library_used", [] { return g_library_used.load(); });
   m.def("default_target", [] {
     g_library_used = true;

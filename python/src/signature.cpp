@@ -170,6 +170,13 @@ Signature parse_signature(std::string_view kernel, std::string_view declaration)
       if (g.name == f.name) fail(part, "the name is used twice");
     sig.fields.push_back(std::move(f));
   }
+  if (sig.fields.size() > 32) fail(sig.kernel, "more than 32 fields");  // the binding's fixed tables
+  std::size_t names = 0;
+  for (const auto& f : sig.fields) {
+    names += f.source == Field::Source::Dim || f.source == Field::Source::Int ? 1 : 0;
+    for (const auto& d : f.dims) names += d.names.size();
+  }
+  if (names > 64) fail(sig.kernel, "more than 64 dimension names");
   for (auto& f : sig.fields) {
     if (f.other.empty()) continue;
     for (std::size_t i = 0; i < sig.fields.size(); ++i)

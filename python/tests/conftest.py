@@ -29,11 +29,24 @@ def _gpu_frameworks():
 GPU_FRAMEWORKS = _gpu_frameworks()
 
 
+def _cpu_backend():
+    import jitk
+    return any(b["name"] == "cpu" and b["available"] for b in jitk.cache.backends())
+
+
+CPU_BACKEND = _cpu_backend()
+# Files whose tests run kernels on the CPU backend (a build without LLVM, as on the GPU machine, has none).
+_CPU_FILES = {"test_kernels_cpu.py", "test_errors.py", "test_cache.py"}
+
+
 def pytest_collection_modifyitems(config, items):
-    skip = pytest.mark.skip(reason="no GPU found (torch.cuda or CuPy): GPU tests skipped")
+    skip_gpu = pytest.mark.skip(reason="no GPU found (torch.cuda or CuPy): GPU tests skipped")
+    skip_cpu = pytest.mark.skip(reason="this jitk has no CPU backend (built without LLVM)")
     for item in items:
         if "gpu" in item.keywords and not GPU_FRAMEWORKS:
-            item.add_marker(skip)
+            item.add_marker(skip_gpu)
+        if item.path.name in _CPU_FILES and not CPU_BACKEND:
+            item.add_marker(skip_cpu)
 
 
 def pytest_configure(config):

@@ -7,9 +7,11 @@ import pytest
 torch = pytest.importorskip("torch")
 jt = pytest.importorskip("jitk.torch")
 
-from conftest import GPU_FRAMEWORKS  # noqa: E402
+from conftest import CPU_BACKEND, GPU_FRAMEWORKS  # noqa: E402
 
-DEVICES = ["cpu"] + (["cuda"] if "torch" in GPU_FRAMEWORKS else [])
+DEVICES = (["cpu"] if CPU_BACKEND else []) + (["cuda"] if "torch" in GPU_FRAMEWORKS else [])
+DEV = DEVICES[-1] if DEVICES else "cpu"  # where the single-device tests run: the GPU when there is one
+pytestmark = pytest.mark.skipif(not DEVICES, reason="neither jitk's CPU backend nor a CUDA GPU for torch")
 
 
 def close(got, want, tol):
@@ -47,10 +49,10 @@ def test_attention_matches_sdpa(device):
 
 
 def test_ops_pass_opcheck():
-    x, w = torch.randn(4, 32), torch.randn(32)
+    x, w = torch.randn(4, 32, device=DEV), torch.randn(32, device=DEV)
     torch.library.opcheck(torch.ops.jitk.rms_norm, (x, w, 1e-6))
-    torch.library.opcheck(torch.ops.jitk.silu_and_mul, (torch.randn(4, 64),))
-    torch.library.opcheck(torch.ops.jitk.gemm, (torch.randn(8, 5), torch.randn(5, 3)))
+    torch.library.opcheck(torch.ops.jitk.silu_and_mul, (torch.randn(4, 64, device=DEV),))
+    torch.library.opcheck(torch.ops.jitk.gemm, (torch.randn(8, 5, device=DEV), torch.randn(5, 3, device=DEV)))
 
 
 def test_torch_compile_traces_without_graph_breaks():
@@ -58,7 +60,7 @@ def test_torch_compile_traces_without_graph_breaks():
         return torch.ops.jitk.silu_and_mul(torch.ops.jitk.rms_norm(x, w, 1e-6)) * 2
 
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    x, w = torch.randn(6, 64), torch.randn(64)
+    x, w = torch.randn(6, 64, device=DEV), torch.randn(64, device=DEV)
     assert close(compiled(x, w), f(x, w), 1e-6)
     explanation = torch._dynamo.explain(f)(x, w)
     assert explanation.graph_break_count == 0
@@ -88,8 +90,8 @@ class MLP(torch.nn.Module):
 
 def test_kernelize_swaps_rms_norm_and_mlp_and_keeps_results():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(RMSNorm(64), MLP(64, 96))
-    x = torch.randn(5, 64)
+    model = torch.nn.Sequential(RMSNorm(64), MLP(64, 96)).to(DEV)
+    x = torch.randn(5, 64, device=DEV)
     with torch.no_grad():
         want = model(x)
         swapped = jt.kernelize(model)
@@ -102,4 +104,4 @@ def test_kernelize_swaps_rms_norm_and_mlp_and_keeps_results():
 
 def test_unsupported_dtype_is_a_type_error():
     with pytest.raises(TypeError, match="int64"):
-        jt.rms_norm(torch.ones(2, 8, dtype=torch.int64), torch.ones(8, dtype=torch.int64), 1e-6)
+        jt.rms_norm(torch.ones(2, 8, dtype=torch.int64, device=DEV), torch.ones(8, dtype=torch.int64, device=DEV), 1e-6)
