@@ -24,3 +24,4 @@ export PYTHONPATH=$PWD/build-gpu/python
 echo "python tests exit: $?"; tail -25 "$out/python_tests.log"
 "$venv/bin/python" bench/python/launch_overhead.py --device cuda --rows 1 --hidden 4096 --json "$out/launch_overhead.json" \
   2>&1 | tee "$out/launch_overhead.txt"
+"$venv/bin/python" bench/python/decoder_layer.py 2>&1 | tee "$out/decoder_layer.txt"
