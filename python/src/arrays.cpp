@@ -70,7 +70,11 @@ bool view_cuda_array_interface(nb::handle obj, ArrayView& out) {
   if (shape.size() > ArrayView::kMaxDims) throw nb::value_error("an array of more than 8 dimensions");
   if (typestr.size() < 3 || (typestr[0] != '<' && typestr[0] != '|'))
     throw nb::value_error(("__cuda_array_interface__ typestr '" + typestr + "' is not little-endian").c_str());
-  const int bytes = std::stoi(typestr.substr(2));
+  const std::string size_text = typestr.substr(2);
+  if (size_text.empty() || size_text.size() > 2 || size_text.find_first_not_of("0123456789") != std::string::npos)
+    throw nb::value_error(("__cuda_array_interface__ typestr '" + typestr + "' has no element size").c_str());
+  const int bytes = std::stoi(size_text);
+  if (bytes < 1 || bytes > 16) throw nb::value_error(("__cuda_array_interface__ typestr '" + typestr + "': elements of 1 to 16 bytes").c_str());
   switch (typestr[1]) {
     case 'f': out.code = 2; break;
     case 'i': out.code = 0; break;
@@ -86,13 +90,18 @@ bool view_cuda_array_interface(nb::handle obj, ArrayView& out) {
   out.device_id = 0;  // the interface does not say; the pointer's own device is what the driver uses
   out.ndim = static_cast<int>(shape.size());
   out.size = 1;
-  for (int i = 0; i < out.ndim; ++i) out.shape[i] = nb::cast<std::int64_t>(shape[i]), out.size *= out.shape[i];
+  for (int i = 0; i < out.ndim; ++i) {
+    out.shape[i] = nb::cast<std::int64_t>(shape[i]);
+    if (out.shape[i] < 0 || __builtin_mul_overflow(out.size, out.shape[i], &out.size))
+      throw nb::value_error("__cuda_array_interface__ shape with a negative or too large dimension");
+  }
   nb::object strides = cai.contains("strides") ? nb::borrow(cai["strides"]) : nb::none();
   if (strides.is_none()) {
     std::int64_t s = 1;
     for (int i = out.ndim - 1; i >= 0; --i) out.strides[i] = s, s *= out.shape[i];
   } else {
     nb::tuple st = nb::cast<nb::tuple>(strides);
+    if (st.size() != shape.size()) throw nb::value_error("__cuda_array_interface__ strides and shape differ in length");
     for (int i = 0; i < out.ndim; ++i) {
       const std::int64_t b = nb::cast<std::int64_t>(st[i]);
       if (b % bytes != 0) throw nb::value_error("__cuda_array_interface__ strides that are not whole elements");

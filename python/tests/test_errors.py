@@ -189,3 +189,34 @@ def test_configure_before_first_use_sets_the_cache_root_and_log_level(tmp_path):
         jitk.configure(log_level="loud")
     with pytest.raises(ValueError, match="cache_dir is empty"):
         jitk.configure(cache_dir="")
+
+
+class OddArray:
+    def __init__(self, cai):
+        self._cai = cai
+
+    @property
+    def __cuda_array_interface__(self):
+        if isinstance(self._cai, Exception):
+            raise self._cai
+        return self._cai
+
+
+@pytest.mark.parametrize("cai", [
+    {"shape": (4, 16), "typestr": "<f0", "data": (1, False), "version": 3},
+    {"shape": (4, 16), "typestr": "<f", "data": (1, False), "version": 3},
+    {"shape": (4, 16), "typestr": "<fxx", "data": (1, False), "version": 3},
+    {"shape": (-4, 16), "typestr": "<f4", "data": (1, False), "version": 3},
+    {"shape": (2 ** 40, 2 ** 40), "typestr": "<f4", "data": (1, False), "version": 3},
+    {"shape": (4, 16), "typestr": "<f4", "data": (1, False), "version": 3, "strides": (4,)},
+    {"shape": (4, 16), "typestr": "<f4", "data": (1, False), "version": 3, "strides": (6, 4)},
+    {"shape": (4, 16), "typestr": ">f4", "data": (1, False), "version": 3},
+    {"shape": (4, 16), "typestr": "<f4", "version": 3},
+    {"shape": "four", "typestr": "<f4", "data": (1, False), "version": 3},
+    [1, 2, 3],
+    RuntimeError("no interface today"),
+])
+def test_a_malformed_cuda_array_interface_is_an_exception_not_a_crash(rms, cai):
+    x, w, y = arrays()
+    with pytest.raises((ValueError, TypeError, KeyError, RuntimeError)):
+        rms(OddArray(cai), w, y)
