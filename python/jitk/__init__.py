@@ -16,7 +16,7 @@ from . import _jitk
 from ._jitk import ArgumentError, Error, Kernel, ParamsError
 from . import cache
 
-__all__ = ["get", "get_tuned", "kernels", "signature", "configure", "default_target", "Kernel",
+__all__ = ["get", "get_tuned", "kernels", "signature", "register_kernel", "configure", "default_target", "Kernel",
            "Error", "ParamsError", "ArgumentError", "cache"]
 
 _DTYPE_NAMES = {
@@ -103,7 +103,27 @@ def signature(kernel: str) -> str:
     for k in _jitk._kernels():
         if k["name"] == kernel:
             return kernel + k["signature"]
+    registered = _jitk._registered_signature(kernel)
+    if registered is not None:
+        return registered
     raise ParamsError(f"unknown kernel '{kernel}'")
+
+
+def register_kernel(name: str, *, params: dict, signature: str, work: str, cpu: str, summary: str = "",
+                    min_grain: int = 1) -> None:
+    """Adds a kernel of your own, compiled and cached like the shipped ones (jit::register_kernel):
+
+    params: {"dtype": ["f32", "f64"], "hidden": (1, 1 << 20)}: text choices, or (min, max) integers.
+    signature: its arguments in the grammar of python/src/kernel_table.cpp, e.g.
+        "rows; x:in[rows,hidden]; bias:in[hidden]; out:out[rows,hidden]; scale:float=1"
+    work: the count the kernel's range covers (the CPU text's jitk_begin .. jitk_end), e.g. "rows".
+    cpu: the CPU text (#include "jitk_cpu.h", JITK_CPU_KERNEL, JITK_ARG(i, type); docs/writing-kernels.md).
+    The launch passes the signature's fields in order, all but `work`: arrays as pointers, counts and
+    integers as int64 (i64), numbers as the kernel's scalar type (float; double for f64).
+    min_grain: the fewest work items worth a task of the thread pool.
+
+    Raises ParamsError when the name is taken or the declaration is unsound (nothing is registered)."""
+    _jitk._register_kernel(name, summary, params, signature, work, cpu, min_grain)
 
 
 def default_target() -> str:

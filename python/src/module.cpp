@@ -116,8 +116,7 @@ struct Stream {
 
 class Launcher {
  public:
-  Launcher(const KernelBinding& binding, Signature sig, std::unique_ptr<TypedLaunch> kernel)
-      : binding_(binding), sig_(std::move(sig)), kernel_(std::move(kernel)) {
+  Launcher(Signature sig, std::unique_ptr<TypedLaunch> kernel) : sig_(std::move(sig)), kernel_(std::move(kernel)) {
     const jit::ParamSet params = kernel_->params();
     if (const jit::ParamValue* d = params.find("dtype"); d && std::holds_alternative<std::string>(*d)) {
       const std::string& t = std::get<std::string>(*d);
@@ -486,7 +485,6 @@ class Launcher {
     return current_stream_of(first_gpu_array, device);
   }
 
-  const KernelBinding& binding_;
   Signature sig_;
   std::unique_ptr<TypedLaunch> kernel_;
   jit::DType dtype_ = jit::DType::f32;
@@ -555,12 +553,139 @@ jit::Target parse_target(const std::optional<std::string>& target, int device) {
   return t;
 }
 
+// ---- kernels registered from Python ------------------------------------------------------------------
+// Their launch packs the signature's fields in order (arrays as pointers, counts and integers as
+// int64, numbers in the kernel's scalar type), all but the `work` count, which is the range the
+// kernel covers (the CPU text's jitk_begin .. jitk_end).
+struct UserKernel {
+  Signature sig;
+  int work = -1;  // the field holding the work count
+  std::int64_t min_grain = 1;
+};
+std::unordered_map<std::string, UserKernel>& user_kernels() {
+  static std::unordered_map<std::string, UserKernel> kernels;
+  return kernels;
+}
+
+class UserLaunch final : public TypedLaunch {
+ public:
+  UserLaunch(const UserKernel& k, jit::detail::KernelHandle handle, jit::ParamSet params)
+      : kernel_(k), handle_(std::move(handle)), params_(std::move(params)) {
+    if (const jit::ParamValue* d = params_.find("dtype"); d && *d == jit::ParamValue(std::string("f64"))) scalar_ = jit::DType::f64;
+  }
+  void launch(const Value* values, jit::Stream stream) const override {
+    jit::detail::ArgPack pack;
+    for (std::size_t i = 0; i < kernel_.sig.fields.size(); ++i) {
+      if (static_cast<int>(i) == kernel_.work) continue;
+      const Field& f = kernel_.sig.fields[i];
+      const Value& v = values[i];
+      switch (f.expected) {
+        case FieldType::F64: pack.add_scalar(v.d, scalar_); break;
+        case FieldType::Bool: pack.add_i64(v.b ? 1 : 0); break;
+        case FieldType::I64: case FieldType::Size: pack.add_i64(v.i); break;
+        default: pack.add_pointer(v.p);
+      }
+    }
+    pack.work_items = values[kernel_.work].i;
+    pack.min_grain = kernel_.min_grain;
+    pack.stream = stream;
+    handle_.kernel->launch(pack);
+  }
+  jit::Backend backend() const override { return handle_.kernel->backend(); }
+  const std::string& cache_key() const override { return handle_.key; }
+  const std::string& implementation() const override { return handle_.implementation; }
+  jit::Origin origin() const override { return handle_.origin; }
+  jit::ParamSet params() const override { return params_; }
+
+ private:
+  const UserKernel& kernel_;
+  jit::detail::KernelHandle handle_;
+  jit::ParamSet params_;
+  jit::DType scalar_ = jit::DType::f32;
+};
+
+void register_user_kernel(const std::string& name, const std::string& summary, const nb::dict& params,
+                          const std::string& signature, const std::string& work, const std::string& cpu_text,
+                          std::int64_t min_grain) {
+  g_library_used = true;
+  Signature sig;
+  try {
+    sig = parse_signature(name, signature);
+  } catch (const std::invalid_argument& e) {
+    throw jit::Error(jit::ErrorCode::InvalidParams, e.what());
+  }
+  UserKernel uk;
+  for (std::size_t i = 0; i < sig.fields.size(); ++i) {
+    const Field& f = sig.fields[i];
+    if (f.name == work) uk.work = static_cast<int>(i);
+    if (f.source == Field::Source::Chain || f.source == Field::Source::Buffer)
+      throw jit::Error(jit::ErrorCode::InvalidParams, name + ": a registered kernel's signature takes arrays, counts and numbers, not '" + f.name + "'");
+    if (f.source == Field::Source::Array && f.elem != ElemRule::Kernel && f.elem != ElemRule::Scalar)
+      throw jit::Error(jit::ErrorCode::InvalidParams, name + ": '" + f.name + "': a registered kernel's arrays have the kernel's dtype (or /acc)");
+  }
+  if (uk.work < 0 || sig.fields[static_cast<std::size_t>(uk.work)].source != Field::Source::Dim)
+    throw jit::Error(jit::ErrorCode::InvalidParams, name + ": work = '" + work + "' must name a count of the signature (e.g. rows)");
+  if (min_grain < 1) throw jit::Error(jit::ErrorCode::InvalidParams, name + ": min_grain must be >= 1");
+  uk.min_grain = min_grain;
+  uk.sig = std::move(sig);
+  if (find_binding(name) || user_kernels().count(name))
+    throw jit::Error(jit::ErrorCode::InvalidParams, "cannot register kernel '" + name + "': the name is taken");
+  jit::KernelSpec spec;
+  spec.name = name;
+  spec.summary = summary;
+  std::vector<jit::DType> dtypes;
+  for (auto [key, value] : params) {
+    jit::ParamSpec p;
+    p.name = nb::cast<std::string>(nb::str(key));
+    if (nb::isinstance<nb::tuple>(value) && nb::len(value) == 2 && PyLong_Check(value[0].ptr()) && PyLong_Check(value[1].ptr())) {
+      p.min = nb::cast<std::int64_t>(value[0]);
+      p.max = nb::cast<std::int64_t>(value[1]);
+    } else if (nb::isinstance<nb::sequence>(value) && !nb::isinstance<nb::str>(value)) {
+      for (nb::handle c : value) p.choices.push_back(nb::cast<std::string>(c));
+      if (p.choices.empty()) throw jit::Error(jit::ErrorCode::InvalidParams, name + ": param '" + p.name + "' has no choices");
+    } else {
+      throw jit::Error(jit::ErrorCode::InvalidParams, name + ": param '" + p.name +
+                                                          "' is a list of its text values or a (min, max) pair of integers");
+    }
+    if (p.name == "dtype")
+      for (const auto& c : p.choices)
+        for (jit::DType d : {jit::DType::f32, jit::DType::f64})
+          if (jit::dtype_name(d) == c) dtypes.push_back(d);
+    spec.params.push_back(std::move(p));
+  }
+  jit::Implementation cpu;
+  cpu.name = "cpu";
+  cpu.backend = jit::Backend::Cpu;
+  cpu.generic = true;
+  cpu.file = name + ".cpp";
+  cpu.text = cpu_text;
+  cpu.dtypes = dtypes;
+  spec.implementations.push_back(std::move(cpu));
+  jit::register_kernel(std::move(spec));  // throws, registering nothing, when the spec is unsound
+  user_kernels().emplace(name, std::move(uk));
+}
+
+std::unique_ptr<Launcher> make_user_launcher(const std::string& kernel, const UserKernel& uk, const nb::dict& params,
+                                             const jit::Target& t, const jit::Selection& sel) {
+  const jit::ParamSet set = param_set(kernel, params);
+  jit::detail::KernelHandle h = jit::detail::get_kernel(kernel, set, t, sel);
+  return std::make_unique<Launcher>(uk.sig, std::make_unique<UserLaunch>(uk, std::move(h), set));
+}
+
 std::unique_ptr<Launcher> make_launcher(const std::string& kernel, const nb::dict& params, const std::optional<std::string>& target,
                                         const std::optional<std::string>& implementation, bool training,
                                         const std::optional<std::vector<std::int64_t>>& tune_shape, int device) {
   g_library_used = true;
   const KernelBinding* b = find_binding(kernel);
-  if (!b) unknown_kernel(kernel);
+  if (!b) {
+    if (auto it = user_kernels().find(kernel); it != user_kernels().end() && !tune_shape) {
+      jit::Selection sel;
+      if (implementation) sel.implementation = *implementation;
+      if (training) sel.mode = jit::Mode::Training;
+      return make_user_launcher(kernel, it->second, params, parse_target(target, device), sel);
+    }
+    unknown_kernel(kernel);
+  }
   const Signature& sig = checked_signature(*b);
   const jit::ParamSet set = with_defaults(*b, param_set(kernel, params));
   const jit::Target t = parse_target(target, device);
@@ -579,7 +704,7 @@ std::unique_ptr<Launcher> make_launcher(const std::string& kernel, const nb::dic
   } catch (const std::invalid_argument& e) {
     throw jit::Error(jit::ErrorCode::InvalidParams, e.what());
   }
-  return std::make_unique<Launcher>(*b, sig, std::move(k));
+  return std::make_unique<Launcher>(sig, std::move(k));
 }
 
 // A CPU launch whose largest array has this many bytes runs without the GIL (about 20 us of work).
@@ -757,6 +882,12 @@ NB_MODULE(_jitk, m) {
       out.append(d);
     }
     return out;
+  });
+  m.def("_register_kernel", &register_user_kernel, "name"_a, "summary"_a, "params"_a, "signature"_a, "work"_a,
+        "cpu"_a, "min_grain"_a = 1);
+  m.def("_registered_signature", [](const std::string& name) -> std::optional<std::string> {
+    if (auto it = user_kernels().find(name); it != user_kernels().end()) return name + it->second.sig.python_signature();
+    return std::nullopt;
   });
   m.def("_not_bound", [] { return kernels_not_bound(); });
   m.def("_catalog", [] {  // every kernel this process knows (shipped, then registered)

@@ -291,3 +291,52 @@ def test_every_shipped_kernel_is_reachable_or_said_not_to_be():
     for k in jitk.kernels():
         assert jitk.signature(k["name"]).startswith(k["name"] + "(")
         assert k["params"], k["name"]
+
+
+ADD_BIAS_CPU = r"""#include "jitk_cpu.h"
+constexpr i64 H = JITK_HIDDEN;
+JITK_CPU_KERNEL {
+  const T* x = JITK_ARG(0, const T*);
+  const T* bias = JITK_ARG(1, const T*);
+  T* out = JITK_ARG(2, T*);
+  const T scale = JITK_ARG(3, T);
+  for (i64 r = jitk_begin; r < jitk_end; ++r)
+    for (i64 i = 0; i < H; ++i) out[r * H + i] = (x[r * H + i] + bias[i]) * scale;
+}
+"""
+
+
+def test_a_kernel_registered_from_python_runs_checked_and_cached():
+    jitk.register_kernel("py_add_bias", summary="out = (x + bias) * scale, per row",
+                         params={"dtype": ["f32", "f64"], "hidden": (1, 1 << 20)},
+                         signature="rows; x:in[rows,hidden]; bias:in[hidden]; out:out[rows,hidden]; scale:float=1",
+                         work="rows", cpu=ADD_BIAS_CPU)
+    assert jitk.signature("py_add_bias") == "py_add_bias(x[rows, hidden], bias[hidden], out[rows, hidden], scale=1)"
+    for dtype in (np.float32, np.float64):
+        k = jitk.get("py_add_bias", dtype=name(dtype), hidden=37, target="cpu")
+        x, b = rand(5, 37, dtype=dtype), rand(37, dtype=dtype)
+        out = np.full((5, 37), np.nan, dtype)
+        k(x, b, out, scale=0.5)
+        assert rel_err(out, (x.astype(np.float64) + b) * 0.5) <= TOL[dtype]
+    with pytest.raises(ValueError, match=r"argument 'bias' has shape \(36,\)"):
+        k(x, b[:36], out)
+    assert any(a["kernel"] == "py_add_bias" for a in jitk.cache.ls())
+    with pytest.raises(jitk.ParamsError, match="the name is taken"):
+        jitk.register_kernel("py_add_bias", params={"dtype": ["f32"]}, signature="n; x:out[*n]", work="n", cpu="")
+    with pytest.raises(jitk.ParamsError, match="the name is taken"):
+        jitk.register_kernel("rms_norm", params={"dtype": ["f32"]}, signature="n; x:out[*n]", work="n", cpu="")
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"signature": "n; x:out[*n]", "work": "rows"}, "work = 'rows'"),
+    ({"signature": "n; x:frob[*n]", "work": "n"}, "unknown form"),
+    ({"signature": "n; x:out[*n]; y:out[*n]/i32", "work": "n"}, "kernel's dtype"),
+    ({"signature": "n; x:out[*n]", "work": "n", "params": {"dtype": 3}}, "param 'dtype'"),
+    ({"signature": "n; x:out[*n]", "work": "n", "min_grain": 0}, "min_grain"),
+])
+def test_an_unsound_registration_registers_nothing(kwargs, match):
+    args = {"params": {"dtype": ["f32"]}, "cpu": "", **kwargs}
+    with pytest.raises(jitk.ParamsError, match=match):
+        jitk.register_kernel("py_unsound", **args)
+    with pytest.raises(jitk.ParamsError, match="unknown kernel 'py_unsound'"):
+        jitk.get("py_unsound", dtype="f32", target="cpu")
