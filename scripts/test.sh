@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 # nanobind, numpy, pytest; JITK_PYTHON_TESTS=0 leaves them out (no PyPI).
 python_args=(-DJITK_BUILD_PYTHON=OFF)
 if [ "${JITK_PYTHON_TESTS:-1}" != 0 ]; then
-  python_args=(-DJITK_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$(./scripts/python-env.sh build/python-venv)")
+  python=$(./scripts/python-env.sh build/python-venv)  # fails the job, saying why, when it cannot
+  python_args=(-DJITK_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$python")
 fi
 ./scripts/build.sh -DJITK_BUILD_TESTS=ON -DJITK_BUILD_BENCH=OFF "${python_args[@]}"  # ON: quickstart.sh turns them off in build/
 jobs=$(nproc)

@@ -1,12 +1,15 @@
 """Shared setup: each pytest run gets its own kernel cache (unless JITK_CACHE_DIR is set), and the
 package is imported from the build tree when PYTHONPATH points there (ctest does)."""
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
 
 if not os.environ.get("JITK_CACHE_DIR"):
     os.environ["JITK_CACHE_DIR"] = tempfile.mkdtemp(prefix="jitk-pytest-")
+    atexit.register(shutil.rmtree, os.environ["JITK_CACHE_DIR"], True)
 
 
 def _gpu_frameworks():
