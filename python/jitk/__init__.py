@@ -51,8 +51,10 @@ _memo_lock = _threading.Lock()
 
 def _key(kernel, params, *rest):
     try:
-        return (kernel, tuple(sorted(params.items())), *rest)
-    except TypeError:  # an unhashable value: the C++ side says what is wrong with it
+        key = (kernel, tuple(sorted(params.items())), *rest)
+        hash(key)
+        return key
+    except TypeError:  # an unorderable or unhashable value: the C++ side says what is wrong with it
         return None
 
 

@@ -56,6 +56,12 @@ def test_a_param_of_the_wrong_python_type_is_a_type_error():
         jitk.get("rms_norm", dtype="f32", hidden="sixteen", target="cpu")
 
 
+@pytest.mark.parametrize("value", [["f32"], {"f": 32}, object(), None, 1.5])
+def test_a_param_value_of_no_usable_type_is_a_type_error(value):
+    with pytest.raises(TypeError, match="dtype must be an int, a bool or a str"):
+        jitk.get("rms_norm", dtype=value, hidden=16, target="cpu")
+
+
 def test_a_bad_target_is_named():
     with pytest.raises(jitk.ParamsError, match="unknown target 'tpu'"):
         jitk.get("rms_norm", dtype="f32", hidden=16, target="tpu")
