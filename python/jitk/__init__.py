@@ -46,6 +46,7 @@ def _normalize(params):
 
 
 _memo = {}
+_raw_memo = {}  # the same kernels by get()'s arguments as given (kwargs order and all)
 _memo_lock = _threading.Lock()
 
 
@@ -66,17 +67,25 @@ def get(kernel: str, *, target: str | None = None, device: int | None = None, im
     backward. Gets are remembered: a second get with the same arguments returns the same Kernel.
 
     Raises ParamsError (a ValueError) for an unknown kernel or params it does not take."""
+    # The arguments as given first (one tuple, one lookup: what a get in a hot loop pays), then as normalized.
+    try:
+        raw = (kernel, target, device, implementation, training, *params.items())
+        hit = _raw_memo.get(raw)
+    except TypeError:  # an unhashable value
+        raw = hit = None
+    if hit is not None:
+        return hit
     params = _normalize(params)
     key = _key(kernel, params, target, device, implementation, training)
-    if key is not None:
-        hit = _memo.get(key)
-        if hit is not None:
-            return hit
-    k = _jitk._get(kernel, params, target, implementation, training, -1 if device is None else device)
-    if key is not None:
-        with _memo_lock:
-            _memo.setdefault(key, k)
-    return k
+    hit = _memo.get(key) if key is not None else None
+    if hit is None:
+        hit = _jitk._get(kernel, params, target, implementation, training, -1 if device is None else device)
+        if key is not None:
+            with _memo_lock:
+                hit = _memo.setdefault(key, hit)
+    if raw is not None:
+        _raw_memo[raw] = hit
+    return hit
 
 
 def get_tuned(kernel: str, shape, *, target: str | None = None, device: int | None = None, **params) -> Kernel:

@@ -33,9 +33,9 @@ def _dtype(t: torch.Tensor) -> str:
 
 
 def _kernel(name: str, like: torch.Tensor, **params) -> jitk.Kernel:
-    if like.device.type == "cuda":
-        return jitk.get(name, target="cuda", device=like.device.index or 0, **params)
-    if like.device.type == "cpu":
+    if like.is_cuda:
+        return jitk.get(name, target="cuda", device=like.get_device(), **params)
+    if like.is_cpu:
         return jitk.get(name, target="cpu", **params)
     raise ValueError(f"jitk: tensors on {like.device} are not supported (cpu or cuda)")
 
