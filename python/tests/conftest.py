@@ -1,15 +1,21 @@
-"""Shared setup: each pytest run gets its own kernel cache (unless JITK_CACHE_DIR is set), and the
-package is imported from the build tree when PYTHONPATH points there (ctest does)."""
-import atexit
+"""Shared setup: each pytest run gets an empty kernel cache of its own, and the package is imported
+from the build tree when PYTHONPATH points there (ctest does).
+
+ctest names the folder (JITK_PYTEST_CACHE_DIR, in the build tree), emptied here before jitk is first
+used; by hand, a temporary folder unless JITK_CACHE_DIR is set. (Not removed at exit: jitk's cache
+still does its upkeep as the process ends.)"""
 import os
 import shutil
 import tempfile
 
 import pytest
 
-if not os.environ.get("JITK_CACHE_DIR"):
+if os.environ.get("JITK_PYTEST_CACHE_DIR"):
+    shutil.rmtree(os.environ["JITK_PYTEST_CACHE_DIR"], ignore_errors=True)
+    os.makedirs(os.environ["JITK_PYTEST_CACHE_DIR"], mode=0o700)
+    os.environ["JITK_CACHE_DIR"] = os.environ["JITK_PYTEST_CACHE_DIR"]
+elif not os.environ.get("JITK_CACHE_DIR"):
     os.environ["JITK_CACHE_DIR"] = tempfile.mkdtemp(prefix="jitk-pytest-")
-    atexit.register(shutil.rmtree, os.environ["JITK_CACHE_DIR"], True)
 
 
 def _gpu_frameworks():

@@ -340,3 +340,12 @@ def test_an_unsound_registration_registers_nothing(kwargs, match):
         jitk.register_kernel("py_unsound", **args)
     with pytest.raises(jitk.ParamsError, match="unknown kernel 'py_unsound'"):
         jitk.get("py_unsound", dtype="f32", target="cpu")
+
+
+def test_a_registered_kernel_that_does_not_compile_says_why():
+    jitk.register_kernel("py_broken", params={"dtype": ["f32"]}, signature="n; x:out[*n]", work="n",
+                         cpu='#include "jitk_cpu.h"\nJITK_CPU_KERNEL { this is not C++; }\n')
+    with pytest.raises(jitk.Error) as e:
+        jitk.get("py_broken", dtype="f32", target="cpu")
+    assert e.value.kind == "compile failed" and e.value.kernel == "py_broken"
+    assert "error" in e.value.log and e.value.options
