@@ -349,3 +349,13 @@ def test_a_registered_kernel_that_does_not_compile_says_why():
         jitk.get("py_broken", dtype="f32", target="cpu")
     assert e.value.kind == "compile failed" and e.value.kernel == "py_broken"
     assert "error" in e.value.log and e.value.options
+
+
+def test_the_first_example_of_docs_python_md_runs():
+    import pathlib
+    import re
+    doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "python.md"
+    example = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)[0]
+    scope = {}
+    exec(compile(example, str(doc), "exec"), scope)  # noqa: S102  (our own documentation)
+    assert np.abs(scope["y"] - scope["ref"]).max() < 1e-5
