@@ -5,7 +5,8 @@ packages=(cmake ninja-build g++ pkg-config
           llvm-16-dev libclang-16-dev clang-16 libclang-rt-16-dev
           libxxhash-dev libsqlite3-dev libspdlog-dev catch2
           libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
-          libamdhip64-5 libamd-comgr2)  # hipRTC, opened at run time: HIP compiles need no AMD GPU
+          libamdhip64-5 libamd-comgr2  # hipRTC, opened at run time: HIP compiles need no AMD GPU
+          python3-dev python3-venv)     # the Python package (scripts/python-env.sh adds PyPI's nanobind, numpy, pytest)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,7 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
-./scripts/build.sh -DJITK_BUILD_TESTS=ON -DJITK_BUILD_BENCH=OFF  # ON: quickstart.sh turns them off in build/
+# The Python package and its pytest suite (ctest runs it, label cpu) build with a venv of PyPI's
+# nanobind, numpy, pytest; JITK_PYTHON_TESTS=0 leaves them out (no PyPI).
+python_args=(-DJITK_BUILD_PYTHON=OFF)
+if [ "${JITK_PYTHON_TESTS:-1}" != 0 ]; then
+  python=$(./scripts/python-env.sh build/python-venv)  # fails the job, saying why, when it cannot
+  python_args=(-DJITK_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$python")
+fi
+./scripts/build.sh -DJITK_BUILD_TESTS=ON -DJITK_BUILD_BENCH=OFF "${python_args[@]}"  # ON: quickstart.sh turns them off in build/
 jobs=$(nproc)
 (cd build && ctest --output-on-failure -j "$jobs")
 if [ "${JITK_SANITIZE:-0}" = 1 ]; then

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""A Llama-style decoder layer on jitk kernels (torch.ops.jitk.*) against the same layer in torch eager,
+in one process, on the same tensors: checks they agree, then times both (CUDA events).
+
+    PYTHONPATH=build-gpu/python python bench/python/decoder_layer.py            # Llama-3-8B shapes, bf16
+    PYTHONPATH=build/python python bench/python/decoder_layer.py --device cpu --tokens 64 --hidden 256 \\
+        --heads 4 --kv-heads 2 --head-dim 64 --inter 512 --dtype float32
+
+The C++ version is examples/decoder_layer.cpp (docs/decoder-layer.md).
+"""
+import argparse
+import math
+import time
+
+import torch
+
+import jitk.torch  # noqa: F401  (registers torch.ops.jitk)
+
+ops = torch.ops.jitk
+
+
+def rope_ref(x, positions, theta):
+    d = x.shape[-1]
+    inv = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    ang = positions[:, None].float() * inv[None, :]
+    cos, sin = ang.cos()[:, None, :], ang.sin()[:, None, :]
+    a, b = x[..., : d // 2].float(), x[..., d // 2:].float()
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], -1).to(x.dtype)
+
+
+def layer_torch(x, w, a):
+    t = x.shape[0]
+    h = torch.nn.functional.rms_norm(x, (a.hidden,), w["in_norm"], 1e-6)
+    q, k, v = (h @ w["qkv"]).split([a.heads * a.head_dim, a.kv_heads * a.head_dim, a.kv_heads * a.head_dim], -1)
+    q = rope_ref(q.reshape(t, a.heads, a.head_dim), w["positions"], 500000.0)
+    k = rope_ref(k.reshape(t, a.kv_heads, a.head_dim), w["positions"], 500000.0)
+    v = v.reshape(t, a.kv_heads, a.head_dim)
+    o = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], is_causal=True, enable_gqa=True)
+    x = x + o[0].transpose(0, 1).reshape(t, -1) @ w["o"]
+    h = torch.nn.functional.rms_norm(x, (a.hidden,), w["post_norm"], 1e-6)
+    g, u = (h @ w["gate_up"]).chunk(2, -1)
+    return x + (torch.nn.functional.silu(g) * u) @ w["down"]
+
+
+def layer_jitk(x, w, a):
+    t = x.shape[0]
+    h = ops.rms_norm(x, w["in_norm"], 1e-6)
+    qkv = ops.gemm(h, w["qkv"])
+    q, k, v = qkv.split([a.heads * a.head_dim, a.kv_heads * a.head_dim, a.kv_heads * a.head_dim], -1)
+    q = q.reshape(t, a.heads, a.head_dim).contiguous()
+    k = k.reshape(t, a.kv_heads, a.head_dim).contiguous()
+    v = v.reshape(t, a.kv_heads, a.head_dim).contiguous()
+    ops.rotary_embedding(w["positions"], q, k, a.head_dim, 500000.0, "neox")
+    o = ops.attention_prefill(q, k, v, w["cu"], w["cu"], t, 1.0 / math.sqrt(a.head_dim), True, 0)
+    attn = ops.gemm(o.view(t, -1), w["o"])
+    residual = x.clone()
+    h = ops.fused_add_rms_norm(attn, residual, w["post_norm"], 1e-6)  # residual = x + attn
+    return residual + ops.gemm(ops.silu_and_mul(ops.gemm(h, w["gate_up"])), w["down"])
+
+
+def timed(fn, device, iterations):
+    fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iterations):
+            fn()
+        stop.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(stop) / iterations
+    t0 = time.perf_counter()
+    for _ in range(iterations):
+        fn()
+    return (time.perf_counter() - t0) * 1e3 / iterations
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--tokens", type=int, default=2048)
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--inter", type=int, default=14336)
+    ap.add_argument("--iterations", type=int, default=20)
+    a = ap.parse_args()
+    dt, dev = getattr(torch, a.dtype), a.device
+    g = torch.Generator(device="cpu").manual_seed(0)
+
+    def rand(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(dev, dt)
+
+    w = {"in_norm": rand(a.hidden), "post_norm": rand(a.hidden),
+         "qkv": rand(a.hidden, (a.heads + 2 * a.kv_heads) * a.head_dim, scale=a.hidden ** -0.5),
+         "o": rand(a.heads * a.head_dim, a.hidden, scale=(a.heads * a.head_dim) ** -0.5),
+         "gate_up": rand(a.hidden, 2 * a.inter, scale=a.hidden ** -0.5),
+         "down": rand(a.inter, a.hidden, scale=a.inter ** -0.5),
+         "positions": torch.arange(a.tokens, device=dev),
+         "cu": torch.tensor([0, a.tokens], dtype=torch.int32, device=dev)}
+    x = rand(a.tokens, a.hidden)
+    with torch.no_grad():
+        want, got = layer_torch(x, w, a).float(), layer_jitk(x, w, a).float()
+        err = ((got - want).norm() / want.norm()).item()
+        ms_torch = timed(lambda: layer_torch(x, w, a), dev, a.iterations)
+        ms_jitk = timed(lambda: layer_jitk(x, w, a), dev, a.iterations)
+    print(f"decoder layer {a.tokens} tokens, hidden {a.hidden}, {a.heads}/{a.kv_heads} heads of {a.head_dim}, "
+          f"MLP {a.inter}, {a.dtype} on {dev}: torch eager {ms_torch:.3f} ms, jitk {ms_jitk:.3f} ms "
+          f"({ms_torch / ms_jitk:.2f}x); relative difference {err:.2e}")
+
+
+if __name__ == "__main__":
+    main()
