@@ -1,4 +1,5 @@
 // The CPU backend: loads object code with LLVM ORC LLJIT and runs the entry point on the thread pool.
+// Built into the CPU module (libjitk_cpu.so), which runtime/cpu/cpu_module.cpp opens at first use.
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h>
@@ -122,6 +123,14 @@ class CpuDriver final : public BackendDriver {
 
 }  // namespace
 
-std::unique_ptr<BackendDriver> make_cpu_driver() { return std::make_unique<CpuDriver>(); }
-
 }  // namespace jit::detail
+
+// The module's entry points, looked up by name with dlsym (runtime/cpu/cpu_module.cpp).
+extern "C" {
+// The jitk this module was built with: libjitk opens only its own.
+__attribute__((visibility("default"))) const char* jitk_cpu_module_abi() { return JITK_CPU_MODULE_ABI; }
+// A new CPU driver; the caller owns it.
+__attribute__((visibility("default"))) jit::detail::BackendDriver* jitk_cpu_make_driver() {
+  return std::make_unique<jit::detail::CpuDriver>().release();
+}
+}
