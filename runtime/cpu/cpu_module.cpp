@@ -1,5 +1,5 @@
-// Opens the CPU backend module (libjitk_cpu.so: clang + LLVM ORC) at the first CPU compile or load,
-// so that libjitk itself links no LLVM and a process without CPU kernels never maps it.
+// Opens the CPU backend module (libjitk_cpu.so: clang + LLVM ORC) when a CPU compile or a load that
+// libjitk's own loader refuses needs it, so that libjitk itself links no LLVM.
 #include <dlfcn.h>
 #include <sys/stat.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/backend_driver.hpp"
+#include "runtime/cpu/cpu_module.hpp"
 #include "support/dynamic_library.hpp"
 #include "support/logging.hpp"
 
@@ -18,22 +18,6 @@ namespace {
 // What the module's entry points are called (runtime/cpu/cpu_driver.cpp defines them).
 constexpr const char* kAbiSymbol = "jitk_cpu_module_abi";
 constexpr const char* kFactorySymbol = "jitk_cpu_make_driver";
-
-// Stands in for the CPU driver when its module cannot be opened: every use says why.
-class MissingCpuDriver final : public BackendDriver {
- public:
-  explicit MissingCpuDriver(std::string reason) : reason_(std::move(reason)) {}
-  Backend backend() const override { return Backend::Cpu; }
-  std::string unavailable_reason() const override { return reason_; }
-  const Compiler& compiler(const Target&) const override { throw Error(ErrorCode::BackendUnavailable, reason_); }
-  std::shared_ptr<const LoadedKernel> load(const std::vector<char>&, const SourceUnit&, const Target&,
-                                           const std::string&) const override {
-    throw Error(ErrorCode::BackendUnavailable, reason_);
-  }
-
- private:
-  std::string reason_;
-};
 
 // The folder libjitk was loaded from ("" when the loader cannot say).
 std::string libjitk_folder() {
@@ -62,30 +46,40 @@ constexpr const char* kRemedy = " (it holds jitk's CPU backend: install it besid
 
 }  // namespace
 
-std::unique_ptr<BackendDriver> make_cpu_driver() {
+std::string cpu_module_identity() {
+  for (const auto& path : module_candidates()) {
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) continue;
+    return path + " " + std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
+           std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+  }
+  return "";
+}
+
+CpuModule open_cpu_module() {
   const std::vector<std::string> candidates = module_candidates();
+  auto failed = [](std::string reason) { return CpuModule{nullptr, std::move(reason) + kRemedy}; };
   for (const auto& path : candidates) {
     struct stat st{};
     if (::stat(path.c_str(), &st) != 0) continue;  // not here: the next place
     // RTLD_LOCAL: LLVM's symbols stay the module's; it finds libjitk's, loaded already, by its NEEDED entry.
     DynamicLibrary lib = DynamicLibrary::open_first({path}, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) return std::make_unique<MissingCpuDriver>("the CPU backend module " + path + " cannot be loaded: " + lib.error() + kRemedy);
+    if (!lib) return failed("the CPU backend module " + path + " cannot be loaded: " + lib.error());
     const char* (*abi)() = nullptr;
     BackendDriver* (*make)() = nullptr;
     SymbolTable symbols;
     symbols.required(abi, kAbiSymbol).required(make, kFactorySymbol);
     if (std::string missing = symbols.resolve(lib); !missing.empty())
-      return std::make_unique<MissingCpuDriver>("the CPU backend module " + path + " is not jitk's (it lacks " + missing + ")" + kRemedy);
+      return failed("the CPU backend module " + path + " is not jitk's (it lacks " + missing + ")");
     if (std::string(abi()) != JITK_CPU_MODULE_ABI)
-      return std::make_unique<MissingCpuDriver>("the CPU backend module " + path + " belongs to jitk " + abi() +
-                                                ", this libjitk is " + JITK_CPU_MODULE_ABI + kRemedy);
+      return failed("the CPU backend module " + path + " belongs to jitk " + abi() + ", this libjitk is " + JITK_CPU_MODULE_ABI);
     lib.keep_open();  // its code runs until the process ends: loaded kernels, static destructors
-    std::unique_ptr<BackendDriver> driver(make());
-    log().debug("CPU backend: module {}", path);
-    return driver;
+    CpuModule module{std::unique_ptr<BackendDriver>(make()), ""};
+    log().debug("CPU backend: opened {}", path);
+    return module;
   }
-  return std::make_unique<MissingCpuDriver>("the CPU backend module " + std::string(JITK_CPU_MODULE_FILE) +
-                                            " cannot be found (looked for " + joined(candidates) + ")" + kRemedy);
+  return failed("the CPU backend module " + std::string(JITK_CPU_MODULE_FILE) + " cannot be found (looked for " +
+                joined(candidates) + ")");
 }
 
 }  // namespace jit::detail
