@@ -48,5 +48,7 @@ for i in 1 2 3; do
   JITK_CACHE_DIR=$first_use_cache JITK_LOG_LEVEL=info ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use
 done > "$out/first_use.log" 2>&1
 for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use; done >> "$out/first_use.log" 2>&1
+# the same first use against CuPy's RawKernel (and Triton where installed), same run, medians and ratios
+python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 >> "$out/first_use.log" 2>&1
 cat "$out/first_use.log"
 cat "$out/gpu_bench.jsonl"

@@ -105,13 +105,14 @@ class Loader {
     std::memcpy(sections_.data(), bytes_.data() + header_.e_shoff, sections_.size() * sizeof(Elf64_Shdr));
     for (std::size_t i = 1; i < sections_.size(); ++i) {
       const Elf64_Shdr& s = sections_[i];
-      if (s.sh_type != SHT_NOBITS && s.sh_type != SHT_NULL && !fits(s.sh_offset, s.sh_size, bytes_.size()))
+      if (s.sh_type != SHT_NOBITS && !fits(s.sh_offset, s.sh_size, bytes_.size()))
         refuse("a section outside the object");
       if (s.sh_type == SHT_SYMTAB) {
         if (symtab_) refuse("two symbol tables");
         symtab_ = static_cast<std::uint32_t>(i);
       }
       const bool alloc = (s.sh_flags & SHF_ALLOC) != 0;
+      if (alloc && s.sh_type == SHT_NULL) refuse("an unexpected section type");
       if (alloc && (s.sh_flags & SHF_TLS)) refuse("thread-local storage");
       if (alloc && (s.sh_type == SHT_INIT_ARRAY || s.sh_type == SHT_FINI_ARRAY || s.sh_type == SHT_PREINIT_ARRAY) && s.sh_size)
         refuse("static constructors or destructors");
@@ -133,6 +134,8 @@ class Loader {
       const Elf64_Sym& sym = symbols_[i];
       symbol_names_[i] = name_in(s.sh_link, sym.st_name);
       if (sym.st_shndx == SHN_COMMON) refuse("common symbols");
+      if (ELF64_ST_TYPE(sym.st_info) == STT_GNU_IFUNC) refuse("indirect functions");
+      if (ELF64_ST_TYPE(sym.st_info) == STT_TLS) refuse("thread-local storage");
       if (sym.st_shndx == SHN_UNDEF) {
         void* address = ::dlsym(RTLD_DEFAULT, symbol_names_[i].c_str());
         if (!address && ELF64_ST_BIND(sym.st_info) != STB_WEAK) refuse("an undefined symbol '" + symbol_names_[i] + "'");
