@@ -43,6 +43,10 @@ template <class T> T read_at(const std::vector<char>& bytes, std::uint64_t offse
 
 std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) { return (value + alignment - 1) & ~(alignment - 1); }
 
+// S + A - P and the like, computed modulo 2^64 (hostile values must not overflow a signed type)
+// and read as the signed distance they are.
+std::int64_t wrapped(std::uint64_t value) { return static_cast<std::int64_t>(value); }
+
 // Where sections go: code, read-only data (and the GOT), writable data; each its own pages.
 enum Group { kCode, kReadOnly, kWritable, kGroups };
 
@@ -126,6 +130,7 @@ class Loader {
     const Elf64_Shdr& s = sections_[symtab_];
     if (s.sh_entsize != sizeof(Elf64_Sym) || s.sh_size % sizeof(Elf64_Sym) != 0) refuse("an unexpected symbol table");
     const std::size_t n = s.sh_size / sizeof(Elf64_Sym);
+    if (n == 0) refuse("an empty symbol table");
     symbols_.resize(n);
     std::memcpy(symbols_.data(), bytes_.data() + s.sh_offset, n * sizeof(Elf64_Sym));
     symbol_names_.resize(n);
@@ -259,38 +264,38 @@ class Loader {
         if (type == R_X86_64_NONE) continue;
         if (!fits(rela.r_offset, width, target.sh_size)) refuse("a relocation outside its section");
         char* place = base_ + section_offset_[r.sh_info] + rela.r_offset;
-        const auto P = static_cast<std::int64_t>(base + section_offset_[r.sh_info] + rela.r_offset);
-        const std::int64_t A = rela.r_addend;
+        const std::uint64_t P = base + section_offset_[r.sh_info] + rela.r_offset;
+        const auto A = static_cast<std::uint64_t>(rela.r_addend);
         switch (type) {
           case R_X86_64_64: {
-            const std::uint64_t v = address_of(sym) + static_cast<std::uint64_t>(A);
+            const std::uint64_t v = address_of(sym) + A;
             std::memcpy(place, &v, 8);
             break;
           }
           case R_X86_64_PC64: {
-            const std::int64_t v = static_cast<std::int64_t>(address_of(sym)) + A - P;
+            const std::uint64_t v = address_of(sym) + A - P;
             std::memcpy(place, &v, 8);
             break;
           }
           case R_X86_64_PC32:
           case R_X86_64_PLT32: {
-            std::int64_t v = static_cast<std::int64_t>(address_of(sym)) + A - P;
+            std::int64_t v = wrapped(address_of(sym) + A - P);
             // A function of the process out of reach of 32 bits: through its stub.
             if ((v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max()) && stub_.count(sym))
-              v = static_cast<std::int64_t>(base + stub_.at(sym)) + A - P;
+              v = wrapped(base + stub_.at(sym) + A - P);
             write32(place, v, true);
             break;
           }
           case R_X86_64_GOTPCREL:
           case R_X86_64_GOTPCRELX:
           case R_X86_64_REX_GOTPCRELX:
-            write32(place, static_cast<std::int64_t>(base + got_slot_.at(sym)) + A - P, true);
+            write32(place, wrapped(base + got_slot_.at(sym) + A - P), true);
             break;
           case R_X86_64_32:
-            write32(place, static_cast<std::int64_t>(address_of(sym) + static_cast<std::uint64_t>(A)), false);
+            write32(place, wrapped(address_of(sym) + A), false);
             break;
           case R_X86_64_32S:
-            write32(place, static_cast<std::int64_t>(address_of(sym)) + A, true);
+            write32(place, wrapped(address_of(sym) + A), true);
             break;
           default:
             refuse("relocation type " + std::to_string(type));
