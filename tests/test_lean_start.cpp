@@ -115,6 +115,13 @@ TEST_CASE("the remembered compiler facts are learned again when the module chang
     CHECK(llvm_of());
     CHECK(!llvm_of());
   }
+  SECTION("a module gone since: even a cached kernel is refused, naming where the module was looked for") {
+    fs::remove(module);
+    auto r = run(kProbe + " cpu-get", env);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("cannot be found (looked for " + module.string() + ")") != std::string::npos);
+  }
   SECTION("a damaged or foreign facts file") {
     for (const std::string& bytes : {std::string("garbage\n"), std::string(),
                                      read_file(cache.path() / "cpu-compiler-facts").substr(0, 60),
