@@ -7,7 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
-#include <sstream>
+#include <string_view>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -84,13 +84,22 @@ std::optional<CompilerFacts> read_compiler_facts(const std::filesystem::path& fi
     if (::read(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) text.clear();
   }
   ::close(fd);
-  std::istringstream in(text);
+  // Plain string scanning (no stream): this runs on every process's first CPU get.
+  std::size_t pos = 0;
+  auto next_line = [&](std::string& line) {
+    if (pos >= text.size()) return false;
+    const std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) return false;  // every line ends in a newline; a torn file does not
+    line.assign(text, pos, end - pos);
+    pos = end + 1;
+    return true;
+  };
   std::string line;
-  if (!std::getline(in, line) || line != kHeader) return std::nullopt;
-  if (!std::getline(in, line) || line != "stamp " + stamp) return std::nullopt;
+  if (!next_line(line) || line != kHeader) return std::nullopt;
+  if (!next_line(line) || line != "stamp " + stamp) return std::nullopt;
   CompilerFacts f;
   bool ended = false;
-  while (std::getline(in, line)) {
+  while (next_line(line)) {
     if (ended) return std::nullopt;  // nothing after the end
     if (line == "end") {
       ended = true;
@@ -98,13 +107,15 @@ std::optional<CompilerFacts> read_compiler_facts(const std::filesystem::path& fi
     }
     const auto space = line.find(' ');
     if (space == std::string::npos) return std::nullopt;
-    const std::string name = line.substr(0, space), value = line.substr(space + 1);
-    if (name == "id") f.id = value;
-    else if (name == "arch") f.arch = value;
-    else if (name == "fingerprint") f.target_fingerprint = value;
-    else if (name == "option") f.options.push_back(value);
+    const std::string_view name(line.data(), space);
+    std::string value = line.substr(space + 1);
+    if (name == "id") f.id = std::move(value);
+    else if (name == "arch") f.arch = std::move(value);
+    else if (name == "fingerprint") f.target_fingerprint = std::move(value);
+    else if (name == "option") f.options.push_back(std::move(value));
     else return std::nullopt;
   }
+  if (pos != text.size()) return std::nullopt;
   if (!ended || f.id.empty() || f.arch.empty() || f.target_fingerprint.empty()) return std::nullopt;  // torn or foreign
   return f;
 }

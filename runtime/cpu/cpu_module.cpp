@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -23,7 +22,9 @@ constexpr const char* kFactorySymbol = "jitk_cpu_make_driver";
 std::string libjitk_folder() {
   Dl_info info{};
   if (::dladdr(reinterpret_cast<void*>(&libjitk_folder), &info) == 0 || !info.dli_fname) return "";
-  return std::filesystem::path(info.dli_fname).parent_path().string();
+  const std::string file = info.dli_fname;
+  const auto slash = file.rfind('/');
+  return slash == std::string::npos ? "." : file.substr(0, slash == 0 ? 1 : slash);
 }
 
 // Where to look, in order: $JITK_CPU_MODULE alone when set; else beside libjitk, then the install libdir.
