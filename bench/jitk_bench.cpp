@@ -1,4 +1,5 @@
 // jitk_bench: times jitk's hot path, first use, cold compile and kernels against plain baselines (--json: one object a line).
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +38,18 @@
 #include "aot_table.inc"
 extern "C" void aot_gemm_blocked_f32(void* const*, long long, long long);  // bench/aot_gemm_blocked.cpp
 #undef JITK_BENCH_AOT
+
+std::unique_ptr<jitk_bench::RawClangOrc> jitk_bench::open_raw_clang_orc() {
+  void* lib = ::dlopen(JITK_BENCH_RAW_LIBRARY, RTLD_NOW | RTLD_LOCAL);  // kept open: its code runs until exit
+  auto* make = lib ? reinterpret_cast<RawClangOrc* (*)()>(::dlsym(lib, "jitk_bench_new_raw_clang_orc")) : nullptr;
+  if (!make) {
+    const char* why = ::dlerror();
+    std::fprintf(stderr, "jitk_bench: cannot open the raw clang + ORC baseline %s: %s\n", JITK_BENCH_RAW_LIBRARY,
+                 why ? why : "no entry point");
+    std::exit(1);
+  }
+  return std::unique_ptr<RawClangOrc>(make());
+}
 
 namespace {
 
@@ -448,7 +461,8 @@ void check_rms_norm_entry(const std::string& what, CpuEntry entry, std::int64_t 
 // Child: warms both pipelines up (LLVM init, LLJIT, the cache's database), then alternates cold
 // compiles of distinct specializations; prints one line per repetition.
 int child_compile_overhead(int reps) {
-  jitk_bench::RawClangOrc raw;
+  const auto raw_orc = jitk_bench::open_raw_clang_orc();
+  jitk_bench::RawClangOrc& raw = *raw_orc;
   jitk_bench::RawTiming raw_timing;
   auto compile_raw = [&](std::int64_t hidden) {
     return raw.compile_and_load("rms_norm/rms_norm.cpp", render_row_kernel("rms_norm", "f32", hidden), "jitk_cpu.h",

@@ -124,3 +124,7 @@ CpuEntry RawClangOrc::compile_and_load(const std::string& file_name, const std::
 }
 
 }  // namespace jitk_bench
+
+extern "C" __attribute__((visibility("default"))) jitk_bench::RawClangOrc* jitk_bench_new_raw_clang_orc() {
+  return std::make_unique<jitk_bench::RawClangOrc>().release();
+}

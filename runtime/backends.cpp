@@ -79,7 +79,8 @@ const Target& default_target() {
   static const Target target = [] {
     for (const auto& e : detail::backend_table())
       if (e.default_when_available && detail::probe(e).reason.empty()) return Target{e.backend, "", 0};
-    detail::probe(*detail::backend_entry(Backend::Cpu));  // what will run: start it now (its LLVM ORC starts on its own thread)
+    // The CPU backend's module (LLVM) opens at the first CPU compile or load, not here: a process
+    // that only asks which target is the default never maps it.
     return Target::cpu();
   }();
   return target;

@@ -129,29 +129,31 @@ NvrtcCompiler::NvrtcCompiler(std::string arch, bool force_ptx, std::string memo_
 
 std::string NvrtcCompiler::external_headers_fingerprint(const SourceUnit& unit) const {
   if (include_dir_.empty()) return "";
-  std::vector<std::string> roots;
-  for (const auto& h : unit.headers) roots.push_back(h.text);
-  roots.push_back(unit.main.text);
-  // What the scan starts from: the unit's own headers and every #include named by any of its
-  // texts (a kernel text of its own that includes CUB gets a fingerprint of its own).
-  std::string start = include_dir_ + '\n';
-  for (const auto& h : unit.headers) start += h.name + '\n' + h.text;
+  // What the scan starts from, named by its hash (no text is copied on this path, a warm get's):
+  // the folder, the unit's own headers and every #include named by any of its texts (a kernel text
+  // of its own that includes CUB gets a fingerprint of its own).
   std::vector<std::string> names;
-  for (const auto& r : roots)
-    for (auto& n : included_names(r)) names.push_back(std::move(n));
+  for (const auto& h : unit.headers)
+    for (auto& n : included_names(h.text)) names.push_back(std::move(n));
+  for (auto& n : included_names(unit.main.text)) names.push_back(std::move(n));
   std::sort(names.begin(), names.end());
-  for (const auto& n : names) start += "#include " + n + '\n';
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  KeyBuilder start;
+  start.add("include dir", include_dir_);
+  for (const auto& h : unit.headers) start.add("own header " + h.name, h.text);
+  for (const auto& n : names) start.add("#include", n);
+  const std::string scan = start.finish().hex();
   std::lock_guard lock(fingerprint_mutex_);
-  auto& fp = fingerprints_[start];
+  auto& fp = fingerprints_[scan];
   if (fp.empty()) {
-    // The memo is named after everything the scan starts from.
-    KeyBuilder memo_name;
-    memo_name.add("scan start", start);
+    std::vector<std::string> roots;
+    for (const auto& h : unit.headers) roots.push_back(h.text);
+    roots.push_back(unit.main.text);
     std::error_code ec;
     bool usable = !memo_dir_.empty() && (std::filesystem::create_directories(memo_dir_, ec), !ec);
+    // The memo is named after everything the scan starts from.
     fp = !usable ? fingerprint_includes(roots, include_dir_, unit.headers)
-                 : fingerprint_includes_memoized(roots, include_dir_, unit.headers,
-                                                 (std::filesystem::path(memo_dir_) / memo_name.finish().hex()).string());
+                 : fingerprint_includes_memoized(roots, include_dir_, unit.headers, (std::filesystem::path(memo_dir_) / scan).string());
   }
   return fp;
 }

@@ -39,7 +39,7 @@ class NvrtcCompiler final : public Compiler {
   std::string include_dir_;  // toolkit headers NVRTC reads ("" when it has its own)
   std::string memo_dir_;
   mutable std::mutex fingerprint_mutex_;
-  mutable std::map<std::string, std::string> fingerprints_;  // by the unit's own header texts
+  mutable std::map<std::string, std::string> fingerprints_;  // by the hash of what the scan starts from
 };
 
 }  // namespace jit::detail

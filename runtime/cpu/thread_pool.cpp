@@ -44,16 +44,26 @@ ThreadPool& ThreadPool::instance() {
   return pool;
 }
 
+// Claims chunks until none is left. The job's fields are read under the lock that claims a chunk,
+// and the job cannot change before that chunk is counted done, so a worker that wakes late (after
+// the job it was woken for) finds nothing or works on the job then current, never a stale one.
 void ThreadPool::run_chunks() {
   for (;;) {
-    std::int64_t c;
+    RangeFn fn;
+    void* context;
+    std::int64_t begin, end;
     {
       std::lock_guard lock(mutex_);
       if (next_chunk_ >= chunks_) return;
-      c = next_chunk_++;
+      const std::int64_t c = next_chunk_++;
+      fn = fn_;
+      context = context_;
+      begin = c * chunk_;
+      end = std::min(n_, begin + chunk_);
     }
-    std::int64_t begin = c * chunk_, end = std::min(n_, begin + chunk_);
-    fn_(context_, begin, end);
+    fn(context, begin, end);
+    std::lock_guard lock(mutex_);
+    if (++done_chunks_ == chunks_) done_.notify_one();
   }
 }
 
@@ -68,8 +78,6 @@ void ThreadPool::worker_loop() {
       seen = generation_;
     }
     run_chunks();
-    std::lock_guard lock(mutex_);
-    if (--active_ == 0) done_.notify_one();
   }
 }
 
@@ -90,15 +98,17 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t min_grain, RangeFn fn
     chunk_ = (n + chunks - 1) / chunks;
     chunks_ = (n + chunk_ - 1) / chunk_;
     next_chunk_ = 0;
-    active_ = static_cast<int>(workers_.size());
+    done_chunks_ = 0;
     ++generation_;
   }
   wake_.notify_all();
   t_in_task = true;
   run_chunks();
   t_in_task = false;
+  // Waits for the chunks, not for the workers: one the OS has not run yet (a first launch, a busy
+  // machine) is not waited for when the others have done its share.
   std::unique_lock lock(mutex_);
-  done_.wait(lock, [&] { return active_ == 0; });
+  done_.wait(lock, [&] { return done_chunks_ == chunks_; });
 }
 
 }  // namespace jit::detail

@@ -40,8 +40,8 @@ class ThreadPool {
   RangeFn fn_ = nullptr;
   void* context_ = nullptr;
   std::int64_t n_ = 0, chunk_ = 0, chunks_ = 0;
-  std::int64_t next_chunk_ = 0;  // guarded by mutex_
-  int active_ = 0;               // workers still in the job
+  std::int64_t next_chunk_ = 0;   // guarded by mutex_
+  std::int64_t done_chunks_ = 0;  // guarded by mutex_: the job is over when it reaches chunks_
 };
 
 }  // namespace jit::detail

@@ -49,7 +49,7 @@ endforeach()
 # 1. The installed tree.
 run("cmake --install ${JITK_BINARY_DIR}" ${CMAKE_COMMAND} --install "${JITK_BINARY_DIR}" --prefix "${prefix}")
 foreach(file "${INCLUDEDIR}/jit/jit.hpp" "${INCLUDEDIR}/jit/kernels.hpp" "${BINDIR}/jitk"
-             "${LIBDIR}/libjitk.so" "${LIBDIR}/cmake/jitk/jitkConfig.cmake"
+             "${LIBDIR}/libjitk.so" "${LIBDIR}/libjitk_cpu.so" "${LIBDIR}/cmake/jitk/jitkConfig.cmake"
              "${LIBDIR}/cmake/jitk/jitkConfigVersion.cmake" "${LIBDIR}/cmake/jitk/jitkTargets.cmake"
              "${LIBDIR}/cmake/jitk/jitkWarm.cmake")
   if(NOT EXISTS "${file}")
