@@ -6,6 +6,7 @@
 #include <future>
 #include <random>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test_support.hpp"
@@ -90,6 +91,16 @@ TEST_CASE("a truncated blob is rebuilt", "[cache][process][damage]") {
       jitk_test::write_file(blob, bytes.substr(0, bytes.size() / 3));
     }
   }, "compiled", "damaged");
+}
+
+// Issue 26: a FIFO in a blob's place hung the quickstart and `jitk verify` forever.
+TEST_CASE("a FIFO in the place of a blob is rebuilt, not waited on", "[cache][process][damage]") {
+  check_recovers_after([](const std::filesystem::path& root) {
+    for (const auto& blob : jitk_test::blob_files(root)) {
+      std::filesystem::remove(blob);
+      REQUIRE(::mkfifo(blob.c_str(), 0600) == 0);
+    }
+  }, "compiled", "FIFO");
 }
 
 TEST_CASE("a missing blob whose row is present is rebuilt", "[cache][process][damage]") {
