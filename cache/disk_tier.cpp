@@ -45,26 +45,29 @@ DiskTier::DiskTier(std::filesystem::path root, std::optional<std::int64_t> size_
   root_ok_ = true;
 }
 
-void DiskTier::disable(const std::string& problem) {
+void DiskTier::disable(const std::string& problem, const std::string& advice) {
   root_ok_ = false;
   {
     std::lock_guard lock(state_mutex_);
     unavailable_ = problem;
   }
   warn_once("cache-root " + name_ + " " + root_.string(),
-            "kernel cache disabled, kernels are kept in memory only: " + problem +
-                ". Free space on its disk, fix its ownership or permissions, or point JITK_CACHE_DIR at another folder of your own.");
+            "kernel cache disabled, kernels are kept in memory only: " + problem + ". " +
+                (advice.empty() ? "Free space on its disk, fix its ownership or permissions, or point JITK_CACHE_DIR at "
+                                  "another folder of your own."
+                                : advice));
 }
 
 bool DiskTier::in_place() {
   if (!root_ok_) return false;
   if (handle_->still_in_place()) return true;
-  disable(handle_->problem());
+  disable(handle_->problem(), "Find out who changed it: until then, point JITK_CACHE_DIR at a folder only you can write.");
   return false;
 }
 
 void DiskTier::give_up_busy(const std::string& what) {
-  disable(what + "; not waiting for it again in this process");
+  disable(what + "; not waiting for it again in this process",
+          "Another process holds it (a long compile, a stuck jitk); raise JITK_CACHE_LOCK_TIMEOUT, or end that process.");
 }
 
 DiskTier::~DiskTier() {

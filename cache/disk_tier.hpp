@@ -94,7 +94,8 @@ class DiskTier final : public StorageTier {
   void flush_pending();
   // A dropped artifact's pending hits would otherwise put its row back at the next flush.
   void forget_pending_hits(const std::string& key);
-  void disable(const std::string& problem);
+  // Off for good, one WARN: the problem, then what a person can do (the default: disk, ownership).
+  void disable(const std::string& problem, const std::string& advice = "");
   // Whether the root still is the folder opened; when not, the tier is off for good.
   bool in_place();
   // A lock or index busy past the timeout: off for good, so that no later kernel waits again.

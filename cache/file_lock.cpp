@@ -54,7 +54,7 @@ void FileLock::acquire(int dir, const std::string& name, const std::string& show
   for (;;) {
     std::string problem;
     UniqueFd fd = open_regular_file(dir, name, O_RDWR | O_CREAT, 0600, shown, &problem);
-    if (!fd) throw Error(ErrorCode::CacheIo, "cannot open lock " + (problem.empty() ? shown : ": " + problem));
+    if (!fd) throw Error(ErrorCode::CacheIo, "cannot open lock" + (problem.empty() ? " " + shown : ": " + problem));
     for (;;) {
       if (::flock(fd.get(), (mode == Mode::Exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0) break;
       if (errno == EINTR) continue;
