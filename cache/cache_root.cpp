@@ -189,6 +189,13 @@ void CacheRoot::open(const fs::path& root) {
     if (st.st_mode & (S_IWGRP | S_IWOTH))
       return refuse(abs.string() + " is writable by group or others; chmod go-w it" + kSharedHint);
   }
+  // index.db is opened later, at its first use; one of another user means the root is not ours alone.
+  if (trust_checks)
+    for (const char* name : {"index.db", "index.db-wal", "index.db-shm"}) {
+      struct stat file{};
+      if (::fstatat(fd.get(), name, &file, AT_SYMLINK_NOFOLLOW) == 0 && file.st_uid != ::geteuid())
+        return refuse((abs / name).string() + " belongs to another user (uid " + std::to_string(file.st_uid) + ")" + kSharedHint);
+    }
   dev_ = st.st_dev;
   ino_ = st.st_ino;
   if (::faccessat(fd.get(), ".", W_OK, 0) != 0) {

@@ -365,7 +365,11 @@ std::vector<CacheProblem> DiskTier::verify(bool fix) {
     BlobRead blob = blobs_.read(row.key, &row);  // bound to the row's key, kernel, params, backend, target
     std::string what;
     if (blob.status == BlobRead::Status::Missing) what = "blob missing for indexed artifact";
-    else if (blob.status == BlobRead::Status::Outdated) what = "blob of another format (" + blob.problem + "), rebuilt at its next use";
+    else if (blob.status == BlobRead::Status::Outdated) {
+      // A miss, not damage (its kernel is rebuilt at its next use): --fix drops it now.
+      if (!fix) continue;
+      what = "blob of another format (" + blob.problem + "), rebuilt at its next use";
+    }
     else if (blob.status == BlobRead::Status::Damaged) what = "blob damaged: " + blob.problem;
     else if (blob.checksum != row.checksum) what = "blob checksum differs from the index";
     if (what.empty()) continue;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
+#include "cache/blob_format.hpp"
 #include "jit/registry.hpp"
 #include "test_support.hpp"
 
@@ -303,6 +304,17 @@ TEST_CASE("jitk ls shows each artifact's implementation, and prune --stale remov
                             "UPDATE artifacts SET implementation = 'my-saxpy' WHERE kernel = 'saxpy'"})  // a user's
       CHECK(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
+    // Their blobs' headers name what they were made as, too.
+    for (const auto& blob : jitk_test::blob_files(cache.path())) {
+      const std::string bytes = jitk_test::read_file(blob);
+      jit::detail::BlobHeader h;
+      REQUIRE(jit::detail::check_blob_binding(bytes, blob.filename().string(), &h).empty());
+      if (h.meta.kernel == "rms_norm") h.meta.implementation_version = 0;
+      if (h.meta.kernel == "softmax") h.meta.implementation = "";
+      if (h.meta.kernel == "saxpy") h.meta.implementation = "my-saxpy";
+      const std::string code = bytes.substr(h.header_size);
+      jitk_test::write_file(blob, jit::detail::encode_blob_header(h.key, h.meta, code) + code);
+    }
   }
   CHECK_THAT(run(kTool + " ls", env).output, Contains(" - ") && Contains("my-saxpy v1"));
   CHECK(run(kTool + " prune --stale --older-than 1x", env).exit_code == 2);  // removes nothing: see the next line
