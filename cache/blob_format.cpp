@@ -64,13 +64,13 @@ bool is_hex(std::string_view s) {
   return true;
 }
 
-std::string header_checksum(std::string_view header) {
+}  // namespace
+
+std::string blob_header_checksum(std::string_view header) {
   std::string without(header.substr(0, kHeaderSumAt));
   without.append(header.substr(kHeaderSumAt + kHex));
   return checksum_hex(without.data(), without.size());
 }
-
-}  // namespace
 
 bool is_cache_key(std::string_view s) { return is_hex(s); }
 
@@ -91,7 +91,7 @@ std::string encode_blob_header(const std::string& key, const ArtifactMeta& meta,
   std::memcpy(h.data() + kPayloadSumAt, sum.data(), kHex);
   put<std::uint32_t>(h, kFieldCountAt, static_cast<std::uint32_t>(kFieldCount));
   h += fields;
-  std::string hsum = header_checksum(h);
+  std::string hsum = blob_header_checksum(h);
   std::memcpy(h.data() + kHeaderSumAt, hsum.data(), kHex);
   return h;
 }
@@ -113,7 +113,7 @@ HeaderStatus parse_blob_header(std::string_view data, BlobHeader* out, std::stri
   if (header_size < kBlobFixedHeader || header_size > kMaxBlobHeader) return damaged("header size " + std::to_string(header_size) + " out of range");
   if (header_size > data.size()) return damaged("truncated: its header runs past its end");
   const std::string_view header = data.substr(0, header_size);
-  if (header_checksum(header) != header.substr(kHeaderSumAt, kHex)) return damaged("header checksum mismatch (header changed on disk)");
+  if (blob_header_checksum(header) != header.substr(kHeaderSumAt, kHex)) return damaged("header checksum mismatch (header changed on disk)");
   BlobHeader h;
   h.header_size = header_size;
   h.payload_size = get<std::uint64_t>(data, kPayloadSizeAt);

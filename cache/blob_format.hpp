@@ -40,6 +40,9 @@ std::string binding_mismatch(const BlobHeader& h, const std::string& key, const 
 // A whole blob held in memory (a pack's entry): a whole, undamaged header, payload of the size and
 // checksum it names, bound to expected_key. Returns "" and fills *h, or why not.
 std::string check_blob_binding(std::string_view bytes, const std::string& expected_key, BlobHeader* h);
+// The header checksum of a whole header (its bytes 88-119 left out): lets the fuzz target reach the
+// field parsing behind it.
+std::string blob_header_checksum(std::string_view header);
 // Whether s is a cache key: 32 lowercase hex digits.
 bool is_cache_key(std::string_view s);
 
