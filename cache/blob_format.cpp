@@ -14,7 +14,7 @@ namespace {
 
 constexpr char kMagic[8] = {'J', 'I', 'T', 'K', 'B', 'L', 'O', 'B'};
 constexpr std::size_t kHex = 32;
-constexpr std::size_t kFormatAt = 8, kHeaderSizeAt = 12, kPayloadSizeAt = 16, kKeyAt = 24, kPayloadSumAt = 56,
+constexpr std::size_t kFormatAt = 8, kHeaderSizeAt = 12, kPayloadSizeAt = 16, kKeyAt = 24, kPayloadSumAt = kBlobPayloadChecksumAt,
                       kHeaderSumAt = 88, kFieldCountAt = 120;
 constexpr std::size_t kFieldCount = 8;
 // The largest kernel or params text a header may carry (the fields share kMaxBlobHeader).

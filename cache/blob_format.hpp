@@ -16,6 +16,7 @@ namespace jit::detail {
 //   120 u32 field count  124 the fields, each u32 length + bytes: kernel, params, backend, arch,
 //   compiler, implementation, implementation_version, compile_ms (numbers as decimal text)
 inline constexpr std::size_t kBlobFixedHeader = 124;
+inline constexpr std::size_t kBlobPayloadChecksumAt = 56, kBlobChecksumChars = 32;
 inline constexpr std::size_t kMaxBlobHeader = kBlobFixedHeader + 64 * 1024;
 // Larger than any kernel binary: a blob claiming more is damaged, never allocated.
 inline constexpr std::uint64_t kMaxBlobPayload = std::uint64_t{1} << 31;

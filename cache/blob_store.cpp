@@ -94,7 +94,7 @@ std::string BlobStore::write(const std::string& key, const ArtifactMeta& meta, c
   }
   if (::renameat(dir.get(), temp.c_str(), dir.get(), key.c_str()) != 0) fail("cannot rename into place");
   ::fsync(dir.get());
-  return header.substr(56, 32);  // the payload checksum the header holds
+  return header.substr(kBlobPayloadChecksumAt, kBlobChecksumChars);  // the payload checksum the header holds
 }
 
 BlobRead BlobStore::read_file(const std::string& key, const ArtifactMeta* expect, std::vector<char>* whole) const {

@@ -88,6 +88,9 @@ class DiskTier final : public StorageTier {
   // The index, for what is kept beside the artifacts in the same file (tuning_store.hpp). It opens
   // at its first use; index() throws Error{CacheIo} when the cache is not on disk.
   SqliteIndex& index();
+  // A lock or the index was busy past the timeout (what: why): off for good, one WARN, so that no
+  // later kernel waits again. Called by the tier itself, and by what uses its index (tuning).
+  void give_up_busy(const std::string& what);
 
  private:
   SqliteIndex* index_or_null();
@@ -98,8 +101,6 @@ class DiskTier final : public StorageTier {
   void disable(const std::string& problem, const std::string& advice = "");
   // Whether the root still is the folder opened; when not, the tier is off for good.
   bool in_place();
-  // A lock or index busy past the timeout: off for good, so that no later kernel waits again.
-  void give_up_busy(const std::string& what);
 
   // Removes one artifact (blob, row, pending hits); returns the bytes freed.
   std::int64_t evict(const IndexRow& row);

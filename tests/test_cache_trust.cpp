@@ -22,6 +22,7 @@
 #include "cache/disk_tier.hpp"
 #include "cache/file_lock.hpp"
 #include "cache/sqlite_index.hpp"
+#include "cache/tuning_store.hpp"
 #include "test_support.hpp"
 
 using namespace jit::detail;
@@ -363,4 +364,28 @@ TEST_CASE("every changed byte of a blob header is caught", "[cache][trust][bindi
     CHECK_FALSE(check_blob_binding(changed, kKey, nullptr).empty());
   }
   for (std::size_t n = 0; n < blob.size(); ++n) CHECK_FALSE(check_blob_binding(blob.substr(0, n), kKey, nullptr).empty());
+}
+
+TEST_CASE("autotuning decisions asked of an index busy past the timeout wait once, then the cache is in memory", "[cache][trust][busy]") {
+  TempDir dir;
+  ScopedEnv timeout("JITK_CACHE_LOCK_TIMEOUT", "0.3");
+  auto disk = std::make_shared<DiskTier>(dir.path() / "jitk");
+  TuningStore tuning([disk]() -> SqliteIndex& { return disk->index(); },
+                     [disk](const std::string& why) { disk->give_up_busy(why); });
+  TuningRow row{"gemm", "dtype=f32", "m<=64", "cpu x86-64", "tile=64", 3, 1.0, 2.0, 30.0, 0};
+  REQUIRE(tuning.store(row));
+  sqlite3* other = nullptr;
+  REQUIRE(sqlite3_open((dir.path() / "jitk" / "index.db").c_str(), &other) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  auto t0 = std::chrono::steady_clock::now();
+  row.shape_class = "m<=128";
+  CHECK_FALSE(tuning.store(row));
+  CHECK_FALSE(tuning.store(row));
+  CHECK_FALSE(tuning.find("gemm", "dtype=f32", "m<=64", "cpu x86-64"));
+  const double waited = seconds_since(t0);
+  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  CHECK(waited >= 0.25);
+  CHECK(waited < 1.0);
+  CHECK_FALSE(disk->on_disk());
 }
