@@ -114,10 +114,9 @@ BlobRead BlobStore::read_file(const std::string& key, const ArtifactMeta* expect
   }
   if (!dir) return r;  // Missing
   std::string problem;
-  UniqueFd f = open_regular_file(dir.get(), key, O_RDONLY, 0, path_for(key).string(), &problem);
-  if (!f) return problem.empty() ? r : damaged(problem);
   struct stat st{};
-  if (::fstat(f.get(), &st) != 0) return damaged(std::string("cannot inspect: ") + std::strerror(errno));
+  UniqueFd f = open_regular_file(dir.get(), key, O_RDONLY, 0, path_for(key).string(), &problem, &st);
+  if (!f) return problem.empty() ? r : damaged(problem);
   const auto size = static_cast<std::uint64_t>(st.st_size);
   if (size > kMaxBlobHeader + kMaxBlobPayload) return damaged("size " + std::to_string(size) + " bytes, larger than any blob");
   std::vector<char> bytes(size);

@@ -55,7 +55,13 @@ namespace {
 
 constexpr const char* kSharedHint = "; set JITK_CACHE_TRUST_SHARED=1 if it is shared on purpose (docs/cache-format.md)";
 
-bool trusted_owner(uid_t uid) { return uid == ::geteuid() || uid == 0; }
+// The effective user, asked once (it is checked on every file a load opens).
+uid_t our_uid() {
+  static const uid_t uid = ::geteuid();
+  return uid;
+}
+
+bool trusted_owner(uid_t uid) { return uid == our_uid() || uid == 0; }
 
 // Why a folder on the way to the root lets another user move or replace what is beneath it, or "".
 // Each must be owned by us or root, and writable by group or others only with the sticky bit (then
@@ -89,9 +95,10 @@ std::string check_ancestor_chain(const fs::path& dir) {
 }  // namespace
 
 UniqueFd open_regular_file(int dir, const std::string& name, int flags, mode_t mode, const std::string& shown,
-                           std::string* problem) {
+                           std::string* problem, struct stat* opened) {
   problem->clear();
-  struct stat st{};
+  struct stat local{};
+  struct stat& st = opened ? *opened : local;
   // Looked at before opening: a device is never opened at all, a FIFO never waited on.
   if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (!S_ISREG(st.st_mode)) {
@@ -117,12 +124,12 @@ UniqueFd open_regular_file(int dir, const std::string& name, int flags, mode_t m
     *problem = shown + " is " + kind_of_file(st.st_mode) + ", not a regular file";
     return {};
   }
-  if (!cache_shared_on_purpose() && st.st_uid != ::geteuid()) {
+  if (!cache_shared_on_purpose() && st.st_uid != our_uid()) {
     *problem = shown + " belongs to another user (uid " + std::to_string(st.st_uid) + ")" + kSharedHint;
     return {};
   }
-  int fl = ::fcntl(fd.get(), F_GETFL);
-  if (fl < 0 || ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK) != 0) {
+  // Blocking again for reads and writes (F_SETFL sets only the status flags: O_APPEND, O_NONBLOCK, ...).
+  if (::fcntl(fd.get(), F_SETFL, flags & O_APPEND) != 0) {
     *problem = "cannot use " + shown + ": " + std::strerror(errno);
     return {};
   }
@@ -184,7 +191,7 @@ void CacheRoot::open(const fs::path& root) {
   if (::fstat(fd.get(), &st) != 0 || !S_ISDIR(st.st_mode)) return refuse(abs.string() + " is not a folder");
   // Another user's folder, or one others may write into, could hand us native code to run.
   if (trust_checks) {
-    if (st.st_uid != ::geteuid())
+    if (st.st_uid != our_uid())
       return refuse(abs.string() + " belongs to another user (uid " + std::to_string(st.st_uid) + ")" + kSharedHint);
     if (st.st_mode & (S_IWGRP | S_IWOTH))
       return refuse(abs.string() + " is writable by group or others; chmod go-w it" + kSharedHint);
@@ -193,7 +200,7 @@ void CacheRoot::open(const fs::path& root) {
   if (trust_checks)
     for (const char* name : {"index.db", "index.db-wal", "index.db-shm"}) {
       struct stat file{};
-      if (::fstatat(fd.get(), name, &file, AT_SYMLINK_NOFOLLOW) == 0 && file.st_uid != ::geteuid())
+      if (::fstatat(fd.get(), name, &file, AT_SYMLINK_NOFOLLOW) == 0 && file.st_uid != our_uid())
         return refuse((abs / name).string() + " belongs to another user (uid " + std::to_string(file.st_uid) + ")" + kSharedHint);
     }
   dev_ = st.st_dev;
@@ -243,8 +250,13 @@ bool CacheRoot::still_in_place() {
 UniqueFd CacheRoot::open_dir(const std::string& rel, bool create, bool* missing) const {
   if (missing) *missing = false;
   if (!fd_ || refused_) throw Error(ErrorCode::CacheIo, "the cache root " + path_.string() + " is not usable");
-  UniqueFd cur(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
-  if (!cur) throw Error(ErrorCode::CacheIo, "cannot use the cache root " + path_.string() + ": " + std::strerror(errno));
+  if (rel.empty()) {
+    UniqueFd copy(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
+    if (!copy) throw Error(ErrorCode::CacheIo, "cannot use the cache root " + path_.string() + ": " + std::strerror(errno));
+    return copy;
+  }
+  UniqueFd cur;  // the folder reached so far; the root's own handle until the first step
+  auto at_fd = [&] { return cur ? cur.get() : fd_.get(); };
   std::string done;
   std::size_t at = 0;
   while (at < rel.size()) {
@@ -254,11 +266,11 @@ UniqueFd CacheRoot::open_dir(const std::string& rel, bool create, bool* missing)
     if (part.empty() || part == "." || part == "..")
       throw Error(ErrorCode::Internal, "not a folder name inside the cache: '" + rel + "'");
     done += (done.empty() ? "" : "/") + part;
-    UniqueFd next(::openat(cur.get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd next(::openat(at_fd(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!next && errno == ENOENT && create) {
-      if (::mkdirat(cur.get(), part.c_str(), 0700) != 0 && errno != EEXIST)
+      if (::mkdirat(at_fd(), part.c_str(), 0700) != 0 && errno != EEXIST)
         throw Error(ErrorCode::CacheIo, "cannot create " + shown(done).string() + ": " + std::strerror(errno));
-      next = UniqueFd(::openat(cur.get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      next = UniqueFd(::openat(at_fd(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     }
     struct stat st{};
     if (!next) {
@@ -267,14 +279,14 @@ UniqueFd CacheRoot::open_dir(const std::string& rel, bool create, bool* missing)
         *missing = true;
         return {};
       }
-      if (::fstatat(cur.get(), part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
+      if (::fstatat(at_fd(), part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
         throw Error(ErrorCode::CacheIo, shown(done).string() + " is " + kind_of_file(st.st_mode) + ", not a folder");
       throw Error(ErrorCode::CacheIo, "cannot open " + shown(done).string() + ": " + std::strerror(err));
     }
     if (::fstat(next.get(), &st) != 0)
       throw Error(ErrorCode::CacheIo, "cannot inspect " + shown(done).string() + ": " + std::strerror(errno));
     if (!cache_shared_on_purpose()) {
-      if (st.st_uid != ::geteuid())
+      if (st.st_uid != our_uid())
         throw Error(ErrorCode::CacheIo, shown(done).string() + " belongs to another user (uid " +
                                             std::to_string(st.st_uid) + ")" + kSharedHint);
       if (st.st_mode & (S_IWGRP | S_IWOTH))

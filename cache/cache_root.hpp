@@ -1,6 +1,7 @@
 // Where the cache lives ($JITK_CACHE_DIR, $XDG_CACHE_HOME/jitk, ~/.cache/jitk), and the one verified
 // folder handle everything beneath it is opened through.
 #pragma once
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -88,8 +89,9 @@ class CacheRoot {
 // where it could block). flags: O_RDONLY, O_RDWR|O_CREAT, ... `shown`: the path for messages.
 // Returns an invalid fd with *problem empty when the file does not exist (and O_CREAT is not
 // given); *problem says why otherwise.
+// opened (when given): the fstat of what was opened.
 UniqueFd open_regular_file(int dir, const std::string& name, int flags, mode_t mode, const std::string& shown,
-                           std::string* problem);
+                           std::string* problem, struct stat* opened = nullptr);
 
 // What a file of this st_mode is, for messages: "a FIFO", "a folder", "a symbolic link", ...
 std::string kind_of_file(mode_t mode);
