@@ -1,14 +1,16 @@
-// Atomic, checksummed blob files.
+// Atomic, self-describing blob files, reached through the cache root's handle.
 #include "cache/blob_store.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
-#include <fstream>
+#include <string_view>
 
 #include "cache/cache_key.hpp"
 #include "jit/error.hpp"
@@ -16,33 +18,8 @@
 namespace jit::detail {
 namespace {
 
-constexpr char kMagic[8] = {'J', 'I', 'T', 'K', 'B', 'L', 'O', 'B'};
-constexpr std::size_t kKeyChars = 32;
 // How old a temp file must be before it counts as left behind by a dead writer.
 constexpr auto kStaleTempAge = std::chrono::minutes(10);
-
-struct BlobHeader {
-  char magic[8];
-  std::uint32_t format;
-  std::uint32_t header_size;
-  std::uint64_t payload_size;
-  char key[kKeyChars];
-  char checksum[kKeyChars];
-};
-static_assert(sizeof(BlobHeader) == 88);
-
-bool is_key(const std::string& s) {
-  if (s.size() != kKeyChars) return false;
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
-}
-
-// Closes a file descriptor when it goes out of scope.
-struct Fd {
-  int fd;
-  ~Fd() { if (fd >= 0) ::close(fd); }
-};
 
 bool write_all(int fd, const void* data, std::size_t n) {
   const char* p = static_cast<const char*>(data);
@@ -58,114 +35,208 @@ bool write_all(int fd, const void* data, std::size_t n) {
   return true;
 }
 
-}  // namespace
-
-BlobStore::BlobStore(std::filesystem::path root) : blobs_(std::move(root) / "blobs") {}
-
-std::filesystem::path BlobStore::path_for(const std::string& key) const {
-  if (!is_key(key)) throw Error(ErrorCode::Internal, "not a cache key: '" + key + "'");
-  return blobs_ / key.substr(0, 2) / key;
+// The names in a folder (not . and ..), read through its handle.
+std::vector<std::string> names_in(int dir) {
+  std::vector<std::string> out;
+  int copy = ::fcntl(dir, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return out;
+  DIR* d = ::fdopendir(copy);
+  if (!d) {
+    ::close(copy);
+    return out;
+  }
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..") out.push_back(std::move(name));
+  }
+  ::closedir(d);
+  return out;
 }
 
-std::string BlobStore::write(const std::string& key, const std::vector<char>& payload) const {
-  auto final_path = path_for(key);
-  auto dir = final_path.parent_path();
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    throw Error(ErrorCode::CacheIo, "cannot create " + dir.string() + ": " + std::strerror(errno));
+bool is_prefix_folder(const std::string& s) {
+  return s.size() == 2 && is_cache_key(s + std::string(30, '0'));
+}
 
+}  // namespace
+
+BlobStore::BlobStore(std::shared_ptr<CacheRoot> root) : root_(std::move(root)) {}
+BlobStore::BlobStore(const std::filesystem::path& root) : root_(std::make_shared<CacheRoot>(root)) {}
+
+std::filesystem::path BlobStore::path_for(const std::string& key) const {
+  if (!is_cache_key(key)) throw Error(ErrorCode::Internal, "not a cache key: '" + key + "'");
+  return root_->shown("blobs") / key.substr(0, 2) / key;
+}
+
+UniqueFd BlobStore::folder_of(const std::string& key, bool create) const {
+  path_for(key);  // throws for what is not a key
+  bool missing = false;
+  return root_->open_dir("blobs/" + key.substr(0, 2), create, create ? nullptr : &missing);
+}
+
+std::string BlobStore::write(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload) const {
+  UniqueFd dir = folder_of(key, /*create=*/true);
   static std::atomic<unsigned> counter{0};
-  auto temp = dir / ("." + key + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-  BlobHeader h{};
-  std::memcpy(h.magic, kMagic, sizeof kMagic);
-  h.format = kBlobFormatVersion;
-  h.header_size = sizeof(BlobHeader);
-  h.payload_size = payload.size();
-  std::memcpy(h.key, key.data(), kKeyChars);
-  std::string sum = checksum_hex(payload.data(), payload.size());
-  std::memcpy(h.checksum, sum.data(), kKeyChars);
+  const std::string temp = "." + key + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  const std::string shown = (path_for(key).parent_path() / temp).string();
+  const std::string header = encode_blob_header(key, meta, std::string_view(payload.data(), payload.size()));
 
   auto fail = [&](const std::string& what) {
     int err = errno;
-    ::unlink(temp.c_str());
-    throw Error(ErrorCode::CacheIo, what + " " + temp.string() + ": " + std::strerror(err));
+    ::unlinkat(dir.get(), temp.c_str(), 0);
+    throw Error(ErrorCode::CacheIo, what + " " + shown + ": " + std::strerror(err));
   };
   {
-    Fd f{::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)};
-    if (f.fd < 0) fail("cannot create");
-    if (!write_all(f.fd, &h, sizeof h) || !write_all(f.fd, payload.data(), payload.size())) fail("cannot write");
-    if (::fsync(f.fd) != 0) fail("cannot fsync");
+    UniqueFd f(::openat(dir.get(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!f) fail("cannot create");
+    if (!write_all(f.get(), header.data(), header.size()) || !write_all(f.get(), payload.data(), payload.size()))
+      fail("cannot write");
+    if (::fsync(f.get()) != 0) fail("cannot fsync");
   }
-  if (::rename(temp.c_str(), final_path.c_str()) != 0) fail("cannot rename into place");
-  Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (d.fd >= 0) ::fsync(d.fd);
-  return sum;
+  if (::renameat(dir.get(), temp.c_str(), dir.get(), key.c_str()) != 0) fail("cannot rename into place");
+  ::fsync(dir.get());
+  return header.substr(kBlobPayloadChecksumAt, kBlobChecksumChars);  // the payload checksum the header holds
 }
 
-BlobRead BlobStore::read(const std::string& key) const {
+BlobRead BlobStore::read_file(const std::string& key, const ArtifactMeta* expect, std::vector<char>* whole) const {
   BlobRead r;
-  std::ifstream in(path_for(key), std::ios::binary | std::ios::ate);
-  if (!in) return r;  // Missing
-  auto damaged = [&](std::string why) {
-    r.status = BlobRead::Status::Damaged;
+  auto fail = [&](BlobRead::Status status, std::string why) {
+    r.status = status;
     r.problem = std::move(why);
     r.payload.clear();
     return r;
   };
-  auto size = static_cast<std::uint64_t>(in.tellg());
-  if (size < sizeof(BlobHeader)) return damaged("truncated: " + std::to_string(size) + " bytes, shorter than its header");
-  in.seekg(0);
-  BlobHeader h{};
-  in.read(reinterpret_cast<char*>(&h), sizeof h);
-  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return damaged("not a jitk blob (bad magic)");
-  if (h.format != kBlobFormatVersion)
-    return damaged("format version " + std::to_string(h.format) + ", expected " + std::to_string(kBlobFormatVersion));
-  if (h.header_size != sizeof(BlobHeader)) return damaged("unexpected header size");
-  if (std::string(h.key, kKeyChars) != key) return damaged("holds key " + std::string(h.key, kKeyChars));
-  if (h.payload_size != size - sizeof(BlobHeader))
-    return damaged("size " + std::to_string(size - sizeof(BlobHeader)) + " bytes, header says " + std::to_string(h.payload_size));
-  r.payload.resize(h.payload_size);
-  in.read(r.payload.data(), static_cast<std::streamsize>(h.payload_size));
-  if (!in) return damaged("read failed");
-  r.checksum = checksum_hex(r.payload.data(), r.payload.size());
-  if (r.checksum != std::string(h.checksum, kKeyChars)) return damaged("checksum mismatch (contents changed on disk)");
+  auto damaged = [&](std::string why) { return fail(BlobRead::Status::Damaged, std::move(why)); };
+  UniqueFd dir;
+  try {
+    dir = folder_of(key, /*create=*/false);
+  } catch (const Error& e) {
+    return damaged(e.what());
+  }
+  if (!dir) return r;  // Missing
+  std::string problem;
+  struct stat st{};
+  UniqueFd f = open_regular_file(dir.get(), key, O_RDONLY, 0, path_for(key).string(), &problem, &st);
+  if (!f) return problem.empty() ? r : damaged(problem);
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > kMaxBlobHeader + kMaxBlobPayload) return damaged("size " + std::to_string(size) + " bytes, larger than any blob");
+  std::vector<char> bytes(size);
+  std::size_t got = 0;
+  while (got < size) {
+    ssize_t n = ::read(f.get(), bytes.data() + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return damaged(n < 0 ? std::string("read failed: ") + std::strerror(errno) : "shorter than its size");
+    got += static_cast<std::size_t>(n);
+  }
+  const std::string_view view(bytes.data(), bytes.size());
+  BlobHeader h;
+  switch (parse_blob_header(view, &h, &problem)) {
+    case HeaderStatus::Ok: break;
+    case HeaderStatus::Outdated: return fail(BlobRead::Status::Outdated, problem);
+    case HeaderStatus::Damaged: return damaged(problem);
+  }
+  if (h.payload_size != size - h.header_size)
+    return damaged("size " + std::to_string(size - h.header_size) + " bytes, header says " + std::to_string(h.payload_size));
+  if (checksum_hex(bytes.data() + h.header_size, size - h.header_size) != h.payload_checksum)
+    return damaged("checksum mismatch (contents changed on disk)");
+  if (std::string why = binding_mismatch(h, key, expect); !why.empty()) return damaged(why);
+  r.checksum = h.payload_checksum;
+  if (whole) {
+    *whole = std::move(bytes);
+  } else {
+    bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(h.header_size));
+    r.payload = std::move(bytes);
+  }
+  r.header = std::move(h);
   r.status = BlobRead::Status::Ok;
   return r;
 }
 
+BlobRead BlobStore::read(const std::string& key, const ArtifactMeta* expect) const { return read_file(key, expect, nullptr); }
+
+std::optional<std::vector<char>> BlobStore::read_whole(const std::string& key) const {
+  std::vector<char> whole;
+  if (read_file(key, nullptr, &whole).status != BlobRead::Status::Ok) return std::nullopt;
+  return whole;
+}
+
+bool BlobStore::exists(const std::string& key) const {
+  try {
+    UniqueFd dir = folder_of(key, false);
+    struct stat st{};
+    return dir && ::fstatat(dir.get(), key.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 bool BlobStore::remove(const std::string& key) const {
-  std::error_code ec;
-  return std::filesystem::remove(path_for(key), ec);
+  try {
+    UniqueFd dir = folder_of(key, false);
+    return dir && ::unlinkat(dir.get(), key.c_str(), 0) == 0;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 std::int64_t BlobStore::size_on_disk(const std::string& key) const {
-  std::error_code ec;
-  auto n = std::filesystem::file_size(path_for(key), ec);
-  return ec ? 0 : static_cast<std::int64_t>(n);
+  try {
+    UniqueFd dir = folder_of(key, false);
+    struct stat st{};
+    if (!dir || ::fstatat(dir.get(), key.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return 0;
+    return static_cast<std::int64_t>(st.st_size);
+  } catch (const Error&) {
+    return 0;
+  }
 }
 
 std::vector<std::string> BlobStore::keys() const {
   std::vector<std::string> out;
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(blobs_, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (!it->is_regular_file(ec)) continue;
-    auto name = it->path().filename().string();
-    // A key file outside its own 2-hex folder is never loaded (path_for would not find it).
-    if (is_key(name) && it->path().parent_path().filename() == name.substr(0, 2)) out.push_back(name);
+  try {
+    UniqueFd blobs = root_->open_dir("blobs", false);
+    for (const auto& prefix : names_in(blobs.get())) {
+      if (!is_prefix_folder(prefix)) continue;
+      UniqueFd dir;
+      try {
+        dir = root_->open_dir("blobs/" + prefix, false);
+      } catch (const Error&) {
+        continue;  // not a folder of ours: nothing in it is ever loaded
+      }
+      for (const auto& name : names_in(dir.get())) {
+        struct stat st{};
+        // A key file outside its own 2-hex folder is never loaded (path_for would not find it).
+        // A FIFO or device under a key's name is listed: verify reports it.
+        if (is_cache_key(name) && name.compare(0, 2, prefix) == 0 &&
+            ::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
+          out.push_back(name);
+      }
+    }
+  } catch (const Error&) {
   }
   return out;
 }
 
 int BlobStore::remove_stale_temp_files() const {
   int removed = 0;
-  std::error_code ec;
-  auto now = std::filesystem::file_time_type::clock::now();
-  for (auto it = std::filesystem::recursive_directory_iterator(blobs_, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    auto name = it->path().filename().string();
-    if (name.rfind('.', 0) != 0 || name.find(".tmp.") == std::string::npos) continue;
-    auto age = now - std::filesystem::last_write_time(it->path(), ec);
-    if (!ec && age > kStaleTempAge && std::filesystem::remove(it->path(), ec)) ++removed;
+  const auto now = std::chrono::system_clock::now();
+  try {
+    UniqueFd blobs = root_->open_dir("blobs", false);
+    for (const auto& prefix : names_in(blobs.get())) {
+      if (!is_prefix_folder(prefix)) continue;
+      UniqueFd dir;
+      try {
+        dir = root_->open_dir("blobs/" + prefix, false);
+      } catch (const Error&) {
+        continue;
+      }
+      for (const auto& name : names_in(dir.get())) {
+        if (name.rfind('.', 0) != 0 || name.find(".tmp.") == std::string::npos) continue;
+        struct stat st{};
+        if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        auto modified = std::chrono::system_clock::from_time_t(st.st_mtime);
+        if (now - modified > kStaleTempAge && ::unlinkat(dir.get(), name.c_str(), 0) == 0) ++removed;
+      }
+    }
+  } catch (const Error&) {
   }
   return removed;
 }

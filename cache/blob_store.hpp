@@ -1,29 +1,45 @@
-// Blobs on disk: blobs/<2 hex>/<key>, a header with the key and checksum, written atomically.
+// Blobs on disk: blobs/<2 hex>/<key>, a header that names what they are, written atomically,
+// reached only through the cache root's verified handle.
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cache/artifact_meta.hpp"
+#include "cache/blob_format.hpp"
+#include "cache/cache_root.hpp"
+
 namespace jit::detail {
 
 struct BlobRead {
-  enum class Status { Ok, Missing, Damaged } status = Status::Missing;
+  // Outdated: a blob of another format, a miss to rebuild. Damaged: anything else that does not
+  // verify, including a blob bound to another key or kernel, and a FIFO or device in its place.
+  enum class Status { Ok, Missing, Outdated, Damaged } status = Status::Missing;
   std::vector<char> payload;
   std::string checksum;  // of the payload, when Ok
-  std::string problem;   // why it is damaged
+  BlobHeader header;     // when Ok
+  std::string problem;   // why it is damaged or outdated
 };
 
 class BlobStore {
  public:
-  explicit BlobStore(std::filesystem::path root);
+  explicit BlobStore(std::shared_ptr<CacheRoot> root);
+  // Opens the root itself (tests, tools); a root that cannot be used makes every call fail.
+  explicit BlobStore(const std::filesystem::path& root);
+  // For messages and tests: where key's blob is (never opened by this path).
   std::filesystem::path path_for(const std::string& key) const;
-  // Writes to a temp file, fsyncs, renames into place: readers see the whole blob or none.
-  // Returns the payload checksum. Throws Error{CacheIo} (disk full, read-only, ...).
-  std::string write(const std::string& key, const std::vector<char>& payload) const;
-  // Reads and verifies header, size and checksum.
-  BlobRead read(const std::string& key) const;
+  // Writes to a temp file, fsyncs, renames into place: readers see the whole blob or none. The
+  // header binds the payload to key and meta. Returns the payload checksum. Throws Error{CacheIo}.
+  std::string write(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload) const;
+  // Reads and verifies header, size, checksum and binding: its key must be `key`, and when expect
+  // is given, its kernel, params, backend, arch, compiler and implementation must be expect's.
+  BlobRead read(const std::string& key, const ArtifactMeta* expect = nullptr) const;
+  // The blob file as it is (header and payload), verified and bound to key: what a pack carries.
+  std::optional<std::vector<char>> read_whole(const std::string& key) const;
+  bool exists(const std::string& key) const;
   bool remove(const std::string& key) const;
   std::int64_t size_on_disk(const std::string& key) const;
   // Keys of every blob present (temp files skipped).
@@ -32,7 +48,10 @@ class BlobStore {
   int remove_stale_temp_files() const;
 
  private:
-  std::filesystem::path blobs_;
+  // The folder blobs/<2 hex> of key; invalid when missing (and not create).
+  UniqueFd folder_of(const std::string& key, bool create) const;
+  BlobRead read_file(const std::string& key, const ArtifactMeta* expect, std::vector<char>* whole) const;
+  std::shared_ptr<CacheRoot> root_;
 };
 
 }  // namespace jit::detail

@@ -12,7 +12,8 @@ namespace jit::detail {
 // Bumped whenever the index schema or the key recipe changes (2: implementations, name and
 // version, in the key and the index; format-1 indexes are migrated in place).
 inline constexpr int kCacheFormatVersion = 2;
-// Bumped whenever the blob layout changes (a blob of another layout reads as damaged).
-inline constexpr int kBlobFormatVersion = 1;
+// Bumped whenever the blob layout changes (2: the header names key, kernel, params, backend, target,
+// compiler and implementation). A blob of another layout is a miss: rebuilt, not an error.
+inline constexpr int kBlobFormatVersion = 2;
 
 }  // namespace jit::detail

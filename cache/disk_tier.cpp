@@ -23,8 +23,13 @@ IndexRow row_of(const std::string& key, const ArtifactMeta& meta, std::int64_t s
 }  // namespace
 
 DiskTier::DiskTier(std::filesystem::path root, std::optional<std::int64_t> size_limit, std::string name)
-    : root_(std::move(root)), name_(std::move(name)), blobs_(root_), size_limit_(size_limit) {
-  std::string problem = prepare_cache_root(root_, &read_only_);
+    : root_(std::move(root)),
+      name_(std::move(name)),
+      handle_(std::make_shared<CacheRoot>(root_)),
+      blobs_(handle_),
+      size_limit_(size_limit) {
+  std::string problem = handle_->problem();
+  read_only_ = handle_->read_only();
   if (read_only_) {
     root_ok_ = true;
     unavailable_ = problem;
@@ -40,11 +45,29 @@ DiskTier::DiskTier(std::filesystem::path root, std::optional<std::int64_t> size_
   root_ok_ = true;
 }
 
-void DiskTier::disable(const std::string& problem) {
+void DiskTier::disable(const std::string& problem, const std::string& advice) {
   root_ok_ = false;
-  unavailable_ = problem;
-  warn_once("cache-root", "kernel cache disabled, kernels are kept in memory only: " + problem +
-                              ". Free space on its disk, fix its ownership or permissions, or point JITK_CACHE_DIR at another folder of your own.");
+  {
+    std::lock_guard lock(state_mutex_);
+    unavailable_ = problem;
+  }
+  warn_once("cache-root " + name_ + " " + root_.string(),
+            "kernel cache disabled, kernels are kept in memory only: " + problem + ". " +
+                (advice.empty() ? "Free space on its disk, fix its ownership or permissions, or point JITK_CACHE_DIR at "
+                                  "another folder of your own."
+                                : advice));
+}
+
+bool DiskTier::in_place() {
+  if (!root_ok_) return false;
+  if (handle_->still_in_place()) return true;
+  disable(handle_->problem(), "Find out who changed it: until then, point JITK_CACHE_DIR at a folder only you can write.");
+  return false;
+}
+
+void DiskTier::give_up_busy(const std::string& what) {
+  disable(what + "; not waiting for it again in this process",
+          "Another process holds it (a long compile, a stuck jitk); raise JITK_CACHE_LOCK_TIMEOUT, or end that process.");
 }
 
 DiskTier::~DiskTier() {
@@ -54,22 +77,23 @@ DiskTier::~DiskTier() {
 SqliteIndex* DiskTier::index_or_null() {
   // Opening takes ~0.3 ms (more when it repairs): a process that only hits the cache pays it at
   // exit, when it writes its hit counts.
+  if (!in_place()) return nullptr;
   std::call_once(index_opened_, [this] {
     if (!root_ok_ || read_only_) return;
     try {
       std::string repaired;
-      index_ = std::make_unique<SqliteIndex>(root_ / "index.db", &repaired);
+      index_ = std::make_unique<SqliteIndex>(*handle_, &repaired);
       if (!repaired.empty()) log().warn("{}", repaired);
     } catch (const Error& e) {
       disable(e.what());
     }
   });
-  return index_.get();
+  return root_ok_ ? index_.get() : nullptr;
 }
 
 SqliteIndex& DiskTier::index() {
   SqliteIndex* idx = index_or_null();
-  if (!idx) throw Error(ErrorCode::CacheIo, "the kernel cache at " + root_.string() + " is not usable: " + unavailable_);
+  if (!idx) throw Error(ErrorCode::CacheIo, "the kernel cache at " + root_.string() + " is not usable: " + unavailable_reason());
   return *idx;
 }
 
@@ -77,6 +101,7 @@ bool DiskTier::on_disk() { return index_or_null() != nullptr; }
 
 std::string DiskTier::unavailable_reason() {
   index_or_null();
+  std::lock_guard lock(state_mutex_);
   return unavailable_;
 }
 
@@ -96,22 +121,21 @@ void DiskTier::flush_pending() {
     auto shared = maintenance_lock(FileLock::Mode::Shared);
     // A clear in another process may have removed a blob since it was read: count the hit, but
     // do not restore a row for a blob that is gone.
-    std::erase_if(hits, [&](const IndexRow& h) {
-      std::error_code ec;
-      return !std::filesystem::exists(blobs_.path_for(h.key), ec);
-    });
+    std::erase_if(hits, [&](const IndexRow& h) { return !blobs_.exists(h.key); });
     if (std::int64_t restored = idx->record_hits(hits, misses); restored > 0)
       warn_once("cache-rows-restored", "cache: index.db had no row for " + std::to_string(restored) +
                                            " verified artifact(s) in use; their rows are restored");
+  } catch (const CacheBusy& e) {
+    give_up_busy(e.what());
   } catch (const Error& e) {
     warn_once("cache-hits", std::string("kernel cache: could not record hit counts: ") + e.what());
   }
 }
 
 std::optional<std::vector<char>> DiskTier::get(const std::string& key, const ArtifactMeta& meta, Count count) {
-  if (!root_ok_) return std::nullopt;
+  if (!in_place()) return std::nullopt;
   const bool count_miss = count == Count::HitsAndMisses;
-  BlobRead blob = blobs_.read(key);
+  BlobRead blob = blobs_.read(key, &meta);
   if (blob.status == BlobRead::Status::Ok) {
     if (count == Count::Nothing) return std::move(blob.payload);
     std::lock_guard lock(pending_mutex_);
@@ -128,6 +152,8 @@ std::optional<std::vector<char>> DiskTier::get(const std::string& key, const Art
     if (SqliteIndex* idx = index_or_null()) {
       try {
         if (idx->find(key)) problem = "its blob is missing";
+      } catch (const CacheBusy& e) {
+        give_up_busy(e.what());
       } catch (const Error&) {
       }
     }
@@ -150,20 +176,25 @@ std::optional<std::vector<char>> DiskTier::get(const std::string& key, const Art
 }
 
 std::optional<std::vector<char>> DiskTier::read_verified(const std::string& key) {
-  if (!root_ok_) return std::nullopt;
+  if (!in_place()) return std::nullopt;
   BlobRead blob = blobs_.read(key);
   if (blob.status != BlobRead::Status::Ok) return std::nullopt;
   return std::move(blob.payload);
 }
 
+std::optional<std::vector<char>> DiskTier::read_blob(const std::string& key) {
+  if (!in_place()) return std::nullopt;
+  return blobs_.read_whole(key);
+}
+
 bool DiskTier::put(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload,
                    PutReason why) {
-  SqliteIndex* idx = root_ok_ && !read_only_ ? index_or_null() : nullptr;
+  SqliteIndex* idx = !read_only_ ? index_or_null() : nullptr;
   if (!idx) return false;
   try {
     {
       auto shared = maintenance_lock(FileLock::Mode::Shared);
-      std::string checksum = blobs_.write(key, payload);
+      std::string checksum = blobs_.write(key, meta, payload);
       idx->insert(row_of(key, meta, static_cast<std::int64_t>(payload.size()), checksum), /*count_compile=*/why == PutReason::Compiled);
     }
     flush_pending();
@@ -173,6 +204,9 @@ bool DiskTier::put(const std::string& key, const ArtifactMeta& meta, const std::
                  *size_limit_, freed.entries, freed.bytes);
     }
     return true;
+  } catch (const CacheBusy& e) {
+    give_up_busy(e.what());
+    return false;
   } catch (const Error& e) {
     warn_once("cache-store", std::string("kernel cache write failed, keeping kernels in memory only: ") + e.what() +
                                  ". Free disk space or point JITK_CACHE_DIR at a writable folder.");
@@ -181,7 +215,7 @@ bool DiskTier::put(const std::string& key, const ArtifactMeta& meta, const std::
 }
 
 bool DiskTier::has_valid_blob(const std::string& key) {
-  return root_ok_ && blobs_.read(key).status == BlobRead::Status::Ok;
+  return in_place() && blobs_.read(key).status == BlobRead::Status::Ok;
 }
 
 void DiskTier::forget_pending_hits(const std::string& key) {
@@ -190,7 +224,7 @@ void DiskTier::forget_pending_hits(const std::string& key) {
 }
 
 void DiskTier::remove(const std::string& key) {
-  if (!root_ok_) return;
+  if (!in_place()) return;
   forget_pending_hits(key);
   blobs_.remove(key);
   if (SqliteIndex* idx = index_or_null()) {
@@ -203,9 +237,15 @@ void DiskTier::remove(const std::string& key) {
 }
 
 std::unique_ptr<FileLock> DiskTier::lock(const std::string& key) {
-  if (!root_ok_ || read_only_) return nullptr;
+  if (read_only_ || !in_place()) return nullptr;
+  if (key.empty() || key[0] == '.' || key.find('/') != std::string::npos)
+    throw Error(ErrorCode::Internal, "not a lock name: '" + key + "'");
   try {
-    return std::make_unique<FileLock>(root_ / "locks" / (key + ".lock"));
+    UniqueFd locks = handle_->open_dir("locks", /*create=*/true);
+    return std::make_unique<FileLock>(locks.get(), key + ".lock", handle_->shown("locks/" + key + ".lock").string());
+  } catch (const CacheBusy& e) {
+    give_up_busy(e.what());
+    return nullptr;
   } catch (const Error& e) {
     warn_once("cache-lock", std::string("kernel cache lock failed, compiling without cross-process locking: ") + e.what());
     return nullptr;
@@ -213,9 +253,13 @@ std::unique_ptr<FileLock> DiskTier::lock(const std::string& key) {
 }
 
 std::unique_ptr<FileLock> DiskTier::maintenance_lock(FileLock::Mode mode) {
-  if (!root_ok_ || read_only_) return nullptr;
+  if (read_only_ || !in_place()) return nullptr;
   try {
-    return std::make_unique<FileLock>(root_ / "locks" / "maintenance.lock", mode);
+    UniqueFd locks = handle_->open_dir("locks", /*create=*/true);
+    return std::make_unique<FileLock>(locks.get(), "maintenance.lock", handle_->shown("locks/maintenance.lock").string(), mode);
+  } catch (const CacheBusy& e) {
+    give_up_busy(e.what());
+    throw;
   } catch (const Error& e) {
     warn_once("cache-maintenance-lock", std::string("kernel cache: maintenance lock failed: ") + e.what());
     return nullptr;
@@ -318,9 +362,14 @@ std::vector<CacheProblem> DiskTier::verify(bool fix) {
   std::set<std::string> indexed;
   for (const auto& row : idx.rows()) {
     indexed.insert(row.key);
-    BlobRead blob = blobs_.read(row.key);
+    BlobRead blob = blobs_.read(row.key, &row);  // bound to the row's key, kernel, params, backend, target
     std::string what;
     if (blob.status == BlobRead::Status::Missing) what = "blob missing for indexed artifact";
+    else if (blob.status == BlobRead::Status::Outdated) {
+      // A miss, not damage (its kernel is rebuilt at its next use): --fix drops it now.
+      if (!fix) continue;
+      what = "blob of another format (" + blob.problem + "), rebuilt at its next use";
+    }
     else if (blob.status == BlobRead::Status::Damaged) what = "blob damaged: " + blob.problem;
     else if (blob.checksum != row.checksum) what = "blob checksum differs from the index";
     if (what.empty()) continue;
@@ -331,11 +380,18 @@ std::vector<CacheProblem> DiskTier::verify(bool fix) {
     }
   }
   // A blob without a row whose header verifies is whole (a process died between writing it and
-  // indexing it): its row comes back on first use, so it is no problem. One that does not verify is.
+  // indexing it, or index.db was lost): its row comes back on first use, so it is no problem; --fix
+  // rebuilds the row from what the blob's header names. One that does not verify is a problem.
   for (const auto& key : blobs_.keys()) {
     if (indexed.count(key)) continue;
     BlobRead blob = blobs_.read(key);
-    if (blob.status == BlobRead::Status::Ok) continue;
+    if (blob.status == BlobRead::Status::Ok) {
+      if (!fix) continue;
+      const ArtifactMeta& m = blob.header.meta;
+      idx.insert(row_of(key, m, static_cast<std::int64_t>(blob.payload.size()), blob.checksum), /*count_compile=*/false);
+      problems.push_back({key, "blob without index row: row rebuilt from its header (" + m.kernel + " " + m.params + ")"});
+      continue;
+    }
     problems.push_back({key, "blob without index row, " + (blob.status == BlobRead::Status::Damaged ? "damaged: " + blob.problem : "unreadable")});
     if (fix) blobs_.remove(key);
   }

@@ -22,8 +22,11 @@ struct CacheProblem {
   std::string what;
 };
 
-// Blobs verify themselves (their header holds the key and an XXH3-128 of the payload), so a disk
-// hit reads the blob alone; the index is bookkeeping (listing, counters, eviction) opened on another
+// Everything under the root goes through one verified handle on it (cache_root.hpp); a root moved
+// or replaced under the running process, and a lock or index busy past JITK_CACHE_LOCK_TIMEOUT,
+// turn the tier off for the rest of the process (one WARN), which then keeps kernels in memory.
+// Blobs verify themselves (their header names the key, kernel, params, backend, target and holds an
+// XXH3-128 of the payload), so a disk hit reads the blob alone; the index is bookkeeping (listing, counters, eviction) opened on another
 // at its first use (never on a disk hit) and written lazily. A verified blob whose row is missing gets its row back.
 class DiskTier final : public StorageTier {
  public:
@@ -51,8 +54,12 @@ class DiskTier final : public StorageTier {
 
   // Whether a blob for key is present and verifies (no counters touched).
   bool has_valid_blob(const std::string& key);
-  // The verified payload of key, touching no counters (jitk export); nullopt when absent or damaged.
+  // The verified payload of key, touching no counters; nullopt when absent or damaged.
   std::optional<std::vector<char>> read_verified(const std::string& key);
+  // The verified blob file of key as it is, header and payload (what a pack carries: jitk export).
+  std::optional<std::vector<char>> read_blob(const std::string& key);
+  // A path to rel inside the root that goes through the root's handle (for what opens by name).
+  std::string pinned(const std::string& rel) const { return handle_->pinned(rel); }
   // Held while compiling `key` so that one process compiles and the others wait, then load.
   std::unique_ptr<FileLock> lock(const std::string& key);
 
@@ -81,13 +88,19 @@ class DiskTier final : public StorageTier {
   // The index, for what is kept beside the artifacts in the same file (tuning_store.hpp). It opens
   // at its first use; index() throws Error{CacheIo} when the cache is not on disk.
   SqliteIndex& index();
+  // A lock or the index was busy past the timeout (what: why): off for good, one WARN, so that no
+  // later kernel waits again. Called by the tier itself, and by what uses its index (tuning).
+  void give_up_busy(const std::string& what);
 
  private:
   SqliteIndex* index_or_null();
   void flush_pending();
   // A dropped artifact's pending hits would otherwise put its row back at the next flush.
   void forget_pending_hits(const std::string& key);
-  void disable(const std::string& problem);
+  // Off for good, one WARN: the problem, then what a person can do (the default: disk, ownership).
+  void disable(const std::string& problem, const std::string& advice = "");
+  // Whether the root still is the folder opened; when not, the tier is off for good.
+  bool in_place();
 
   // Removes one artifact (blob, row, pending hits); returns the bytes freed.
   std::int64_t evict(const IndexRow& row);
@@ -97,13 +110,15 @@ class DiskTier final : public StorageTier {
 
   std::filesystem::path root_;
   std::string name_;
+  std::shared_ptr<CacheRoot> handle_;
   BlobStore blobs_;
   std::optional<std::int64_t> size_limit_;
   std::atomic<bool> root_ok_{false};  // blobs can be read
   bool read_only_ = false;             // ... but nothing written: no index, no stores, no locks
   std::once_flag index_opened_;       // the index opens at its first use, not on a disk hit
   std::unique_ptr<SqliteIndex> index_;
-  std::string unavailable_;
+  mutable std::mutex state_mutex_;
+  std::string unavailable_;  // under state_mutex_
   // Hits and misses are counted in memory and written with the next write or at exit: a write
   // transaction would double the cost of a disk hit.
   std::mutex pending_mutex_;

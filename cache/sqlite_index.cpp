@@ -3,18 +3,21 @@
 
 #include <sqlite3.h>
 
-#include <chrono>
-
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+
 #include "cache/cache_key.hpp"
+#include "cache/file_lock.hpp"
 #include "jit/error.hpp"
 
 namespace jit::detail {
 namespace {
-
-// Processes that find the index locked wait this long before reporting it busy.
-constexpr int kBusyTimeoutMs = 60'000;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS artifacts(
@@ -37,12 +40,51 @@ class IndexFailure : public Error {
   int rc;
 };
 
+// A busy index, waited on for the whole timeout, is CacheBusy (the tier goes to memory); the rest
+// are IndexFailure (damage is repaired, anything else reported).
+[[noreturn]] void fail(int rc, const std::string& msg) {
+  if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+    throw CacheBusy(msg + " (index.db is locked by another process past " + std::to_string(cache_lock_timeout().count()) +
+                    " ms, JITK_CACHE_LOCK_TIMEOUT)");
+  throw IndexFailure(rc, msg);
+}
+
+// The default VFS, except that a /proc/self/fd/N/... name is kept as it is: the default resolves
+// symlinks in a name to text, which for that magic link would be the folder's path again, open to
+// whatever is renamed there later. Kept as is, the kernel resolves it to the folder we hold open,
+// for the database and for its -wal and -shm (named by appending to it). Locking is by inode, so
+// other processes that open the same file by its path share its locks.
+sqlite3_vfs* base_vfs = nullptr;
+
+int pinned_full_pathname(sqlite3_vfs* vfs, const char* name, int n, char* out) {
+  static constexpr char kPrefix[] = "/proc/self/fd/";
+  if (std::strncmp(name, kPrefix, sizeof kPrefix - 1) == 0) {
+    const int len = static_cast<int>(std::strlen(name));
+    if (len + 1 > n) return SQLITE_CANTOPEN;
+    std::memcpy(out, name, static_cast<std::size_t>(len) + 1);
+    return SQLITE_OK;
+  }
+  return base_vfs->xFullPathname(vfs, name, n, out);
+}
+
+const char* pinned_vfs_name() {
+  static const char* name = []() -> const char* {
+    base_vfs = sqlite3_vfs_find(nullptr);
+    if (!base_vfs) return nullptr;
+    static sqlite3_vfs pinned = *base_vfs;  // pAppData and the rest stay the default's
+    pinned.zName = "jitk-pinned";
+    pinned.xFullPathname = pinned_full_pathname;
+    return sqlite3_vfs_register(&pinned, 0) == SQLITE_OK ? pinned.zName : nullptr;
+  }();
+  return name;
+}
+
 // A prepared statement, finalized when it goes out of scope.
 class Statement {
  public:
   Statement(sqlite3* db, const char* sql) : db_(db) {
     int rc = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
-    if (rc != SQLITE_OK) throw IndexFailure(rc, std::string("index.db: ") + sqlite3_errmsg(db));
+    if (rc != SQLITE_OK) fail(rc, std::string("index.db: ") + sqlite3_errmsg(db));
   }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement& bind(int i, const std::string& v) {
@@ -61,7 +103,7 @@ class Statement {
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    throw IndexFailure(rc, std::string("index.db: ") + sqlite3_errmsg(db_));
+    fail(rc, std::string("index.db: ") + sqlite3_errmsg(db_));
   }
   std::string text(int c) const {
     auto* p = sqlite3_column_text(stmt_, c);
@@ -102,7 +144,33 @@ bool is_damage(int rc) { return rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT; }
 
 }  // namespace
 
-SqliteIndex::SqliteIndex(const std::filesystem::path& file, std::string* repair_note) : file_(file) {
+SqliteIndex::SqliteIndex(const std::filesystem::path& file, std::string* repair_note) : file_(file), shown_(file.string()) {
+  open_checked(file, repair_note);
+}
+
+SqliteIndex::SqliteIndex(const CacheRoot& root, std::string* repair_note) : shown_(root.shown("index.db").string()) {
+  UniqueFd dir = root.open_dir("", /*create=*/false);
+  // Opened by name by SQLite, so looked at first through the handle: a FIFO, device, folder or
+  // symlink in the place of one of its files is refused before SQLite could block on it or follow it.
+  for (const char* name : {"index.db", "index.db-wal", "index.db-shm"}) {
+    struct stat st{};
+    if (::fstatat(dir.get(), name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;
+      throw Error(ErrorCode::CacheIo, "cannot inspect " + root.shown(name).string() + ": " + std::strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode))
+      throw Error(ErrorCode::CacheIo, root.shown(name).string() + " is " + kind_of_file(st.st_mode) +
+                                          ", not a regular file; remove it and the index is made anew");
+    if (!cache_shared_on_purpose() && st.st_uid != ::geteuid())
+      throw Error(ErrorCode::CacheIo, root.shown(name).string() + " belongs to another user (uid " +
+                                          std::to_string(st.st_uid) + "); set JITK_CACHE_TRUST_SHARED=1 if it is shared on purpose");
+  }
+  if (CacheRoot::can_pin()) vfs_ = pinned_vfs_name();
+  file_ = vfs_ ? std::filesystem::path(root.pinned("index.db")) : root.shown("index.db");
+  open_checked(file_, repair_note);
+}
+
+void SqliteIndex::open_checked(const std::filesystem::path& file, std::string* repair_note) {
   try {
     open_and_prepare(file);
   } catch (const IndexFailure& e) {
@@ -120,7 +188,9 @@ SqliteIndex::SqliteIndex(const std::filesystem::path& file, std::string* repair_
       side += suffix;
       std::filesystem::remove(side, ec);
     }
-    if (repair_note) *repair_note = file.string() + " was damaged (" + e.what() + "); moved aside to " + aside.string() + " and started a new index";
+    if (repair_note)
+      *repair_note = shown_ + " was damaged (" + e.what() + "); moved aside to " +
+                     (std::filesystem::path(shown_).parent_path() / aside.filename()).string() + " and started a new index";
     open_and_prepare(file);
   }
 }
@@ -128,10 +198,10 @@ SqliteIndex::SqliteIndex(const std::filesystem::path& file, std::string* repair_
 SqliteIndex::~SqliteIndex() { sqlite3_close(db_); }
 
 void SqliteIndex::open_and_prepare(const std::filesystem::path& file) {
-  int rc = sqlite3_open_v2(file.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc != SQLITE_OK)
-    throw IndexFailure(rc, "cannot open " + file.string() + ": " + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc)));
-  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  int rc = sqlite3_open_v2(file.c_str(), &db_,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, vfs_);
+  if (rc != SQLITE_OK) fail(rc, "cannot open " + shown_ + ": " + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc)));
+  sqlite3_busy_timeout(db_, static_cast<int>(std::min<std::int64_t>(cache_lock_timeout().count(), INT32_MAX)));
   exec("PRAGMA synchronous=NORMAL");  // per connection; WAL itself is persistent in the file
   std::int64_t version;
   {
@@ -140,7 +210,7 @@ void SqliteIndex::open_and_prepare(const std::filesystem::path& file) {
     version = s.i64(0);
   }
   if (version > kCacheFormatVersion)
-    throw Error(ErrorCode::CacheIo, file.string() + " was written by a newer jitk (format " + std::to_string(version) +
+    throw Error(ErrorCode::CacheIo, shown_ + " was written by a newer jitk (format " + std::to_string(version) +
                                         ", this one reads " + std::to_string(kCacheFormatVersion) +
                                         "); use another JITK_CACHE_DIR for this version");
   if (version == kCacheFormatVersion) return;  // already set up: opening stays read-only
@@ -167,7 +237,7 @@ void SqliteIndex::open_and_prepare(const std::filesystem::path& file) {
     // A version-0 file holding tables of its own is some other program's database: not ours to change.
     Statement s(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT IN ('artifacts', 'counters', 'tuning')");
     s.step();
-    if (s.i64(0) > 0) throw IndexFailure(SQLITE_NOTADB, file.string() + " is another program's SQLite database, not a jitk index");
+    if (s.i64(0) > 0) throw IndexFailure(SQLITE_NOTADB, shown_ + " is another program's SQLite database, not a jitk index");
   }
   exec("PRAGMA journal_mode=WAL");
   exec("BEGIN IMMEDIATE");
@@ -187,7 +257,7 @@ void SqliteIndex::exec(const char* sql) {
   if (rc != SQLITE_OK) {
     std::string msg = "index.db: " + std::string(err ? err : sqlite3_errstr(rc));
     sqlite3_free(err);
-    throw IndexFailure(rc, msg);
+    fail(rc, msg);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cache/artifact_meta.hpp"
+#include "cache/cache_root.hpp"
 
 struct sqlite3;
 
@@ -41,6 +42,11 @@ class SqliteIndex {
   // moved aside and a fresh one made; `repair_note` says what happened. An index written by a
   // newer jitk throws Error{CacheIo}: it is not ours to change.
   explicit SqliteIndex(const std::filesystem::path& file, std::string* repair_note = nullptr);
+  // The index.db of a cache root, opened through the root's handle (/proc/self/fd/N/index.db, with
+  // SQLite's own symlink resolution of that name turned off) so that it, its -wal and its -shm are
+  // the files in the folder opened, whatever happens to the root's path. Each that exists must be a
+  // regular file of ours. A busy index waited on past cache_lock_timeout() throws CacheBusy.
+  SqliteIndex(const CacheRoot& root, std::string* repair_note);
   ~SqliteIndex();
   SqliteIndex(const SqliteIndex&) = delete;
   SqliteIndex& operator=(const SqliteIndex&) = delete;
@@ -69,12 +75,15 @@ class SqliteIndex {
 
  private:
   void open_and_prepare(const std::filesystem::path& file);
+  void open_checked(const std::filesystem::path& file, std::string* repair_note);
   void exec(const char* sql);
   void ensure_tuning_table();  // under mutex_; creates it once per connection
   bool tuning_table_ready_ = false;
   std::mutex mutex_;
   sqlite3* db_ = nullptr;
   std::filesystem::path file_;
+  std::string shown_;           // for messages: the path a person knows
+  const char* vfs_ = nullptr;   // SQLite's default, or the one that keeps /proc/self/fd/N names as they are
 };
 
 }  // namespace jit::detail

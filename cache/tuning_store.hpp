@@ -15,7 +15,10 @@ class TuningStore {
  public:
   // open_index: the index holding the decisions, opened at first use; throws Error{CacheIo} when
   // there is none (the cache is not on disk), and decisions then last only for this process.
-  explicit TuningStore(std::function<SqliteIndex&()> open_index);
+  // on_busy: told when the index was busy past the lock timeout (CacheBusy), so that the cache
+  // goes to memory and no later decision waits again; find and store then say "none" and "not kept".
+  explicit TuningStore(std::function<SqliteIndex&()> open_index,
+                       std::function<void(const std::string&)> on_busy = {});
 
   // nullopt when none was stored, or the cache is not on disk.
   std::optional<TuningRow> find(const std::string& kernel, const std::string& base_params,
@@ -30,6 +33,7 @@ class TuningStore {
  private:
   SqliteIndex* index_or_null() const;
   std::function<SqliteIndex&()> open_index_;
+  std::function<void(const std::string&)> on_busy_;
 };
 
 }  // namespace jit::detail

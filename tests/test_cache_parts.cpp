@@ -56,7 +56,7 @@ TEST_CASE("a blob reads back exactly as written", "[cache]") {
   BlobStore store(dir.path());
   std::string key(32, 'a');
   auto payload = bytes_of("object code \x01\x02\x00 with zeros");
-  auto sum = store.write(key, payload);
+  auto sum = store.write(key, {"saxpy", "dtype=f32", "cpu", "x", "c", 1.0}, payload);
   auto r = store.read(key);
   REQUIRE(r.status == BlobRead::Status::Ok);
   CHECK(r.payload == payload);
@@ -69,7 +69,7 @@ TEST_CASE("a blob with a flipped byte, a truncated blob and a blob under the wro
   prepare_cache_root(dir.path());
   BlobStore store(dir.path());
   std::string key(32, 'b');
-  store.write(key, bytes_of(std::string(1000, 'x')));
+  store.write(key, {"saxpy", "dtype=f32", "cpu", "x", "c", 1.0}, bytes_of(std::string(1000, 'x')));
   auto path = store.path_for(key);
   std::string original = jitk_test::read_file(path);
 

@@ -3,9 +3,11 @@
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
+#include <chrono>
 #include <future>
 #include <random>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test_support.hpp"
@@ -90,6 +92,16 @@ TEST_CASE("a truncated blob is rebuilt", "[cache][process][damage]") {
       jitk_test::write_file(blob, bytes.substr(0, bytes.size() / 3));
     }
   }, "compiled", "damaged");
+}
+
+// Issue 26: a FIFO in a blob's place hung the quickstart and `jitk verify` forever.
+TEST_CASE("a FIFO in the place of a blob is rebuilt, not waited on", "[cache][process][damage]") {
+  check_recovers_after([](const std::filesystem::path& root) {
+    for (const auto& blob : jitk_test::blob_files(root)) {
+      std::filesystem::remove(blob);
+      REQUIRE(::mkfifo(blob.c_str(), 0600) == 0);
+    }
+  }, "compiled", "FIFO");
 }
 
 TEST_CASE("a missing blob whose row is present is rebuilt", "[cache][process][damage]") {
@@ -244,4 +256,35 @@ TEST_CASE("a read-only cache root serves what it holds, keeps new kernels in mem
   CHECK(jitk_test::count_lines_with(r.output, "[jitk W]") == 1);
   CHECK_THAT(r.output, Contains("read-only") && Contains("JITK_CACHE_DIR"));
   CHECK(jitk_test::blob_files(cache.path()).size() == 1);
+}
+
+// Issue 26: with index.db locked by another process, every store waited the whole busy timeout
+// again (a cold quickstart took 303 s). Now the first wait that reaches JITK_CACHE_LOCK_TIMEOUT
+// sends the process to memory for the rest of its run.
+TEST_CASE("an index locked by another process costs a cold run the lock timeout once, not once per kernel", "[cache][process][busy]") {
+  TempDir cache, unlocked;
+  auto env = jitk_test::cache_env(cache);
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  auto t_cold = std::chrono::steady_clock::now();
+  REQUIRE(run(kClient, jitk_test::cache_env(unlocked)).exit_code == 0);  // what a cold run costs here
+  const double cold = since(t_cold);
+  REQUIRE(run(kTool + " stats", env).exit_code == 0);  // makes the index (WAL)
+  sqlite3* other = nullptr;
+  REQUIRE(sqlite3_open((cache.path() / "index.db").c_str(), &other) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);  // held by this process
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = run(kClient, env + " JITK_CACHE_LOCK_TIMEOUT=1");
+  const double seconds = since(t0);
+  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(jitk_test::count_lines_with(r.output, " compiled ok") == 4);
+  CHECK(jitk_test::count_lines_with(r.output, "locked by another process") == 1);
+  // The cold run plus one wait of 1 s (four, one per store, before).
+  INFO("cold run " << cold << " s, with the index locked " << seconds << " s");
+  CHECK(seconds >= 1.0);
+  CHECK(seconds < cold + 1.0 + 1.8);
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "cache/blob_format.hpp"
 #include "cache/cache_key.hpp"
 #include "test_support.hpp"
 
@@ -19,24 +20,86 @@ using jitk_test::kTool;
 nlohmann::json stats(const std::string& env) { return nlohmann::json::parse(run(kTool + " stats --json", env).output); }
 
 // A pack's table of contents, edited, and the pack put back together with valid checksums: what
-// another jitk (or a build with another compiler) would have written.
-void rewrite_pack(const jitk_test::fs::path& pack, const std::function<void(nlohmann::json&)>& edit) {
+// another jitk (or a build with another compiler) would have written. rebind: each payload's blob
+// header is rewritten to name what its edited entry names, as that jitk would have made it.
+void rewrite_pack(const jitk_test::fs::path& pack, const std::function<void(nlohmann::json&)>& edit, bool rebind = false) {
   std::string in = jitk_test::read_file(pack);
   std::uint64_t json_size;
   std::memcpy(&json_size, in.data() + 16, sizeof json_size);
   auto doc = nlohmann::json::parse(in.substr(24, json_size));
+  std::vector<std::string> payloads;
+  std::size_t at = 24 + json_size;
+  for (const auto& r : doc["artifacts"]) {
+    payloads.push_back(in.substr(at, r["size"].get<std::size_t>()));
+    at += payloads.back().size();
+  }
   edit(doc);
+  if (rebind)
+    for (std::size_t i = 0; i < payloads.size(); ++i) {
+      auto& r = doc["artifacts"][i];
+      jit::detail::BlobHeader h;
+      REQUIRE(jit::detail::check_blob_binding(payloads[i], r["key"], &h).empty());
+      const jit::detail::ArtifactMeta meta{r["kernel"], r["params"], r["backend"], r["arch"], r["compiler"],
+                                           r["compile_ms"], r["implementation"], r["implementation_version"]};
+      const std::string code = payloads[i].substr(h.header_size);
+      payloads[i] = jit::detail::encode_blob_header(r["key"], meta, code) + code;
+      r["size"] = payloads[i].size();
+      r["checksum"] = jit::detail::checksum_hex(payloads[i].data(), payloads[i].size());
+    }
   const std::string json = doc.dump();
   std::string out = in.substr(0, 16);
   const std::uint64_t size = json.size();
   out.append(reinterpret_cast<const char*>(&size), sizeof size);
   out += json;
-  out += in.substr(24 + json_size, in.size() - 32 - 24 - json_size);
+  for (const auto& p : payloads) out += p;
+  out += jit::detail::checksum_hex(out.data(), out.size());
+  jitk_test::write_file(pack, out);
+}
+
+// Swaps the payloads of entries i and j (with their sizes and checksums, so every checksum in the
+// pack still holds): each entry keeps its key, kernel and params but carries the other's code.
+void swap_pack_payloads(const jitk_test::fs::path& pack, std::size_t i, std::size_t j) {
+  std::string in = jitk_test::read_file(pack);
+  std::uint64_t json_size;
+  std::memcpy(&json_size, in.data() + 16, sizeof json_size);
+  auto doc = nlohmann::json::parse(in.substr(24, json_size));
+  auto& rows = doc["artifacts"];
+  std::vector<std::string> payloads;
+  std::size_t at = 24 + json_size;
+  for (const auto& r : rows) {
+    const std::size_t n = r["size"].get<std::size_t>();
+    payloads.push_back(in.substr(at, n));
+    at += n;
+  }
+  std::swap(payloads[i], payloads[j]);
+  std::swap(rows[i]["size"], rows[j]["size"]);
+  std::swap(rows[i]["checksum"], rows[j]["checksum"]);
+  const std::string json = doc.dump();
+  std::string out = in.substr(0, 16);
+  const std::uint64_t size = json.size();
+  out.append(reinterpret_cast<const char*>(&size), sizeof size);
+  out += json;
+  for (const auto& p : payloads) out += p;
   out += jit::detail::checksum_hex(out.data(), out.size());
   jitk_test::write_file(pack, out);
 }
 
 }  // namespace
+
+TEST_CASE("a pack whose entries' payloads are swapped is refused whole, naming the entry", "[ship][pack]") {
+  TempDir cache, other, dir;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient + " saxpy rms_norm", env).exit_code == 0);
+  const auto pack = dir.path() / "swapped.jitkpack";
+  REQUIRE(run(kTool + " export '" + pack.string() + "'", env).exit_code == 0);
+  swap_pack_payloads(pack, 0, 1);
+  auto imp = run(kTool + " import '" + pack.string() + "'", jitk_test::cache_env(other));
+  INFO(imp.output);
+  CHECK(imp.exit_code != 0);
+  CHECK_THAT(imp.output, Contains("is not the artifact its entry names") && Contains("nothing imported"));
+  CHECK(stats(jitk_test::cache_env(other))["entries"] == 0);
+  CHECK(jitk_test::blob_files(other.path()).empty());
+}
 
 TEST_CASE("JITK_RECORD lists what programs used, once each, with many processes at once", "[ship][record]") {
   TempDir cache, fresh, dir;
@@ -166,7 +229,7 @@ TEST_CASE("a pack from another jitk or compiler version imports nothing stale", 
     doc["artifacts"][0]["implementation_version"] = 7;                     // a later jitk's implementation
     doc["artifacts"][1]["compiler"] = "clang Debian Clang 99.0.0";          // another compiler
     doc["artifacts"][2]["implementation"] = "";                             // cache format 1
-  });
+  }, /*rebind=*/true);
   auto r = run(kTool + " import '" + pack.string() + "'", jitk_test::cache_env(target));
   INFO(r.output);
   CHECK(r.exit_code == 0);

@@ -1,9 +1,12 @@
 // The jitk tool: info, ls, stats, clear, verify and warm, run as a user would.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <set>
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
+#include "cache/blob_format.hpp"
 #include "jit/registry.hpp"
 #include "test_support.hpp"
 
@@ -85,6 +88,29 @@ TEST_CASE("jitk verify finds a damaged blob and --fix repairs it", "[tool]") {
   CHECK(run(kTool + " verify --fix", env).exit_code == 0);
   CHECK(run(kTool + " verify", env).exit_code == 0);
   CHECK(json_of("stats --json", env)["entries"] == 1);
+}
+
+TEST_CASE("jitk verify reports a FIFO in a blob's place without blocking, and --fix rebuilds lost rows from blob headers", "[tool]") {
+  TempDir cache;
+  auto env = jitk_test::cache_env(cache);
+  REQUIRE(run(kClient + " saxpy softmax", env).exit_code == 0);
+  auto blobs = jitk_test::blob_files(cache.path());
+  REQUIRE(blobs.size() == 2);
+  std::filesystem::remove(blobs[0]);
+  REQUIRE(::mkfifo(blobs[0].c_str(), 0600) == 0);
+  auto found = run("timeout 60 " + kTool + " verify", env);
+  INFO(found.output);
+  CHECK(found.exit_code == 1);
+  CHECK_THAT(found.output, Contains("is a FIFO, not a regular file") && Contains("1 problem(s)"));
+  CHECK(run("timeout 60 " + kTool + " verify --fix", env).exit_code == 0);
+  // index.db lost: the blob's header says what it is, and --fix puts its row back.
+  for (const char* f : {"index.db", "index.db-wal", "index.db-shm"}) std::filesystem::remove(cache.path() / f);
+  CHECK(json_of("stats --json", env)["entries"] == 0);
+  auto fixed = run(kTool + " verify --fix", env);
+  INFO(fixed.output);
+  CHECK_THAT(fixed.output, Contains("row rebuilt from its header (softmax") || Contains("row rebuilt from its header (saxpy"));
+  CHECK(json_of("stats --json", env)["entries"] == 1);
+  CHECK(run(kTool + " verify", env).exit_code == 0);
 }
 
 TEST_CASE("jitk warm compiles every listed specialization once and a second warm compiles nothing", "[tool][warm]") {
@@ -278,6 +304,17 @@ TEST_CASE("jitk ls shows each artifact's implementation, and prune --stale remov
                             "UPDATE artifacts SET implementation = 'my-saxpy' WHERE kernel = 'saxpy'"})  // a user's
       CHECK(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
+    // Their blobs' headers name what they were made as, too.
+    for (const auto& blob : jitk_test::blob_files(cache.path())) {
+      const std::string bytes = jitk_test::read_file(blob);
+      jit::detail::BlobHeader h;
+      REQUIRE(jit::detail::check_blob_binding(bytes, blob.filename().string(), &h).empty());
+      if (h.meta.kernel == "rms_norm") h.meta.implementation_version = 0;
+      if (h.meta.kernel == "softmax") h.meta.implementation = "";
+      if (h.meta.kernel == "saxpy") h.meta.implementation = "my-saxpy";
+      const std::string code = bytes.substr(h.header_size);
+      jitk_test::write_file(blob, jit::detail::encode_blob_header(h.key, h.meta, code) + code);
+    }
   }
   CHECK_THAT(run(kTool + " ls", env).output, Contains(" - ") && Contains("my-saxpy v1"));
   CHECK(run(kTool + " prune --stale --older-than 1x", env).exit_code == 2);  // removes nothing: see the next line

@@ -20,7 +20,7 @@ constexpr const char* kPackSymbol = "jitk_pack";  // gemm.cu's f32 transpose (pa
 // cache can be written.
 std::string toolkit_memo_dir() {
   const DiskTier& disk = *process_tiers().disk;
-  return disk.writable() ? (disk.root() / "toolkit-headers").string() : "";
+  return disk.writable() ? disk.pinned("toolkit-headers") : "";  // through the root's handle
 }
 
 class CudaDriver final : public BackendDriver {

@@ -4,13 +4,15 @@
 // rows: key, kernel, params, backend, arch, compiler, implementation, implementation_version,
 // compile_ms, size, checksum; "tuning": the autotuning decisions, as `jitk ls --tuning --json`
 // lists them, optional), the payloads in row order, then the XXH3-128 (32 hex digits) of
-// everything before it.
+// everything before it. A payload is the artifact's blob as the cache keeps it (pack version 2):
+// its header binds it to its key, kernel, params, backend and target, checked at import.
 #include <unistd.h>
 
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cache/blob_format.hpp"
 #include "cache/cache_key.hpp"
 #include "cache/process_tiers.hpp"
 #include "jit/cache.hpp"
@@ -22,7 +24,7 @@ namespace jit::cache {
 namespace {
 
 constexpr char kMagic[8] = {'J', 'I', 'T', 'K', 'P', 'A', 'C', 'K'};
-constexpr std::uint32_t kPackVersion = 1;
+constexpr std::uint32_t kPackVersion = 2;  // 2: payloads are bound blobs
 constexpr std::size_t kHeader = 8 + 4 + 4 + 8, kTrailer = 32;
 
 template <class V> void put(std::string& out, V v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
@@ -75,6 +77,20 @@ std::string staleness(const nlohmann::json& r, bool* unchecked) {
   return "";
 }
 
+// The artifact inside a pack entry's blob, after checking that the blob is bound to the entry it
+// sits in (its key, kernel, params, backend, target, compiler, implementation): payloads swapped
+// between entries, or an entry relabelled, are refused.
+std::vector<char> unwrap_bound_payload(const std::filesystem::path& file, const nlohmann::json& r, const std::vector<char>& blob) {
+  const detail::ArtifactMeta named{.kernel = r["kernel"], .params = r["params"], .backend = r["backend"], .arch = r["arch"],
+                                   .compiler = r["compiler"], .compile_ms = 0, .implementation = r["implementation"],
+                                   .implementation_version = r["implementation_version"]};
+  detail::BlobHeader bound;
+  std::string why = detail::check_blob_binding({blob.data(), blob.size()}, r["key"], &bound);
+  if (why.empty()) why = detail::binding_mismatch(bound, r["key"], &named);
+  if (!why.empty()) damaged(file, "the payload of " + describe(r) + " is not the artifact its entry names: " + why);
+  return {blob.begin() + static_cast<std::ptrdiff_t>(bound.header_size), blob.end()};
+}
+
 }  // namespace
 
 ExportResult export_pack(const std::filesystem::path& file, const std::optional<Target>& target) {
@@ -86,7 +102,7 @@ ExportResult export_pack(const std::filesystem::path& file, const std::optional<
   for (const auto& row : cache.rows()) {
     if (target && (row.backend != backend_name(target->backend) || (!target->arch.empty() && row.arch != target->arch)))
       continue;
-    auto payload = cache.read_verified(row.key);
+    auto payload = cache.read_blob(row.key);  // header and all: the import checks what it is bound to
     if (!payload) {
       result.skipped.push_back(row.key + " " + row.kernel + " (" + row.params + "): blob missing or damaged (run `jitk verify`)");
       continue;
@@ -184,6 +200,7 @@ ImportResult import_pack(const std::filesystem::path& file) {
       Entry e{r, std::vector<char>(in.begin() + static_cast<std::ptrdiff_t>(at), in.begin() + static_cast<std::ptrdiff_t>(at + size))};
       if (detail::checksum_hex(e.payload.data(), e.payload.size()) != r["checksum"].get<std::string>())
         damaged(file, "the payload of " + describe(r) + " fails its checksum");
+      e.payload = unwrap_bound_payload(file, r, e.payload);
       at += size;
       entries.push_back(std::move(e));
     }
