@@ -71,6 +71,8 @@ LoadedKernels& loaded_kernels() {
   return k;
 }
 
+}  // namespace
+
 ArtifactMeta meta_of(const Specialization& s) {
   return {.kernel = s.unit.kernel,
           .params = s.unit.params_text,
@@ -81,6 +83,8 @@ ArtifactMeta meta_of(const Specialization& s) {
           .implementation = s.unit.implementation,
           .implementation_version = s.unit.implementation_version};
 }
+
+namespace {
 
 LoadedPtr load_from_tiers(const TierStack& tiers, const Specialization& s, Count count, const char* how) {
   auto t0 = std::chrono::steady_clock::now();

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "jit/jit.hpp"
+#include "cache/artifact_meta.hpp"
 #include "jit/specializer.hpp"
 
 namespace jit::detail {
@@ -27,6 +28,8 @@ Specialization resolve(std::string_view kernel, const ParamSet& params, const Ta
 // Compiles and stores s unless a tier has a verified copy (without loading it into this process,
 // so a target with no device present can be warmed). Without tiers: the process's.
 enum class WarmOutcome { AlreadyCached, CompiledAndStored, CompiledNotStored };
+// What a blob of this specialization is bound to (the cache checks a blob's header against it).
+ArtifactMeta meta_of(const Specialization& s);
 WarmOutcome ensure_on_disk(const Specialization& s, const TierStack& tiers);
 WarmOutcome ensure_on_disk(const Specialization& s);
 

@@ -206,7 +206,7 @@ void first_use_breakdown() {
   Specialization s;
   stage("whole resolve + key, second time", [&] { s = resolve("rms_norm", params, *target); });
   std::optional<std::vector<char>> bytes;
-  stage("blob read + verify", [&] { bytes = process_tiers().disk->get(s.key, {}, Count::Hits); });
+  stage("blob read + verify", [&] { bytes = process_tiers().disk->get(s.key, meta_of(s), Count::Hits); });
   if (!bytes) return;
   stage("module load + lookup, first in process", [&] { s.driver->load(*bytes, s.unit, s.target, s.key); });
   stage("module load + lookup, second", [&] { s.driver->load(*bytes, s.unit, s.target, s.key); });
