@@ -82,9 +82,8 @@ ArtifactMeta meta_of(const Specialization& s) {
           .implementation_version = s.unit.implementation_version};
 }
 
-LoadedPtr load_from_tiers(const TierStack& tiers, const Specialization& s, Count count, const char* how) {
-  auto t0 = std::chrono::steady_clock::now();
-  auto hit = tiers.get(s.key, meta_of(s), count);
+LoadedPtr load_hit(const TierStack& tiers, const Specialization& s, const std::optional<TierStack::Hit>& hit, const char* how,
+                   std::chrono::steady_clock::time_point t0) {
   if (!hit) return nullptr;
   try {
     double read_ms = ms_since(t0);
@@ -99,6 +98,11 @@ LoadedPtr load_from_tiers(const TierStack& tiers, const Specialization& s, Count
     tiers.remove(s.key);
     return nullptr;
   }
+}
+
+LoadedPtr load_from_tiers(const TierStack& tiers, const Specialization& s, Count count, const char* how) {
+  auto t0 = std::chrono::steady_clock::now();
+  return load_hit(tiers, s, tiers.get(s.key, meta_of(s), count), how, t0);
 }
 
 // Compiles s and stores the artifact in every tier; the caller holds the key's lock.
@@ -120,6 +124,10 @@ Built build(const Specialization& s, const TierStack& tiers) {
   auto lock = tiers.lock(s.key);  // one compile per key across processes; the rest wait here
   if (LoadedPtr k = load_from_tiers(tiers, s, Count::HitsAndMisses, " after waiting for another process"))
     return {k, Origin::DiskCache};
+  // One process of the fleet compiles; the others wait here for its artifact (a remote tier's lease).
+  auto t0 = std::chrono::steady_clock::now();
+  TierStack::Claim claim = tiers.claim(s.key, meta_of(s));
+  if (LoadedPtr k = load_hit(tiers, s, claim.hit, " after waiting for another machine", t0)) return {k, Origin::DiskCache};
   return {s.driver->load(compile_and_store(tiers, s).bytes, s.unit, s.target, s.key), Origin::Compiled};
 }
 
@@ -167,6 +175,8 @@ WarmOutcome ensure_on_disk(const Specialization& s, const TierStack& tiers) {
   auto lock = tiers.lock(s.key);
   // Counts the miss; a damaged leftover has been dropped by the look before.
   if (tiers.get(s.key, meta, Count::HitsAndMisses)) return WarmOutcome::AlreadyCached;
+  TierStack::Claim claim = tiers.claim(s.key, meta);
+  if (claim.hit) return WarmOutcome::AlreadyCached;
   bool stored = false;
   compile_and_store(tiers, s, &stored);
   return stored ? WarmOutcome::CompiledAndStored : WarmOutcome::CompiledNotStored;
