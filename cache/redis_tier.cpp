@@ -217,11 +217,15 @@ std::optional<std::vector<char>> RedisTier::read_verified(const std::string& key
   }
   if (r->str.empty()) return std::nullopt;  // absent (GETRANGE of no key is "")
   counters_.bytes_read += static_cast<std::int64_t>(r->str.size());
+  if (static_cast<std::int64_t>(r->str.size()) > options_.max_entry_bytes) {
+    // Too large for this process, not bad: left for the processes whose limit it fits.
+    warn_once("remote-too-large-read", "remote cache " + address_.shown + ": the entry for " + meta.kernel + " (" + meta.params +
+                                           ") is larger than JITK_REMOTE_MAX_ENTRY (" + std::to_string(options_.max_entry_bytes) +
+                                           " bytes); not read, compiling here");
+    return std::nullopt;
+  }
   BlobHeader h;
-  if (static_cast<std::int64_t>(r->str.size()) > options_.max_entry_bytes)
-    why = "larger than JITK_REMOTE_MAX_ENTRY (" + std::to_string(options_.max_entry_bytes) + " bytes)";
-  else if (why = check_blob_binding(r->str, key, &h); why.empty())
-    why = binding_mismatch(h, key, &meta);
+  if (why = check_blob_binding(r->str, key, &h); why.empty()) why = binding_mismatch(h, key, &meta);
   if (!why.empty()) {
     ++counters_.bad_entries;
     count("bad_entries");
@@ -298,6 +302,8 @@ FlightClaim RedisTier::claim(const std::string& key, const ArtifactMeta& meta) {
       // Ours. The holder before (if any) stores its blob before releasing: look once more.
       if (auto payload = read_verified(key, meta)) {
         command({"EVAL", kReleaseScript, "1", lease_key(key), token});
+        ++counters_.hits;
+        count("hits");
         return {std::move(payload), nullptr};
       }
       return {std::nullopt, std::make_unique<RedisLease>(shared_from_this(), lease_key(key), token)};

@@ -133,6 +133,23 @@ Built build(const Specialization& s, const TierStack& tiers) {
 
 }  // namespace
 
+std::vector<KeyPart> key_parts(const Specialization& s) {
+  std::vector<KeyPart> parts{{"format", std::to_string(kCacheFormatVersion)},
+                             {"kernel", s.unit.kernel},
+                             {"implementation", s.unit.implementation},
+                             {"implementation version", std::to_string(s.unit.implementation_version)},
+                             {"params", s.unit.params_text},
+                             {"backend", std::string(backend_name(s.target.backend))},
+                             {"compiler", s.compiler->id()},
+                             {"arch", s.compiler->arch()},
+                             {"target", s.compiler->target_fingerprint()}};
+  for (const auto& o : s.compiler->options()) parts.push_back({"option", o});
+  parts.push_back({"source " + s.unit.main.name, s.unit.main.text});
+  for (const auto& h : s.unit.headers) parts.push_back({"header " + h.name, h.text});
+  parts.push_back({"external headers", s.compiler->external_headers_fingerprint(s.unit)});
+  return parts;
+}
+
 Specialization resolve(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection) {
   const KernelDef& def = find_kernel(kernel);
   Specialization s;
@@ -152,19 +169,7 @@ Specialization resolve(std::string_view kernel, const ParamSet& params, const Ta
                chosen.impl.name, chosen.impl.version, chosen.reason);
 
   KeyBuilder key;
-  key.add("format", std::to_string(kCacheFormatVersion))
-      .add("kernel", def.name)
-      .add("implementation", chosen.impl.name)
-      .add("implementation version", std::to_string(chosen.impl.version))
-      .add("params", s.unit.params_text)
-      .add("backend", backend_name(target.backend))
-      .add("compiler", s.compiler->id())
-      .add("arch", s.compiler->arch())
-      .add("target", s.compiler->target_fingerprint());
-  for (const auto& o : s.compiler->options()) key.add("option", o);
-  key.add("source " + s.unit.main.name, s.unit.main.text);
-  for (const auto& h : s.unit.headers) key.add("header " + h.name, h.text);
-  key.add("external headers", s.compiler->external_headers_fingerprint(s.unit));
+  for (const auto& part : key_parts(s)) key.add(part.name, part.value);
   s.key = key.finish().hex();
   return s;
 }

@@ -123,6 +123,16 @@ std::string remote_ping(double* round_trip_ms = nullptr);
 // Error{CacheIo} when no remote is configured, it is read-only or cannot be reached.
 std::int64_t push_to_remote();
 
+// ---- explaining a key: why two machines miss each other's artifacts -----------------------------
+struct KeyComponent {
+  std::string name;   // "kernel", "params", "backend", "arch", "compiler", "option", "source saxpy.cpp", ...
+  std::string value;  // texts (sources, headers) as their XXH3-128 and size; the rest whole
+};
+// Every component the cache key of kernel(params) on target is made of, in hashing order, then
+// "jitk version" (not hashed: the format and implementation versions are) and last "key". Two
+// machines' lists, diffed, show why one misses what the other compiled. Compiles nothing.
+std::vector<KeyComponent> explain_key(const std::string& kernel, const std::string& params_text, const Target& target);
+
 // ---- shipping a warmed cache: one file ------------------------------------------------------------
 struct ExportResult {
   std::int64_t artifacts = 0;

@@ -1,0 +1,380 @@
+// The fleet cache: many processes, each with its own local cache, sharing one redis-server that the test starts.
+#include <catch2/catch.hpp>
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <csignal>
+#include <future>
+#include <map>
+#include <thread>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cache/remote_address.hpp"
+#include "test_support.hpp"
+
+using Catch::Matchers::Contains;
+using jitk_test::kClient;
+using jitk_test::run;
+using jitk_test::TempDir;
+
+extern char** environ;
+
+namespace {
+
+// A redis-server of the test's own: a temp folder, a unix socket, nothing persisted, killed at the end.
+class RedisServer {
+ public:
+  static bool available() { return std::system("command -v redis-server > /dev/null 2>&1") == 0; }
+
+  explicit RedisServer(std::vector<std::string> extra = {}) {
+    socket_ = (dir_.path() / "redis.sock").string();
+    std::vector<std::string> args{"redis-server", "--port", "0", "--unixsocket", socket_, "--save", "", "--appendonly", "no",
+                                  "--dir", dir_.str(), "--logfile", (dir_.path() / "redis.log").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    password_ = extra.size() == 2 && extra[0] == "--requirepass" ? extra[1] : "";
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    REQUIRE(posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ) == 0);
+    // Bounded: ready within 10 s or the test fails.
+    for (int i = 0; i < 200 && !ping(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    REQUIRE(ping());
+  }
+  ~RedisServer() { kill(); }
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  std::string url() const { return "unix://" + socket_; }
+  // The environment for a client process: its own empty local cache, this remote.
+  std::string env(const TempDir& cache, const std::string& more = "") const {
+    return jitk_test::cache_env(cache) + " JITK_REMOTE='" + url() + "' " + more;
+  }
+
+  // A command's reply as text (integers as decimal, arrays joined by '\n'); "" for nil.
+  std::string command(const std::vector<std::string>& args) const {
+    redisContext* c = redisConnectUnix(socket_.c_str());
+    REQUIRE((c && !c->err));
+    std::vector<const char*> p;
+    std::vector<size_t> n;
+    for (const auto& a : args) {
+      p.push_back(a.data());
+      n.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(p.size()), p.data(), n.data()));
+    REQUIRE(r);
+    std::string out;
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR) out.assign(r->str, r->len);
+    if (r->type == REDIS_REPLY_INTEGER) out = std::to_string(r->integer);
+    if (r->type == REDIS_REPLY_ARRAY)
+      for (size_t i = 0; i < r->elements; ++i) out += (i ? "\n" : "") + std::string(r->element[i]->str ? r->element[i]->str : "", r->element[i]->len);
+    freeReplyObject(r);
+    redisFree(c);
+    return out;
+  }
+  std::vector<std::string> lines(const std::vector<std::string>& args) const {
+    std::vector<std::string> out;
+    std::istringstream in(command(args));
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  }
+  // The cache keys with a blob in the remote.
+  std::vector<std::string> blob_keys() const {
+    std::vector<std::string> keys;
+    for (const auto& k : lines({"KEYS", "jitk:v1:blob:*"})) keys.push_back(k.substr(std::string("jitk:v1:blob:").size()));
+    return keys;
+  }
+  // key -> how many times the fleet compiled it.
+  std::map<std::string, int> compiles() const {
+    auto l = lines({"HGETALL", "jitk:v1:compiles"});
+    std::map<std::string, int> out;
+    for (std::size_t i = 0; i + 1 < l.size(); i += 2) out[l[i]] = std::stoi(l[i + 1]);
+    return out;
+  }
+  std::int64_t stat(const std::string& field) const {
+    std::string v = command({"HGET", "jitk:v1:stats", field});
+    return v.empty() ? 0 : std::stoll(v);
+  }
+
+ private:
+  bool ping() const {
+    redisContext* c = redisConnectUnix(socket_.c_str());
+    bool ok = c && !c->err;
+    if (ok) {
+      auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
+      // A server asking for a password answers NOAUTH: it is up.
+      ok = r && (r->type == REDIS_REPLY_STATUS || (!password_.empty() && r->type == REDIS_REPLY_ERROR));
+      if (r) freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return ok;
+  }
+  TempDir dir_;
+  std::string socket_, password_;
+  pid_t pid_ = -1;
+};
+
+#define REQUIRE_REDIS()                                                                      \
+  do {                                                                                       \
+    if (!RedisServer::available()) {                                                         \
+      std::printf("SKIPPED: redis-server not found (Debian: apt-get install redis-server)\n"); \
+      return;                                                                                \
+    }                                                                                        \
+  } while (0)
+
+struct Fleet {
+  int exit_failures = 0, ok = 0, wrong = 0, compiled = 0;
+  std::string outputs;
+};
+
+// n client processes started together, each with its own empty local cache.
+Fleet run_fleet(const RedisServer& redis, int n, const std::string& kernels = "", const std::string& more_env = "",
+                const std::function<void()>& meanwhile = {}) {
+  std::vector<std::unique_ptr<TempDir>> caches;
+  std::vector<std::future<jitk_test::CommandResult>> runs;
+  for (int i = 0; i < n; ++i) {
+    caches.push_back(std::make_unique<TempDir>());
+    const std::string env = redis.env(*caches.back(), more_env);
+    runs.push_back(std::async(std::launch::async, [env, kernels] { return run(kClient + " " + kernels, env); }));
+  }
+  if (meanwhile) meanwhile();
+  Fleet f;
+  for (auto& r : runs) {
+    auto res = r.get();
+    f.exit_failures += res.exit_code != 0;
+    f.ok += static_cast<int>(jitk_test::count_lines_with(res.output, " ok\n"));
+    f.wrong += static_cast<int>(jitk_test::count_lines_with(res.output, "WRONG"));
+    f.compiled += static_cast<int>(jitk_test::count_lines_with(res.output, " compiled ok"));
+    f.outputs += res.output + "----\n";
+  }
+  return f;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+TEST_CASE("remote URLs are taken apart, and bad ones are refused with the reason", "[fleet][url]") {
+  std::string problem;
+  auto a = jit::detail::parse_redis_url("redis://alice:s%40cret@cache.internal:6380/3", &problem);
+  REQUIRE(a);
+  CHECK(a->host == "cache.internal");
+  CHECK(a->port == 6380);
+  CHECK(a->user == "alice");
+  CHECK(a->password == "s@cret");
+  CHECK(a->db == 3);
+  CHECK(a->shown == "redis://alice:***@cache.internal:6380/3");  // never the password
+  auto u = jit::detail::parse_redis_url("unix:///run/redis/redis.sock", &problem);
+  REQUIRE(u);
+  CHECK(u->socket_path == "/run/redis/redis.sock");
+  auto v6 = jit::detail::parse_redis_url("redis://[::1]:7000", &problem);
+  REQUIRE(v6);
+  CHECK(v6->host == "::1");
+  CHECK(v6->port == 7000);
+  for (const char* bad : {"redis://", "redis://host:0", "redis://host:99999", "redis://host:port", "redis://host:6379/x",
+                          "http://host:6379", "unix://relative.sock", "redis://user:@host:1", "redis://a:b%4@host:1",
+                          "redis://[::1:6379", "redis://host\n:6379", "redis://host:6379/-1"}) {
+    INFO(bad);
+    problem.clear();
+    CHECK_FALSE(jit::detail::parse_redis_url(bad, &problem));
+    CHECK_FALSE(problem.empty());
+  }
+}
+
+TEST_CASE("16 processes with their own empty caches compile each kernel once in the whole fleet", "[fleet][concurrency]") {
+  REQUIRE_REDIS();
+  RedisServer redis;
+  constexpr int kProcesses = 16;
+  Fleet f = run_fleet(redis, kProcesses);
+  INFO(f.outputs);
+  CHECK(f.exit_failures == 0);
+  CHECK(f.wrong == 0);
+  CHECK(f.ok == 4 * kProcesses);
+  CHECK(f.compiled == 4);  // the four kernels, once each in the fleet
+  auto compiles = redis.compiles();
+  CHECK(compiles.size() == 4);
+  for (const auto& [key, n] : compiles) CHECK(n == 1);
+  CHECK(redis.blob_keys().size() == 4);
+  CHECK(redis.stat("hits") == 4 * (kProcesses - 1));
+
+  // A process of the fleet started later finds all four in the remote and compiles nothing.
+  TempDir later;
+  auto r = run(kClient, redis.env(later));
+  CHECK(jitk_test::count_lines_with(r.output, " disk ok") == 4);
+}
+
+TEST_CASE("redis-server killed while a fleet warms: every process still finishes correct", "[fleet][failure]") {
+  REQUIRE_REDIS();
+  RedisServer redis;
+  Fleet f = run_fleet(redis, 8, "", "JITK_REMOTE_TIMEOUT=500ms", [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    redis.kill();
+  });
+  INFO(f.outputs);
+  CHECK(f.exit_failures == 0);
+  CHECK(f.wrong == 0);
+  CHECK(f.ok == 4 * 8);
+}
+
+TEST_CASE("a remote that refuses, asks for a password or is not there: kernels compile here, one warning", "[fleet][failure]") {
+  REQUIRE_REDIS();
+  RedisServer locked({"--requirepass", "pw-of-the-server"});
+  TempDir missing_dir;
+  for (const std::string& url : {"unix://" + (missing_dir.path() / "none.sock").string(),  // no such socket
+                                std::string("redis://nobody:not-the-password@127.0.0.1:1"),  // refused
+                                locked.url()}) {  // NOAUTH
+    TempDir cache;
+    auto r = run(kClient, jitk_test::cache_env(cache) + " JITK_REMOTE='" + url + "'");
+    INFO(url << "\n" << r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(jitk_test::count_lines_with(r.output, " compiled ok") == 4);
+    CHECK(jitk_test::count_lines_with(r.output, "remote cache") == 1);
+    CHECK_THAT(r.output, !Contains("not-the-password"));  // a password never reaches a log
+  }
+}
+
+TEST_CASE("a server that answers garbage is a failure said once, never a crash or a hang", "[fleet][failure]") {
+  TempDir dir;
+  const std::string sock = (dir.path() / "garbage.sock").string();
+  // A listener that answers every connection with bytes that are not RESP.
+  if (std::system("command -v python3 > /dev/null 2>&1") != 0) {
+    std::printf("SKIPPED: python3 not found for the garbage server\n");
+    return;
+  }
+  pid_t pid = 0;
+  {
+    std::vector<std::string> args{"python3", "-c",
+                                  "import socket\ns=socket.socket(socket.AF_UNIX)\ns.bind('" + sock +
+                                      "')\ns.listen(64)\nwhile True:\n c,_=s.accept()\n try:\n  c.recv(65536); c.sendall(b'%garbage\\x00\\xff' * 100)\n "
+                                      "except Exception: pass\n c.close()\n"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    REQUIRE(posix_spawnp(&pid, "python3", nullptr, nullptr, argv.data(), environ) == 0);
+  }
+  for (int i = 0; i < 100 && !std::filesystem::exists(sock); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  TempDir cache;
+  auto r = run(kClient, jitk_test::cache_env(cache) + " JITK_REMOTE='unix://" + sock + "' JITK_REMOTE_TIMEOUT=500ms");
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(jitk_test::count_lines_with(r.output, " compiled ok") == 4);
+  CHECK(jitk_test::count_lines_with(r.output, "remote cache") == 1);
+}
+
+TEST_CASE("a poisoned remote entry (another key's blob, truncated, garbage, oversized) is detected, never loaded, replaced", "[fleet][trust]") {
+  REQUIRE_REDIS();
+  RedisServer redis;
+  TempDir first, second;
+  REQUIRE(run(kClient + " saxpy", redis.env(first)).exit_code == 0);
+  const std::string saxpy = redis.blob_keys().at(0);
+  REQUIRE(run(kClient + " rms_norm", redis.env(second)).exit_code == 0);
+  auto keys = redis.blob_keys();
+  REQUIRE(keys.size() == 2);
+  const std::string rms = keys[0] == saxpy ? keys[1] : keys[0];
+  const std::string good = redis.command({"GET", "jitk:v1:blob:" + saxpy});
+  const std::string other = redis.command({"GET", "jitk:v1:blob:" + rms});
+
+  const std::map<std::string, std::string> poisons = {
+      {"another key's blob", other},
+      {"truncated", good.substr(0, good.size() / 2)},
+      {"garbage", std::string(4096, '\x5a')},
+      {"one flipped payload byte", [&] { std::string b = good; b[b.size() - 3] ^= 0x40; return b; }()},
+      {"header only", good.substr(0, 130)},
+  };
+  for (const auto& [what, poison] : poisons) {
+    INFO(what);
+    redis.command({"SET", "jitk:v1:blob:" + saxpy, poison});
+    const auto bad_before = redis.stat("bad_entries");
+    TempDir fresh;
+    auto r = run(kClient + " saxpy", redis.env(fresh));
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Contains("saxpy compiled ok"));  // not loaded: compiled here
+    CHECK_THAT(r.output, Contains("not loaded"));
+    CHECK(redis.stat("bad_entries") == bad_before + 1);
+    // Replaced by the fresh compile: the next process loads it.
+    CHECK(redis.command({"GET", "jitk:v1:blob:" + saxpy}) != poison);
+    TempDir next;
+    CHECK_THAT(run(kClient + " saxpy", redis.env(next)).output, Contains("saxpy disk ok"));
+  }
+  // An entry over this process's size limit is not read, and left for the processes it fits.
+  TempDir fresh;
+  auto r = run(kClient + " saxpy", redis.env(fresh, "JITK_REMOTE_MAX_ENTRY=" + std::to_string(good.size() / 2)));
+  INFO(r.output);
+  CHECK_THAT(r.output, Contains("saxpy compiled ok"));
+  CHECK_THAT(r.output, Contains("JITK_REMOTE_MAX_ENTRY"));
+  CHECK(redis.command({"EXISTS", "jitk:v1:blob:" + saxpy}) == "1");
+}
+
+TEST_CASE("a lease holder that died: the others compile once, within the lease ttl plus one compile", "[fleet][lease]") {
+  REQUIRE_REDIS();
+  RedisServer redis;
+  TempDir probe;
+  REQUIRE(run(kClient + " saxpy", redis.env(probe)).exit_code == 0);
+  const std::string key = redis.blob_keys().at(0);
+  redis.command({"FLUSHALL"});
+  // A holder that took the lease and died: nobody renews it, it expires after its ttl.
+  constexpr int kTtlMs = 3000;
+  redis.command({"SET", "jitk:v1:lease:" + key, "dead-host:1:1", "PX", std::to_string(kTtlMs)});
+  const auto t0 = std::chrono::steady_clock::now();
+  Fleet f = run_fleet(redis, 6, "saxpy");
+  const double s = seconds_since(t0);
+  INFO(f.outputs);
+  CHECK(f.exit_failures == 0);
+  CHECK(f.ok == 6);
+  CHECK(f.compiled == 1);  // the one that took the expired lease; the others waited for it
+  CHECK(redis.compiles()[key] == 1);
+  CHECK(redis.stat("waits") >= 1);
+  CHECK(s >= kTtlMs / 1000.0 - 0.5);  // they waited for the lease...
+  CHECK(s < kTtlMs / 1000.0 + 30);    // ...and no longer than it plus one compile (generous: a busy machine)
+}
+
+TEST_CASE("a lease held past the wait bound: the waiters compile for themselves", "[fleet][lease]") {
+  REQUIRE_REDIS();
+  RedisServer redis;
+  TempDir probe;
+  REQUIRE(run(kClient + " saxpy", redis.env(probe)).exit_code == 0);
+  const std::string key = redis.blob_keys().at(0);
+  redis.command({"FLUSHALL"});
+  redis.command({"SET", "jitk:v1:lease:" + key, "stuck-host:1:1", "PX", "600000"});
+  const auto t0 = std::chrono::steady_clock::now();
+  Fleet f = run_fleet(redis, 3, "saxpy", "JITK_REMOTE_WAIT=1s");
+  INFO(f.outputs);
+  CHECK(f.exit_failures == 0);
+  CHECK(f.ok == 3);
+  CHECK(f.compiled == 3);
+  CHECK(redis.stat("wait_timeouts") == 3);
+  CHECK(seconds_since(t0) < 60);
+  CHECK_THAT(f.outputs, Contains("JITK_REMOTE_WAIT"));
+}
+
+TEST_CASE("a read-only consumer loads from the remote and writes nothing to it", "[fleet][mode]") {
+  REQUIRE_REDIS();
+  RedisServer redis;
+  TempDir producer;
+  REQUIRE(run(kClient + " saxpy", redis.env(producer)).exit_code == 0);
+  const std::string stats_before = redis.command({"HGETALL", "jitk:v1:stats"});
+  TempDir consumer;
+  auto r = run(kClient + " saxpy rms_norm", redis.env(consumer, "JITK_REMOTE_MODE=read-only"));
+  INFO(r.output);
+  CHECK_THAT(r.output, Contains("saxpy disk ok"));
+  CHECK_THAT(r.output, Contains("rms_norm compiled ok"));
+  CHECK(redis.blob_keys().size() == 1);  // rms_norm was not pushed
+  CHECK(redis.command({"HGETALL", "jitk:v1:stats"}) == stats_before);
+  TempDir off;
+  auto o = run(kClient + " saxpy", redis.env(off, "JITK_REMOTE_MODE=off"));
+  CHECK_THAT(o.output, Contains("saxpy compiled ok"));
+  auto bad = run(kClient + " saxpy", redis.env(off, "JITK_REMOTE_MODE=sometimes"));
+  CHECK_THAT(bad.output, Contains("JITK_REMOTE_MODE"));
+  CHECK(bad.exit_code == 0);
+}
