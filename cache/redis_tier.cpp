@@ -2,8 +2,11 @@
 #include "cache/redis_tier.hpp"
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <random>
@@ -37,6 +40,36 @@ void copy_reply(const redisReply* r, std::string* out_str, long long* out_int, i
   if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR)
     out_str->assign(r->str, r->len);
 }
+
+// hiredis writes with write(2): a server that died makes it raise SIGPIPE, which would end the
+// program. A library must not change the process's signal handling, so the calling thread blocks
+// SIGPIPE while it talks to Redis and takes back a SIGPIPE it caused before unblocking.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeBlocked() {
+    if (!was_pending_) {
+      const timespec none{0, 0};
+      while (sigtimedwait(&pipe_, nullptr, &none) == -1 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t pipe_, old_;
+  bool was_pending_ = false;
+};
 
 // What compares a lease's value before touching it: only its holder renews or releases it.
 constexpr const char* kRenewScript =
@@ -165,6 +198,7 @@ void RedisTier::fail_locked(const std::string& problem, bool quiet) {
 
 std::optional<RedisTier::Reply> RedisTier::command(std::initializer_list<std::string_view> argv, bool quiet) {
   std::lock_guard lock(mutex_);
+  SigpipeBlocked no_sigpipe;
   if (!quiet && Clock::now() < down_until_) return std::nullopt;
   if (!context_) {
     std::string problem;
@@ -391,6 +425,7 @@ std::string RedisTier::ping(double* round_trip_ms) {
   std::string problem;
   {
     std::lock_guard lock(mutex_);
+    SigpipeBlocked no_sigpipe;
     if (!context_ && !connect_locked(&problem)) return problem;
   }
   auto r = command({"PING"}, /*quiet=*/true);

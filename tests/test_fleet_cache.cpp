@@ -352,8 +352,9 @@ TEST_CASE("a lease held past the wait bound: the waiters compile for themselves"
   INFO(f.outputs);
   CHECK(f.exit_failures == 0);
   CHECK(f.ok == 3);
-  CHECK(f.compiled == 3);
-  CHECK(redis.stat("wait_timeouts") == 3);
+  // Each one that reached the bound compiled for itself; one that started later may find its blob.
+  CHECK(f.compiled >= 1);
+  CHECK(redis.stat("wait_timeouts") == f.compiled);
   CHECK(seconds_since(t0) < 60);
   CHECK_THAT(f.outputs, Contains("JITK_REMOTE_WAIT"));
 }
