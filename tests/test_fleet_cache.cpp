@@ -156,6 +156,16 @@ Fleet run_fleet(const RedisServer& redis, int n, const std::string& kernels = ""
   return f;
 }
 
+// The cache key of the client's saxpy (f32 on the CPU), as `jitk explain` gives it.
+std::string saxpy_key() {
+  auto r = run(jitk_test::kTool + " explain saxpy dtype=f32");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto at = r.output.rfind("\nkey: ");
+  REQUIRE(at != std::string::npos);
+  return r.output.substr(at + 6, 32);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -189,7 +199,7 @@ TEST_CASE("remote URLs are taken apart, and bad ones are refused with the reason
   }
 }
 
-TEST_CASE("16 processes with their own empty caches compile each kernel once in the whole fleet", "[fleet][concurrency]") {
+TEST_CASE("16 processes started together, each with its own empty cache, compile each kernel once in the whole fleet", "[fleet][concurrency]") {
   REQUIRE_REDIS();
   RedisServer redis;
   constexpr int kProcesses = 16;
@@ -319,10 +329,7 @@ TEST_CASE("a poisoned remote entry (another key's blob, truncated, garbage, over
 TEST_CASE("a lease holder that died: the others compile once, within the lease ttl plus one compile", "[fleet][lease]") {
   REQUIRE_REDIS();
   RedisServer redis;
-  TempDir probe;
-  REQUIRE(run(kClient + " saxpy", redis.env(probe)).exit_code == 0);
-  const std::string key = redis.blob_keys().at(0);
-  redis.command({"FLUSHALL"});
+  const std::string key = saxpy_key();
   // A holder that took the lease and died: nobody renews it, it expires after its ttl.
   constexpr int kTtlMs = 3000;
   redis.command({"SET", "jitk:v1:lease:" + key, "dead-host:1:1", "PX", std::to_string(kTtlMs)});
@@ -342,10 +349,7 @@ TEST_CASE("a lease holder that died: the others compile once, within the lease t
 TEST_CASE("a lease held past the wait bound: the waiters compile for themselves", "[fleet][lease]") {
   REQUIRE_REDIS();
   RedisServer redis;
-  TempDir probe;
-  REQUIRE(run(kClient + " saxpy", redis.env(probe)).exit_code == 0);
-  const std::string key = redis.blob_keys().at(0);
-  redis.command({"FLUSHALL"});
+  const std::string key = saxpy_key();
   redis.command({"SET", "jitk:v1:lease:" + key, "stuck-host:1:1", "PX", "600000"});
   const auto t0 = std::chrono::steady_clock::now();
   Fleet f = run_fleet(redis, 3, "saxpy", "JITK_REMOTE_WAIT=1s");
@@ -378,4 +382,29 @@ TEST_CASE("a read-only consumer loads from the remote and writes nothing to it",
   auto bad = run(kClient + " saxpy", redis.env(off, "JITK_REMOTE_MODE=sometimes"));
   CHECK_THAT(bad.output, Contains("JITK_REMOTE_MODE"));
   CHECK(bad.exit_code == 0);
+}
+
+TEST_CASE("jitk explain prints every component of a key, the key a compile stores under, and refuses bad params", "[fleet][tool]") {
+  auto r = run(jitk_test::kTool + " explain saxpy dtype=f32");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  for (const char* part : {"\nformat: ", "\nkernel: saxpy", "\nimplementation: ", "\nimplementation version: ", "\nparams: dtype=f32",
+                           "\nbackend: cpu", "\ncompiler: ", "\narch: ", "\ntarget: ", "\nsource ", "xxh3-128 ", "\njitk version: ",
+                           "\nkey: "})
+    CHECK_THAT("\n" + r.output, Contains(part));
+  // The same request on the same machine explains to the same text: diffable.
+  CHECK(run(jitk_test::kTool + " explain saxpy dtype=f32").output == r.output);
+  // And the key is the one a process stores the artifact under.
+  TempDir cache;
+  REQUIRE(run(kClient + " saxpy", jitk_test::cache_env(cache)).exit_code == 0);
+  auto blobs = jitk_test::blob_files(cache.path());
+  REQUIRE(blobs.size() == 1);
+  CHECK(blobs[0].filename().string() == saxpy_key());
+
+  for (const char* bad : {"dtype", "=f32", "dtype=f99", "hidden=1,dtype=f32,"}) {
+    auto b = run(jitk_test::kTool + " explain saxpy '" + std::string(bad) + "'");
+    INFO(bad << ": " << b.output);
+    CHECK(b.exit_code == 2);
+    CHECK_THAT(b.output, Contains("jitk: error"));
+  }
 }
