@@ -322,7 +322,8 @@ bool RedisTier::exists(const std::string& key) {
 }
 
 FlightClaim RedisTier::claim(const std::string& key, const ArtifactMeta& meta) {
-  if (!writable_) return {};  // a read-only consumer never holds a lease: it compiles for itself
+  // A read-only consumer never holds a lease: it waits for a compile a writer holds one for, and
+  // otherwise compiles for itself (keeping the artifact locally).
   const std::string token = lease_token();
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(options_.wait_ms);
@@ -330,9 +331,17 @@ FlightClaim RedisTier::claim(const std::string& key, const ArtifactMeta& meta) {
   auto backoff = std::chrono::milliseconds(5);
   bool waited = false;
   for (;;) {
-    auto r = command({"SET", lease_key(key), token, "NX", "PX", std::to_string(options_.lease_ttl_ms)});
+    auto r = writable_ ? command({"SET", lease_key(key), token, "NX", "PX", std::to_string(options_.lease_ttl_ms)})
+                       : command({"EXISTS", lease_key(key)});
     if (!r) return {};  // down: compile here
-    if (r->type == REDIS_REPLY_STATUS) {
+    if (!writable_) {
+      if (r->type != REDIS_REPLY_INTEGER) {
+        std::lock_guard lock(mutex_);
+        fail_locked("EXISTS: an unexpected reply", false);
+        return {};
+      }
+      if (r->integer == 0) return {};  // nobody compiles it for the fleet
+    } else if (r->type == REDIS_REPLY_STATUS) {
       // Ours. The holder before (if any) stores its blob before releasing: look once more.
       if (auto payload = read_verified(key, meta)) {
         command({"EVAL", kReleaseScript, "1", lease_key(key), token});
@@ -342,7 +351,7 @@ FlightClaim RedisTier::claim(const std::string& key, const ArtifactMeta& meta) {
       }
       return {std::nullopt, std::make_unique<RedisLease>(shared_from_this(), lease_key(key), token)};
     }
-    if (r->type != REDIS_REPLY_NIL) {
+    if (writable_ && r->type != REDIS_REPLY_NIL) {
       std::lock_guard lock(mutex_);
       fail_locked("SET NX: an unexpected reply", false);
       return {};
@@ -367,12 +376,15 @@ FlightClaim RedisTier::claim(const std::string& key, const ArtifactMeta& meta) {
     backoff = std::min(backoff * 2, std::chrono::milliseconds(250));
     auto e = command({"EXISTS", blob_key(key)});
     if (!e) return {};
-    if (e->type == REDIS_REPLY_INTEGER && e->integer > 0)
+    if (e->type == REDIS_REPLY_INTEGER && e->integer > 0) {
       if (auto payload = read_verified(key, meta)) {
         ++counters_.hits;
         count("hits");
         return {std::move(payload), nullptr};
       }
+      // A bad entry: deleted by a writer (which then takes the lease); a reader cannot, so it compiles.
+      if (!writable_) return {};
+    }
   }
 }
 

@@ -271,3 +271,28 @@ TEST_CASE("jit::cache::set_remote before the first get: the process uses that re
   CHECK(jit::cache::remote_ping().empty());
   CHECK_THROWS_AS(jit::cache::set_remote(options), jit::Error);
 }
+
+TEST_CASE("a read-only consumer waits for the compile a writer holds the lease for, and loads its result", "[fleet][mode]") {
+  REQUIRE_REDIS();
+  RedisServer redis;
+  TempDir producer;
+  REQUIRE(run(kClient + " saxpy", redis.env(producer)).exit_code == 0);
+  const std::string key = saxpy_key();
+  const std::string blob = redis.command({"GET", "jitk:v1:blob:" + key});
+  REQUIRE(!blob.empty());
+  redis.command({"DEL", "jitk:v1:blob:" + key});
+  // A writer compiling it: the consumer waits instead of compiling; the blob lands after a second.
+  redis.command({"SET", "jitk:v1:lease:" + key, "writer-host:1:1", "PX", "30000"});
+  TempDir consumer;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = std::async(std::launch::async, [&] { return run(kClient + " saxpy", redis.env(consumer, "JITK_REMOTE_MODE=read-only")); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  redis.command({"SET", "jitk:v1:blob:" + key, blob});
+  redis.command({"DEL", "jitk:v1:lease:" + key});
+  auto out = r.get();
+  INFO(out.output);
+  CHECK(out.exit_code == 0);
+  CHECK_THAT(out.output, Contains("saxpy disk ok"));
+  CHECK(seconds_since(t0) >= 1.4);
+  CHECK(seconds_since(t0) < 30);
+}
