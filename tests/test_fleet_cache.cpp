@@ -285,7 +285,7 @@ TEST_CASE("a read-only consumer waits for the compile a writer holds the lease f
   redis.command({"SET", "jitk:v1:lease:" + key, "writer-host:1:1", "PX", "30000"});
   TempDir consumer;
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = std::async(std::launch::async, [&] { return run(kClient + " saxpy", redis.env(consumer, "JITK_REMOTE_MODE=read-only")); });
+  auto r = std::async(std::launch::async, [&] { return run(kClient + " saxpy", redis.env(consumer, "JITK_REMOTE_MODE=read-only JITK_LOG_LEVEL=info")); });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   redis.command({"SET", "jitk:v1:blob:" + key, blob});
   redis.command({"DEL", "jitk:v1:lease:" + key});
@@ -293,6 +293,7 @@ TEST_CASE("a read-only consumer waits for the compile a writer holds the lease f
   INFO(out.output);
   CHECK(out.exit_code == 0);
   CHECK_THAT(out.output, Contains("saxpy disk ok"));
+  CHECK_THAT(out.output, Contains("being compiled by another process; waiting for it"));
   CHECK(seconds_since(t0) >= 1.4);
   CHECK(seconds_since(t0) < 30);
 }
