@@ -248,7 +248,7 @@ TEST_CASE("jitk explain prints every component of a key, the key a compile store
   }
 }
 
-TEST_CASE("jit::cache::set_remote before the first get: the process uses that remote; afterwards it is refused", "[fleet][api]") {
+TEST_CASE("jit::cache::set_remote before the first get: the process uses that remote, and afterwards it is refused", "[fleet][api]") {
   REQUIRE_REDIS();
   RedisServer redis;
   jitk_test::own_cache_dir();  // an empty local cache of this test's own

@@ -3,7 +3,7 @@
 
 using namespace jitk_fleet;
 
-TEST_CASE("64 processes started together, each with its own empty cache, compile each kernel once; the fleet's cold start", "[fleet][slow]") {
+TEST_CASE("64 processes started together, each with its own empty cache, compile each kernel once (the fleet cold start printed)", "[fleet][slow]") {
   REQUIRE_REDIS();
   // One node's cold start: one process, an empty local cache, no remote.
   TempDir alone;
