@@ -1,8 +1,10 @@
 // The fleet cache: many processes, each with its own local cache, sharing one redis-server that the test starts.
+#include <nlohmann/json.hpp>
+
 #include "cache/remote_address.hpp"
+#include "fleet_support.hpp"
 #include "jit/cache.hpp"
 #include "jit/kernels.hpp"
-#include "fleet_support.hpp"
 
 using Catch::Matchers::Contains;
 using jitk_test::kClient;
@@ -296,4 +298,48 @@ TEST_CASE("a read-only consumer waits for the compile a writer holds the lease f
   CHECK_THAT(out.output, Contains("being compiled by another process; waiting for it"));
   CHECK(seconds_since(t0) >= 1.4);
   CHECK(seconds_since(t0) < 30);
+}
+
+TEST_CASE("jitk remote push and import --push fill the remote from a local cache, and jitk remote ping and stats report it", "[fleet][tool]") {
+  REQUIRE_REDIS();
+  RedisServer redis;
+  const std::string& tool = jitk_test::kTool;
+  TempDir local;
+  REQUIRE(run(kClient + " saxpy rms_norm", jitk_test::cache_env(local)).exit_code == 0);  // compiled without the remote
+  CHECK(redis.blob_keys().empty());
+  auto pushed = run(tool + " remote push", redis.env(local));
+  INFO(pushed.output);
+  CHECK(pushed.exit_code == 0);
+  CHECK_THAT(pushed.output, Contains("pushed 2 artifacts"));
+  CHECK_THAT(run(tool + " remote push", redis.env(local)).output, Contains("pushed 0 artifacts"));
+  TempDir fresh;
+  CHECK(jitk_test::count_lines_with(run(kClient + " saxpy rms_norm", redis.env(fresh)).output, " disk ok") == 2);
+  auto refused = run(tool + " remote push", redis.env(local, "JITK_REMOTE_MODE=read-only"));
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Contains("read-only"));
+
+  // A pack imported with --push reaches the remote too.
+  TempDir third, importer, pack_dir;
+  REQUIRE(run(kClient + " softmax", jitk_test::cache_env(third)).exit_code == 0);
+  const std::string pack = (pack_dir.path() / "k.jitkpack").string();
+  REQUIRE(run(tool + " export '" + pack + "'", jitk_test::cache_env(third)).exit_code == 0);
+  auto imported = run(tool + " import --push '" + pack + "'", redis.env(importer));
+  INFO(imported.output);
+  CHECK(imported.exit_code == 0);
+  CHECK_THAT(imported.output, Contains("pushed 1 artifacts"));
+  CHECK(redis.blob_keys().size() == 3);
+
+  auto stats = run(tool + " stats --json", redis.env(fresh));
+  INFO(stats.output);
+  auto j = nlohmann::json::parse(stats.output);
+  CHECK(j["remote"]["hits"].get<int>() == 2);
+  CHECK(j["remote"]["bytes_written"].get<long>() > 0);
+  auto ping = run(tool + " remote ping", redis.env(fresh));
+  CHECK(ping.exit_code == 0);
+  CHECK_THAT(ping.output, Contains("PONG"));
+  redis.kill();
+  auto down = run(tool + " remote ping", redis.env(fresh));
+  CHECK(down.exit_code == 1);
+  CHECK_THAT(down.output, Contains("unreachable"));
+  CHECK_THAT(run(tool + " stats", redis.env(fresh)).output, Contains("remote:      unreachable"));
 }
