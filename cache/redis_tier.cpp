@@ -33,7 +33,7 @@ timeval timeval_of(std::int64_t ms) {
   return {static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
 }
 
-// Copies hiredis's reply (freed right after); depth-bounded, as the reader bounds nesting.
+// Copies the scalar part of a hiredis reply (freed right after); arrays are copied one level deep by the caller.
 void copy_reply(const redisReply* r, std::string* out_str, long long* out_int, int* out_type) {
   *out_type = r->type;
   *out_int = r->integer;
