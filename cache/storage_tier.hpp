@@ -1,6 +1,7 @@
 // The storage-tier interface: one narrow class for each place artifacts are kept (the disk cache, a remote).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,20 @@ enum class PutReason { Compiled, Copied };
 
 struct TierStats {
   std::int64_t entries = 0, bytes = 0, hits = 0, misses = 0, compiles = 0;
+};
+
+// Held by the one process of a fleet that compiles a key (a remote tier's lease); released when
+// destroyed, after the artifact is stored.
+class FlightLease {
+ public:
+  virtual ~FlightLease() = default;
+};
+
+// What a fleet-wide single flight gives a process that missed: the artifact another process
+// compiled meanwhile (verified), or the lease to compile it, or neither (compile without one).
+struct FlightClaim {
+  std::optional<std::vector<char>> payload;
+  std::unique_ptr<FlightLease> lease;
 };
 
 // A tier is a plain store keyed by the artifact's content key: ccache's storage/ shape. Lookup
@@ -43,6 +58,9 @@ class StorageTier {
   virtual void remove(const std::string& key) = 0;
   // Throws Error{CacheIo} when the tier cannot say (not usable, unreachable).
   virtual TierStats stats() = 0;
+  // After a miss: a tier shared by many machines makes one of them compile key while the others wait
+  // (bounded) for its result. The default (a tier of one machine): neither, compile.
+  virtual FlightClaim claim(const std::string& key, const ArtifactMeta& meta) { return {}; }
 };
 
 }  // namespace jit::detail

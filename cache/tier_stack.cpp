@@ -55,6 +55,24 @@ void TierStack::remove(const std::string& key) const {
     guarded(*tier, "remove", [&] { tier->remove(key); return true; }, false);
 }
 
+TierStack::Claim TierStack::claim(const std::string& key, const ArtifactMeta& meta) const {
+  Claim out;
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    StorageTier& tier = *tiers_[i];
+    FlightClaim c = guarded(tier, "claim", [&] { return tier.claim(key, meta); }, FlightClaim{});
+    if (c.lease) out.leases.push_back(std::move(c.lease));
+    if (!c.payload) continue;
+    for (std::size_t above = 0; above < i; ++above) {
+      StorageTier& upper = *tiers_[above];
+      guarded(upper, "put", [&] { return upper.put(key, meta, *c.payload, PutReason::Copied); }, false);
+    }
+    out.hit = Hit{std::move(*c.payload), tier.name()};
+    out.leases.clear();  // nothing to compile: released now
+    return out;
+  }
+  return out;
+}
+
 TierStack::KeyLock TierStack::lock(const std::string& key) const {
   if (!lock_) return nullptr;
   try {

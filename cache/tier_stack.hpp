@@ -36,6 +36,13 @@ class TierStack {
   // Removes key from every tier (a hit is written back upwards, so it may be in several).
   void remove(const std::string& key) const;
   KeyLock lock(const std::string& key) const;
+  // Fleet single flight after a miss (StorageTier::claim): the artifact another process compiled,
+  // written back to the tiers above the one it came from, or the leases to hold while compiling.
+  struct Claim {
+    std::optional<Hit> hit;
+    std::vector<std::unique_ptr<FlightLease>> leases;
+  };
+  Claim claim(const std::string& key, const ArtifactMeta& meta) const;
 
   const std::vector<std::shared_ptr<StorageTier>>& tiers() const { return tiers_; }
 

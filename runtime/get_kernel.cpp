@@ -86,9 +86,8 @@ ArtifactMeta meta_of(const Specialization& s) {
 
 namespace {
 
-LoadedPtr load_from_tiers(const TierStack& tiers, const Specialization& s, Count count, const char* how) {
-  auto t0 = std::chrono::steady_clock::now();
-  auto hit = tiers.get(s.key, meta_of(s), count);
+LoadedPtr load_hit(const TierStack& tiers, const Specialization& s, const std::optional<TierStack::Hit>& hit, const char* how,
+                   std::chrono::steady_clock::time_point t0) {
   if (!hit) return nullptr;
   try {
     double read_ms = ms_since(t0);
@@ -103,6 +102,11 @@ LoadedPtr load_from_tiers(const TierStack& tiers, const Specialization& s, Count
     tiers.remove(s.key);
     return nullptr;
   }
+}
+
+LoadedPtr load_from_tiers(const TierStack& tiers, const Specialization& s, Count count, const char* how) {
+  auto t0 = std::chrono::steady_clock::now();
+  return load_hit(tiers, s, tiers.get(s.key, meta_of(s), count), how, t0);
 }
 
 // Compiles s and stores the artifact in every tier; the caller holds the key's lock.
@@ -124,10 +128,31 @@ Built build(const Specialization& s, const TierStack& tiers) {
   auto lock = tiers.lock(s.key);  // one compile per key across processes; the rest wait here
   if (LoadedPtr k = load_from_tiers(tiers, s, Count::HitsAndMisses, " after waiting for another process"))
     return {k, Origin::DiskCache};
+  // One process of the fleet compiles; the others wait here for its artifact (a remote tier's lease).
+  auto t0 = std::chrono::steady_clock::now();
+  TierStack::Claim claim = tiers.claim(s.key, meta_of(s));
+  if (LoadedPtr k = load_hit(tiers, s, claim.hit, " after waiting for another machine", t0)) return {k, Origin::DiskCache};
   return {s.driver->load(compile_and_store(tiers, s).bytes, s.unit, s.target, s.key), Origin::Compiled};
 }
 
 }  // namespace
+
+std::vector<KeyPart> key_parts(const Specialization& s) {
+  std::vector<KeyPart> parts{{"format", std::to_string(kCacheFormatVersion)},
+                             {"kernel", s.unit.kernel},
+                             {"implementation", s.unit.implementation},
+                             {"implementation version", std::to_string(s.unit.implementation_version)},
+                             {"params", s.unit.params_text},
+                             {"backend", std::string(backend_name(s.target.backend))},
+                             {"compiler", s.compiler->id()},
+                             {"arch", s.compiler->arch()},
+                             {"target", s.compiler->target_fingerprint()}};
+  for (const auto& o : s.compiler->options()) parts.push_back({"option", o});
+  parts.push_back({"source " + s.unit.main.name, s.unit.main.text});
+  for (const auto& h : s.unit.headers) parts.push_back({"header " + h.name, h.text});
+  parts.push_back({"external headers", s.compiler->external_headers_fingerprint(s.unit)});
+  return parts;
+}
 
 Specialization resolve(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection) {
   const KernelDef& def = find_kernel(kernel);
@@ -148,19 +173,7 @@ Specialization resolve(std::string_view kernel, const ParamSet& params, const Ta
                chosen.impl.name, chosen.impl.version, chosen.reason);
 
   KeyBuilder key;
-  key.add("format", std::to_string(kCacheFormatVersion))
-      .add("kernel", def.name)
-      .add("implementation", chosen.impl.name)
-      .add("implementation version", std::to_string(chosen.impl.version))
-      .add("params", s.unit.params_text)
-      .add("backend", backend_name(target.backend))
-      .add("compiler", s.compiler->id())
-      .add("arch", s.compiler->arch())
-      .add("target", s.compiler->target_fingerprint());
-  for (const auto& o : s.compiler->options()) key.add("option", o);
-  key.add("source " + s.unit.main.name, s.unit.main.text);
-  for (const auto& h : s.unit.headers) key.add("header " + h.name, h.text);
-  key.add("external headers", s.compiler->external_headers_fingerprint(s.unit));
+  for (const auto& part : key_parts(s)) key.add(part.name, part.value);
   s.key = key.finish().hex();
   return s;
 }
@@ -171,6 +184,8 @@ WarmOutcome ensure_on_disk(const Specialization& s, const TierStack& tiers) {
   auto lock = tiers.lock(s.key);
   // Counts the miss; a damaged leftover has been dropped by the look before.
   if (tiers.get(s.key, meta, Count::HitsAndMisses)) return WarmOutcome::AlreadyCached;
+  TierStack::Claim claim = tiers.claim(s.key, meta);
+  if (claim.hit) return WarmOutcome::AlreadyCached;
   bool stored = false;
   compile_and_store(tiers, s, &stored);
   return stored ? WarmOutcome::CompiledAndStored : WarmOutcome::CompiledNotStored;

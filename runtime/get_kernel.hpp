@@ -1,6 +1,7 @@
 // The steps of jit::get that the warm-up and the tool reuse: resolving a request to its source unit and key.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "jit/jit.hpp"
 #include "cache/artifact_meta.hpp"
@@ -21,6 +22,12 @@ struct Specialization {
   std::string reason;  // why that implementation
   std::string key;  // hex content hash
 };
+
+// Everything the key of s hashes, in order (texts whole): `jitk explain` prints them.
+struct KeyPart {
+  std::string name, value;
+};
+std::vector<KeyPart> key_parts(const Specialization& s);
 
 // Validates and specializes; throws jit::Error naming what is wrong. Compiles nothing.
 Specialization resolve(std::string_view kernel, const ParamSet& params, const Target& target,

@@ -178,11 +178,29 @@ int cmd_ls(bool json) {
   return 0;
 }
 
+// The fleet's counters, kept in Redis by every process ("" when no remote is configured).
+std::optional<jit::cache::RemoteStats> remote_counters(std::string* problem) {
+  try {
+    return jit::cache::remote_stats(/*fleet=*/true);
+  } catch (const jit::Error& e) {
+    *problem = e.what();
+    return std::nullopt;
+  }
+}
+
 int cmd_stats(bool json) {
   auto s = jit::cache::stats();
+  std::string remote_problem;
+  auto r = remote_counters(&remote_problem);
   if (json) {
     nlohmann::json j = {{"root", jit::cache::root().string()}, {"entries", s.entries}, {"bytes", s.bytes},
                         {"hits", s.hits}, {"misses", s.misses}, {"compiles", s.compiles}};
+    if (r)
+      j["remote"] = {{"url", r->url}, {"mode", r->mode}, {"hits", r->hits}, {"misses", r->misses}, {"compiles", r->compiles},
+                     {"waits", r->waits}, {"wait_timeouts", r->wait_timeouts}, {"errors", r->errors},
+                     {"bad_entries", r->bad_entries}, {"bytes_read", r->bytes_read}, {"bytes_written", r->bytes_written}};
+    else if (!remote_problem.empty())
+      j["remote"] = {{"error", remote_problem}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -192,6 +210,48 @@ int cmd_stats(bool json) {
             << "disk hits:   " << s.hits << "\n"
             << "misses:      " << s.misses << "\n"
             << "compiles:    " << s.compiles << "\n";
+  if (r)
+    std::cout << "remote:      " << r->url << " (" << r->mode << "), the fleet's counters:\n"
+              << "  hits:          " << r->hits << "\n"
+              << "  misses:        " << r->misses << "\n"
+              << "  compiles:      " << r->compiles << "\n"
+              << "  waits:         " << r->waits << " (" << r->wait_timeouts << " past JITK_REMOTE_WAIT)\n"
+              << "  errors:        " << r->errors << " (this process's; other processes' are in their logs)\n"
+              << "  bad entries:   " << r->bad_entries << "\n"
+              << "  bytes read:    " << human_bytes(r->bytes_read) << "\n"
+              << "  bytes written: " << human_bytes(r->bytes_written) << "\n";
+  else if (!remote_problem.empty())
+    std::cout << "remote:      unreachable: " << remote_problem << "\n";
+  return 0;
+}
+
+int cmd_remote_ping() {
+  double ms = 0;
+  const std::string why = jit::cache::remote_ping(&ms);
+  auto r = jit::cache::remote_stats(/*fleet=*/false);
+  const std::string url = r ? r->url : "the remote";
+  if (!why.empty()) {
+    std::cout << url << ": unreachable: " << why << "\n";
+    return 1;
+  }
+  std::printf("%s: PONG in %.2f ms (%s)\n", url.c_str(), ms, r ? r->mode.c_str() : "");
+  return 0;
+}
+
+int cmd_push() {
+  const auto n = jit::cache::push_to_remote();
+  std::cout << "pushed " << n << " artifacts to the remote cache\n";
+  return 0;
+}
+
+int cmd_explain(const std::string& kernel, const std::string& params, const std::string& target) {
+  const auto t = target.empty() ? jit::Target::cpu() : jit::Target::parse(target);
+  for (const auto& c : jit::cache::explain_key(kernel, params, t)) {
+    std::string v = c.value;  // a text a terminal shows as it is: no control characters
+    for (char& ch : v)
+      if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+    std::cout << c.name << ": " << v << "\n";
+  }
   return 0;
 }
 
@@ -423,6 +483,19 @@ int main(int argc, char** argv) {
   auto* imp = app.add_subcommand("import", "verify a pack and merge what this machine can use into the cache");
   imp->add_option("file", pack, "a pack made by jitk export")->required()->check(CLI::ExistingFile);
 
+  bool push = false;
+  warm->add_flag("--push", push, "then copy every local artifact the remote cache (JITK_REMOTE) lacks into it");
+  imp->add_flag("--push", push, "then copy every local artifact the remote cache (JITK_REMOTE) lacks into it");
+  auto* remote = app.add_subcommand("remote", "the fleet's remote cache (JITK_REMOTE)");
+  remote->require_subcommand(1);
+  auto* ping = remote->add_subcommand("ping", "connect, authenticate, PING (exit 1 when unreachable)");
+  auto* push_cmd = remote->add_subcommand("push", "copy every local artifact the remote lacks into it");
+  std::string explain_kernel, explain_params, explain_target;
+  auto* explain = app.add_subcommand("explain", "print every component of a kernel's cache key (diff two machines' outputs)");
+  explain->add_option("kernel", explain_kernel, "a kernel name (jitk info --kernels)")->required();
+  explain->add_option("params", explain_params, "e.g. dtype=f32,hidden=4096")->required();
+  explain->add_option("--target", explain_target, "cpu (default), cuda:sm_90, hip:gfx90a");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info && !kernels && !targets.empty())
@@ -433,9 +506,18 @@ int main(int argc, char** argv) {
     if (*clear) return cmd_clear(kernel);
     if (*prune) return cmd_prune(max_size, older_than, stale);
     if (*verify) return cmd_verify(fix);
-    if (*warm) return cmd_warm(manifest, jobs, tune);
+    if (*warm) {
+      const int rc = cmd_warm(manifest, jobs, tune);
+      return push && rc == 0 ? cmd_push() : rc;
+    }
     if (*exp) return cmd_export(pack, export_target);
-    if (*imp) return cmd_import(pack);
+    if (*imp) {
+      const int rc = cmd_import(pack);
+      return push && rc == 0 ? cmd_push() : rc;
+    }
+    if (*ping) return cmd_remote_ping();
+    if (*push_cmd) return cmd_push();
+    if (*explain) return cmd_explain(explain_kernel, explain_params, explain_target);
   } catch (const jit::Error& e) {
     std::cerr << "jitk: error (" << jit::to_string(e.code()) << "): " << e.what() << "\n";
     return 2;

@@ -82,6 +82,57 @@ std::optional<std::int64_t> parse_age(const std::string& text);
 std::vector<VerifyProblem> verify(bool fix);
 std::vector<BackendStatus> backends();
 
+// ---- the fleet cache: a remote tier on Redis behind the local one (docs/fleet-cache.md) -----------
+// Looked in after memory and the local disk; a kernel found there is verified (integrity and its
+// binding to the key) before it is kept locally and loaded. On a remote miss one process of the fleet
+// compiles (it holds a lease) while the others wait for its result. A remote that fails never fails a
+// jit::get: one WARN per process, then local compiles.
+struct RemoteOptions {
+  // redis://[user:password@]host:port[/db] or unix:///path/to/redis.sock; "" for none.
+  std::string url;
+  enum class Mode { ReadWrite, ReadOnly, Off } mode = Mode::ReadWrite;
+  std::int64_t connect_timeout_ms = 300;   // connecting (and authenticating)
+  std::int64_t command_timeout_ms = 2000;  // any one command's reply
+  std::int64_t lease_ttl_ms = 10000;       // a compiling process renews its lease every third of it
+  std::int64_t wait_ms = 120000;           // longest wait for another process's compile
+  std::int64_t retry_ms = 5000;            // after a failure, the remote is left alone this long
+  std::int64_t max_entry_bytes = std::int64_t{256} << 20;  // larger entries are not read (nor written)
+};
+// From JITK_REMOTE, JITK_REMOTE_MODE (read-write, read-only, off), JITK_REMOTE_CONNECT_TIMEOUT,
+// JITK_REMOTE_TIMEOUT, JITK_REMOTE_LEASE_TTL, JITK_REMOTE_WAIT, JITK_REMOTE_RETRY (ms, or "2s", "500ms")
+// and JITK_REMOTE_MAX_ENTRY (a size). A value that does not parse is one WARN and its default.
+RemoteOptions remote_options_from_environment();
+// The remote the process uses instead of the environment's. Call before the first jit::get (or
+// cache call); afterwards it throws Error{InvalidParams}. A URL that does not parse, or a build
+// without hiredis, is one WARN and no remote tier.
+void set_remote(const RemoteOptions& options);
+// Counters of the remote: the fleet's (kept in Redis by every process) or this process's.
+struct RemoteStats {
+  std::string url;  // password hidden
+  std::string mode;  // "read-write", "read-only"
+  std::int64_t hits = 0, misses = 0, compiles = 0, waits = 0, wait_timeouts = 0, errors = 0, bad_entries = 0;
+  std::int64_t bytes_read = 0, bytes_written = 0;
+};
+// nullopt when this process has no remote tier. fleet: the counters in Redis (throws Error{CacheIo}
+// when it cannot be reached), else this process's own.
+std::optional<RemoteStats> remote_stats(bool fleet);
+// Connects, authenticates and PINGs; "" on success, else why not. Throws Error{InvalidParams}
+// when no remote is configured.
+std::string remote_ping(double* round_trip_ms = nullptr);
+// Copies every verified local artifact the remote lacks into it; returns how many. Throws
+// Error{CacheIo} when no remote is configured, it is read-only or cannot be reached.
+std::int64_t push_to_remote();
+
+// ---- explaining a key: why two machines miss each other's artifacts -----------------------------
+struct KeyComponent {
+  std::string name;   // "kernel", "params", "backend", "arch", "compiler", "option", "source saxpy.cpp", ...
+  std::string value;  // texts (sources, headers) as their XXH3-128 and size; the rest whole
+};
+// Every component the cache key of kernel(params) on target is made of, in hashing order, then
+// "jitk version" (not hashed: the format and implementation versions are) and last "key". Two
+// machines' lists, diffed, show why one misses what the other compiled. Compiles nothing.
+std::vector<KeyComponent> explain_key(const std::string& kernel, const std::string& params_text, const Target& target);
+
 // ---- shipping a warmed cache: one file ------------------------------------------------------------
 struct ExportResult {
   std::int64_t artifacts = 0;
