@@ -249,6 +249,36 @@ std::int64_t SqliteIndex::record_hits(const std::vector<IndexRow>& hits, std::in
   return restored;
 }
 
+std::int64_t SqliteIndex::insert_import(const std::vector<IndexRow>& rows, const std::vector<TuningRow>& decisions) {
+  std::lock_guard lock(mutex_);
+  if (!decisions.empty()) ensure_tuning_table();
+  std::int64_t added = 0;
+  exec("BEGIN IMMEDIATE");
+  try {
+    for (const auto& r : rows) {
+      Statement s(db_, (std::string("INSERT OR REPLACE INTO artifacts(") + kRowColumns +
+                        ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)").c_str());
+      s.bind(1, r.key).bind(2, r.kernel).bind(3, r.params).bind(4, r.backend).bind(5, r.arch).bind(6, r.compiler);
+      s.bind(7, r.size_bytes).bind(8, r.checksum).bind(9, r.compile_ms).bind(10, r.created).bind(11, r.last_used);
+      s.bind(12, r.hits).bind(13, r.implementation).bind(14, r.implementation_version);
+      s.step();
+    }
+    for (const auto& t : decisions) {
+      Statement s(db_, "INSERT OR IGNORE INTO tuning(kernel, base_params, shape_class, device, choice, candidates, best_ms, "
+                       "default_ms, tuning_ms, created) VALUES (?,?,?,?,?,?,?,?,?,?)");
+      s.bind(1, t.kernel).bind(2, t.base_params).bind(3, t.shape_class).bind(4, t.device).bind(5, t.choice);
+      s.bind(6, t.candidates).bind(7, t.best_ms).bind(8, t.default_ms).bind(9, t.tuning_ms).bind(10, t.created);
+      s.step();
+      added += sqlite3_changes(db_);
+    }
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  return added;
+}
+
 bool SqliteIndex::remove(const std::string& key) {
   std::lock_guard lock(mutex_);
   Statement s(db_, "DELETE FROM artifacts WHERE key = ?");

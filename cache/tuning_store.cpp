@@ -1,9 +1,21 @@
 // Reading and writing autotuning decisions in the index's tuning table.
 #include "cache/tuning_store.hpp"
 
+#include <chrono>
+
 #include "jit/error.hpp"
+#include "support/logging.hpp"
+#include "support/text.hpp"
 
 namespace jit::detail {
+namespace {
+
+std::int64_t now_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
 
 TuningStore::TuningStore(std::function<SqliteIndex&()> open_index) : open_index_(std::move(open_index)) {}
 
@@ -19,12 +31,21 @@ SqliteIndex* TuningStore::index_or_null() const {
 std::optional<TuningRow> TuningStore::find(const std::string& kernel, const std::string& base_params,
                                            const std::string& shape_class, const std::string& device) const {
   SqliteIndex* idx = index_or_null();
-  return idx ? idx->find_tuning(kernel, base_params, shape_class, device) : std::nullopt;
+  auto row = idx ? idx->find_tuning(kernel, base_params, shape_class, device) : std::nullopt;
+  if (row) {
+    if (auto why = tuning_row_problem(*row, now_seconds()); !why.empty()) {
+      warn_once("tuning-row-bad", "an autotuning decision in the cache index is not used (" + why + "); tuning again");
+      return std::nullopt;
+    }
+  }
+  return row;
 }
 
 bool TuningStore::store(const TuningRow& row) const {
   SqliteIndex* idx = index_or_null();
   if (!idx) return false;
+  if (auto why = tuning_row_problem(row, now_seconds()); !why.empty())
+    throw Error(ErrorCode::InvalidArgument, "an autotuning decision for " + printable(row.kernel) + " is not kept: " + why);
   idx->store_tuning(row);
   return true;
 }
