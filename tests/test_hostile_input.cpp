@@ -564,6 +564,9 @@ TEST_CASE("the pack reader refuses deep nesting, sizes past its limits and paylo
   refuse(pack_of(R"({"artifacts": [)" + entry + "]}", payload + "x"), "bytes after the last payload");
   refuse(pack_of(R"({"artifacts": [)" + entry + "]}", "ab"), "runs past the end");
   refuse(pack_of(R"({"artifacts": [)" + entry + "]}", "abd"), "fails its checksum");
+  std::string many = R"({"artifacts": [)";
+  for (std::size_t i = 0; i <= jit::detail::kMaxPackEntries; ++i) many += (i ? ",{}" : "{}");
+  refuse(pack_of(many + "]}"), "more than a pack may");
   std::string header_only = pack_of("{}");
   std::uint64_t huge = 1ull << 62;
   std::memcpy(header_only.data() + 16, &huge, 8);

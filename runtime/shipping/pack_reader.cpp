@@ -199,6 +199,11 @@ PackContents read_pack(const PackBytes& bytes, const std::string& name, std::int
   if (!doc.is_object()) damaged(name, "its table of contents is not a JSON object");
   const auto artifacts = doc.find("artifacts");
   if (artifacts == doc.end() || !artifacts->is_array()) damaged(name, "its table of contents has no list of artifacts");
+  const auto tuning = doc.find("tuning");  // packs before decisions travelled have none
+  if (tuning != doc.end() && !tuning->is_array()) damaged(name, "its autotuning decisions are not a list");
+  for (const auto* list : {&*artifacts, tuning != doc.end() ? &*tuning : nullptr})
+    if (list && list->size() > kMaxPackEntries)
+      damaged(name, "it lists " + std::to_string(list->size()) + " entries, more than a pack may (" + std::to_string(kMaxPackEntries) + ")");
   PackContents out;
   std::set<std::string> keys;
   std::int64_t at = kPackHeaderBytes + static_cast<std::int64_t>(json_size);
@@ -213,10 +218,8 @@ PackContents read_pack(const PackBytes& bytes, const std::string& name, std::int
     out.artifacts.push_back(std::move(a));
   }
   if (at != payload_end) damaged(name, std::to_string(payload_end - at) + " bytes after the last payload");
-  if (auto tuning = doc.find("tuning"); tuning != doc.end()) {  // packs before decisions travelled have none
-    if (!tuning->is_array()) damaged(name, "its autotuning decisions are not a list");
+  if (tuning != doc.end())
     for (const auto& entry : *tuning) out.tuning.push_back(read_decision(name, entry, static_cast<int>(out.tuning.size()) + 1, now));
-  }
 
   // Every byte once, a piece at a time: the whole file's checksum, and each payload's.
   ChecksumStream whole;

@@ -24,6 +24,9 @@ inline constexpr std::int64_t kPackHeaderBytes = 8 + 4 + 4 + 8, kPackTrailerByte
 inline constexpr std::int64_t kMaxPackBytes = 16LL << 30;
 inline constexpr std::int64_t kMaxPackIndexBytes = 64LL << 20;
 inline constexpr std::int64_t kMaxPackPayloadBytes = 1LL << 30;
+// Entries of each list: each artifact is a blob written and synced, so a pack of a million empty
+// ones would take hours; a warmed fleet has a few thousand.
+inline constexpr std::size_t kMaxPackEntries = 1 << 16;
 
 struct PackArtifact {
   std::string key, checksum;
