@@ -22,10 +22,12 @@
 #include "runtime/shipping/pack_reader.hpp"
 #include "support/text.hpp"
 #include "support/units.hpp"
+#include "pack_support.hpp"
 #include "test_support.hpp"
 
 using Catch::Matchers::Contains;
 using jitk_test::run;
+using jitk_test::rewrite_pack;
 using jitk_test::TempDir;
 namespace fs = std::filesystem;
 
@@ -39,23 +41,6 @@ const std::string kTimeout = "timeout 60 ";
 nlohmann::json stats(const std::string& env) { return nlohmann::json::parse(run(kTool + " stats --json", env).output); }
 
 std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
-
-// A pack's table of contents, edited, and the pack put back together with valid checksums.
-void rewrite_pack(const fs::path& pack, const std::function<void(nlohmann::json&)>& edit) {
-  std::string in = jitk_test::read_file(pack);
-  std::uint64_t json_size;
-  std::memcpy(&json_size, in.data() + 16, sizeof json_size);
-  auto doc = nlohmann::json::parse(in.substr(24, json_size));
-  edit(doc);
-  const std::string json = doc.dump();
-  std::string out = in.substr(0, 16);
-  const std::uint64_t size = json.size();
-  out.append(reinterpret_cast<const char*>(&size), sizeof size);
-  out += json;
-  out += in.substr(24 + json_size, in.size() - 32 - 24 - json_size);
-  out += jit::detail::checksum_hex(out.data(), out.size());
-  jitk_test::write_file(pack, out);
-}
 
 // What a cache holds, to compare before and after: its index rows (key and checksum), its
 // decisions, and every file under blobs/ with its bytes.

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "cache/cache_key.hpp"
+#include "pack_support.hpp"
 #include "test_support.hpp"
 
 using Catch::Matchers::Contains;
@@ -18,23 +19,7 @@ using jitk_test::kTool;
 
 nlohmann::json stats(const std::string& env) { return nlohmann::json::parse(run(kTool + " stats --json", env).output); }
 
-// A pack's table of contents, edited, and the pack put back together with valid checksums: what
-// another jitk (or a build with another compiler) would have written.
-void rewrite_pack(const jitk_test::fs::path& pack, const std::function<void(nlohmann::json&)>& edit) {
-  std::string in = jitk_test::read_file(pack);
-  std::uint64_t json_size;
-  std::memcpy(&json_size, in.data() + 16, sizeof json_size);
-  auto doc = nlohmann::json::parse(in.substr(24, json_size));
-  edit(doc);
-  const std::string json = doc.dump();
-  std::string out = in.substr(0, 16);
-  const std::uint64_t size = json.size();
-  out.append(reinterpret_cast<const char*>(&size), sizeof size);
-  out += json;
-  out += in.substr(24 + json_size, in.size() - 32 - 24 - json_size);
-  out += jit::detail::checksum_hex(out.data(), out.size());
-  jitk_test::write_file(pack, out);
-}
+using jitk_test::rewrite_pack;
 
 }  // namespace
 
