@@ -74,11 +74,25 @@ UniqueFd BlobStore::folder_of(const std::string& key, bool create) const {
 }
 
 std::string BlobStore::write(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload) const {
+  const std::string header = encode_blob_header(key, meta, std::string_view(payload.data(), payload.size()));
+  write_file(key, header, std::string_view(payload.data(), payload.size()));
+  return header.substr(kBlobPayloadChecksumAt, kBlobChecksumChars);  // the payload checksum the header holds
+}
+
+BlobHeader BlobStore::write_bound(const std::string& key, const std::vector<char>& blob, const ArtifactMeta* expect) const {
+  BlobHeader h;
+  std::string why = check_blob_binding(std::string_view(blob.data(), blob.size()), key, &h);
+  if (why.empty()) why = binding_mismatch(h, key, expect);
+  if (!why.empty()) throw Error(ErrorCode::CacheIo, "the blob for " + key + " is not the artifact it is stored as: " + why);
+  write_file(key, {}, std::string_view(blob.data(), blob.size()));
+  return h;
+}
+
+void BlobStore::write_file(const std::string& key, std::string_view header, std::string_view payload) const {
   UniqueFd dir = folder_of(key, /*create=*/true);
   static std::atomic<unsigned> counter{0};
   const std::string temp = "." + key + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   const std::string shown = (path_for(key).parent_path() / temp).string();
-  const std::string header = encode_blob_header(key, meta, std::string_view(payload.data(), payload.size()));
 
   auto fail = [&](const std::string& what) {
     int err = errno;
@@ -94,7 +108,6 @@ std::string BlobStore::write(const std::string& key, const ArtifactMeta& meta, c
   }
   if (::renameat(dir.get(), temp.c_str(), dir.get(), key.c_str()) != 0) fail("cannot rename into place");
   ::fsync(dir.get());
-  return header.substr(kBlobPayloadChecksumAt, kBlobChecksumChars);  // the payload checksum the header holds
 }
 
 BlobRead BlobStore::read_file(const std::string& key, const ArtifactMeta* expect, std::vector<char>* whole) const {

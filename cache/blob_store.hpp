@@ -34,6 +34,11 @@ class BlobStore {
   // Writes to a temp file, fsyncs, renames into place: readers see the whole blob or none. The
   // header binds the payload to key and meta. Returns the payload checksum. Throws Error{CacheIo}.
   std::string write(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& payload) const;
+  // Writes a whole blob (header and payload, as read_whole returns it and a pack carries it) as it
+  // is, the same way, after checking it is whole and bound to key (and to expect's kernel, params,
+  // backend, target, compiler and implementation when given). Returns its header, whose payload
+  // size and checksum the index row takes. Throws Error{CacheIo}.
+  BlobHeader write_bound(const std::string& key, const std::vector<char>& blob, const ArtifactMeta* expect = nullptr) const;
   // Reads and verifies header, size, checksum and binding: its key must be `key`, and when expect
   // is given, its kernel, params, backend, arch, compiler and implementation must be expect's.
   BlobRead read(const std::string& key, const ArtifactMeta* expect = nullptr) const;
@@ -50,6 +55,8 @@ class BlobStore {
  private:
   // The folder blobs/<2 hex> of key; invalid when missing (and not create).
   UniqueFd folder_of(const std::string& key, bool create) const;
+  // Writes head then body as key's blob: temp file, fsync, rename into place.
+  void write_file(const std::string& key, std::string_view head, std::string_view body) const;
   BlobRead read_file(const std::string& key, const ArtifactMeta* expect, std::vector<char>* whole) const;
   std::shared_ptr<CacheRoot> root_;
 };

@@ -342,7 +342,8 @@ DiskTier::Cleared DiskTier::prune(std::optional<std::int64_t> max_bytes,
   const std::int64_t now = now_seconds();
   for (const auto& row : idx.rows_by_last_use()) {
     if (row.key == keep) continue;
-    bool too_old = older_than_seconds && now - row.last_used > *older_than_seconds;
+    // now - age cannot overflow (an age is at most INT64_MAX, now is positive); now - last_used could.
+    bool too_old = older_than_seconds && row.last_used < now - *older_than_seconds;
     bool over = max_bytes && total > *max_bytes;
     // Least recently used first: once a row is neither too old nor needed for space, no later one is.
     if (!too_old && !over) break;
@@ -396,6 +397,44 @@ std::vector<CacheProblem> DiskTier::verify(bool fix) {
     if (fix) blobs_.remove(key);
   }
   return problems;
+}
+
+DiskTier::Import::Import(DiskTier& tier) : tier_(tier), shared_(tier.maintenance_lock(FileLock::Mode::Shared)) {}
+
+DiskTier::Import::~Import() {
+  if (committed_) return;
+  for (const auto& row : rows_) tier_.blobs_.remove(row.key);
+}
+
+void DiskTier::Import::stage(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& blob) {
+  if (!tier_.in_place()) throw Error(ErrorCode::CacheIo, "the kernel cache root is no longer the folder opened");
+  // Recorded first: a write that fails halfway leaves nothing either.
+  rows_.push_back(row_of(key, meta, 0, ""));
+  const BlobHeader bound = tier_.blobs_.write_bound(key, blob, &meta);  // as it is: the header is already bound
+  rows_.back().size_bytes = static_cast<std::int64_t>(bound.payload_size);
+  rows_.back().checksum = bound.payload_checksum;
+}
+
+std::int64_t DiskTier::Import::commit(const std::vector<TuningRow>& decisions) {
+  const std::int64_t added = tier_.index().insert_import(rows_, decisions);
+  committed_ = true;
+  shared_.reset();  // prune takes the lock exclusive
+  try {
+    if (tier_.size_limit_ && tier_.index().total_bytes() > *tier_.size_limit_) {
+      auto freed = tier_.prune(tier_.size_limit_, std::nullopt);
+      log().info("cache: over JITK_CACHE_MAX_SIZE ({} bytes): evicted {} least recently used artifacts ({} bytes)",
+                 *tier_.size_limit_, freed.entries, freed.bytes);
+    }
+  } catch (const Error& e) {
+    warn_once("cache-prune", std::string("kernel cache: could not evict down to JITK_CACHE_MAX_SIZE: ") + e.what());
+  }
+  return added;
+}
+
+std::unique_ptr<DiskTier::Import> DiskTier::begin_import() {
+  if (!writable()) throw Error(ErrorCode::CacheIo, "the kernel cache at " + root_.string() + " cannot be written: " + unavailable_);
+  index();  // throws when it cannot be opened
+  return std::unique_ptr<Import>(new Import(*this));
 }
 
 }  // namespace jit::detail

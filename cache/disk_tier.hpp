@@ -85,6 +85,32 @@ class DiskTier final : public StorageTier {
   std::optional<std::int64_t> size_limit() const { return size_limit_; }
   std::vector<CacheProblem> verify(bool fix);
 
+  // An import (jitk import): artifacts staged one by one (their blobs written), then indexed
+  // together with the autotuning decisions that came with them in one transaction. Destroyed
+  // without a commit, or when commit throws, it removes the blobs it wrote: the cache is as it was.
+  class Import {
+   public:
+    ~Import();
+    Import(const Import&) = delete;
+    Import& operator=(const Import&) = delete;
+    // Writes the blob: `blob` is a whole bound blob (header and payload, as a pack of version 2
+    // carries it), stored as it is after checking it is bound to key and meta. Throws Error{CacheIo}.
+    void stage(const std::string& key, const ArtifactMeta& meta, const std::vector<char>& blob);
+    // Indexes every staged artifact and each decision the index has no row for yet (one it has
+    // was measured here and stays); returns how many decisions were added. Throws Error{CacheIo}.
+    std::int64_t commit(const std::vector<TuningRow>& decisions);
+
+   private:
+    friend class DiskTier;
+    explicit Import(DiskTier& tier);
+    DiskTier& tier_;
+    std::unique_ptr<FileLock> shared_;  // no clear, prune or verify sees it half done
+    std::vector<IndexRow> rows_;
+    bool committed_ = false;
+  };
+  // Throws Error{CacheIo} when the cache is not on disk or is read-only.
+  std::unique_ptr<Import> begin_import();
+
   // The index, for what is kept beside the artifacts in the same file (tuning_store.hpp). It opens
   // at its first use; index() throws Error{CacheIo} when the cache is not on disk.
   SqliteIndex& index();

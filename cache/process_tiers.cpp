@@ -13,6 +13,7 @@
 #endif
 #include "jit/error.hpp"
 #include "support/logging.hpp"
+#include "support/text.hpp"
 #include "support/units.hpp"
 
 namespace jit::detail {
@@ -54,10 +55,11 @@ const TierScheme kTierSchemes[] = {
 std::optional<std::int64_t> size_limit_from_environment() {
   const char* limit = std::getenv("JITK_CACHE_MAX_SIZE");
   if (!limit || !*limit) return std::nullopt;
-  auto bytes = parse_size(limit);
+  std::string why;
+  auto bytes = parse_size(limit, &why);
   if (!bytes)
-    warn_once("cache-max-size", std::string("JITK_CACHE_MAX_SIZE='") + limit +
-                                    "' is not a size (use e.g. 2G, 500M, 64K or bytes); the cache has no size limit");
+    warn_once("cache-max-size", "JITK_CACHE_MAX_SIZE='" + printable(limit) + "' is not a size (" + why + "; give " + kSizeForms +
+                                    "); the cache has no size limit");
   return bytes;
 }
 

@@ -140,6 +140,18 @@ IndexRow read_row(const Statement& s) {
   return r;
 }
 
+// One artifact row, inserted or replaced (the caller holds the transaction).
+void insert_row(sqlite3* db, const IndexRow& r) {
+  Statement s(db, (std::string("INSERT OR REPLACE INTO artifacts(") + kRowColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)").c_str());
+  s.bind(1, r.key).bind(2, r.kernel).bind(3, r.params).bind(4, r.backend).bind(5, r.arch).bind(6, r.compiler);
+  s.bind(7, r.size_bytes).bind(8, r.checksum).bind(9, r.compile_ms).bind(10, r.created).bind(11, r.last_used);
+  s.bind(12, r.hits).bind(13, r.implementation).bind(14, r.implementation_version);
+  s.step();
+}
+
+// A decision into the tuning table (below, with its columns).
+void insert_tuning(sqlite3* db, const TuningRow& r, const char* verb);
+
 bool is_damage(int rc) { return rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT; }
 
 }  // namespace
@@ -273,12 +285,7 @@ void SqliteIndex::insert(const IndexRow& r, bool count_compile) {
   std::lock_guard lock(mutex_);
   exec("BEGIN IMMEDIATE");
   try {
-    Statement s(db_, (std::string("INSERT OR REPLACE INTO artifacts(") + kRowColumns +
-                      ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)").c_str());
-    s.bind(1, r.key).bind(2, r.kernel).bind(3, r.params).bind(4, r.backend).bind(5, r.arch).bind(6, r.compiler);
-    s.bind(7, r.size_bytes).bind(8, r.checksum).bind(9, r.compile_ms).bind(10, r.created).bind(11, r.last_used);
-    s.bind(12, r.hits).bind(13, r.implementation).bind(14, r.implementation_version);
-    s.step();
+    insert_row(db_, r);
     if (count_compile) exec("UPDATE counters SET value = value + 1 WHERE name = 'compiles'");
     exec("COMMIT");
   } catch (...) {
@@ -317,6 +324,25 @@ std::int64_t SqliteIndex::record_hits(const std::vector<IndexRow>& hits, std::in
     throw;
   }
   return restored;
+}
+
+std::int64_t SqliteIndex::insert_import(const std::vector<IndexRow>& rows, const std::vector<TuningRow>& decisions) {
+  std::lock_guard lock(mutex_);
+  if (!decisions.empty()) ensure_tuning_table();
+  std::int64_t added = 0;
+  exec("BEGIN IMMEDIATE");
+  try {
+    for (const auto& r : rows) insert_row(db_, r);
+    for (const auto& t : decisions) {
+      insert_tuning(db_, t, "INSERT OR IGNORE");
+      added += sqlite3_changes(db_);
+    }
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  return added;
 }
 
 bool SqliteIndex::remove(const std::string& key) {
@@ -368,6 +394,14 @@ void SqliteIndex::ensure_tuning_table() {
 namespace {
 constexpr const char* kTuningColumns =
     "kernel, base_params, shape_class, device, choice, candidates, best_ms, default_ms, tuning_ms, created";
+// verb: "INSERT OR REPLACE" (a new measurement) or "INSERT OR IGNORE" (an import keeps what is here).
+void insert_tuning(sqlite3* db, const TuningRow& r, const char* verb) {
+  Statement s(db, (std::string(verb) + " INTO tuning(" + kTuningColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?)").c_str());
+  s.bind(1, r.kernel).bind(2, r.base_params).bind(3, r.shape_class).bind(4, r.device).bind(5, r.choice);
+  s.bind(6, r.candidates).bind(7, r.best_ms).bind(8, r.default_ms).bind(9, r.tuning_ms).bind(10, r.created);
+  s.step();
+}
+
 TuningRow read_tuning(const Statement& s) {
   TuningRow r;
   r.kernel = s.text(0);
@@ -398,10 +432,7 @@ std::optional<TuningRow> SqliteIndex::find_tuning(const std::string& kernel, con
 void SqliteIndex::store_tuning(const TuningRow& r) {
   std::lock_guard lock(mutex_);
   ensure_tuning_table();
-  Statement s(db_, (std::string("INSERT OR REPLACE INTO tuning(") + kTuningColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?)").c_str());
-  s.bind(1, r.kernel).bind(2, r.base_params).bind(3, r.shape_class).bind(4, r.device).bind(5, r.choice);
-  s.bind(6, r.candidates).bind(7, r.best_ms).bind(8, r.default_ms).bind(9, r.tuning_ms).bind(10, r.created);
-  s.step();
+  insert_tuning(db_, r, "INSERT OR REPLACE");
 }
 
 std::vector<TuningRow> SqliteIndex::tuning_rows() {

@@ -57,6 +57,9 @@ class SqliteIndex {
   // (its blob verified, its row lost) puts the row back.
   // Returns how many rows it put back.
   std::int64_t record_hits(const std::vector<IndexRow>& hits, std::int64_t misses);
+  // An import in one transaction: every row (no compile counted), and each decision whose key
+  // has no row yet. Returns how many decisions were added.
+  std::int64_t insert_import(const std::vector<IndexRow>& rows, const std::vector<TuningRow>& decisions);
   bool remove(const std::string& key);
   std::int64_t remove_all();
   std::int64_t total_bytes();

@@ -9,6 +9,11 @@
 
 namespace jit::detail {
 
+// Why a decision is not one to keep or use ("" when it is): field by field, so that a row from a
+// pack or a damaged index (a creation date of 1e300, a negative or NaN time, a count of billions,
+// text with control characters) is refused with its field named. `now`: seconds since the epoch.
+std::string tuning_row_problem(const TuningRow& row, std::int64_t now);
+
 // Decisions are kept beside the artifacts (they are exported, imported and cleared with them),
 // but they are not artifacts: no tier holds them and no get reads them.
 class TuningStore {
@@ -23,7 +28,9 @@ class TuningStore {
   // nullopt when none was stored, or the cache is not on disk.
   std::optional<TuningRow> find(const std::string& kernel, const std::string& base_params,
                                 const std::string& shape_class, const std::string& device) const;
-  // Whether it was kept (false when the cache is not on disk, or read-only).
+  // A stored row that tuning_row_problem refuses is not found (it is tuned again and replaced).
+  // Whether it was kept (false when the cache is not on disk, or read-only); a row that
+  // tuning_row_problem refuses throws Error{InvalidArgument}.
   bool store(const TuningRow& row) const;
   // Throws Error{CacheIo} when the cache is not on disk.
   std::vector<TuningRow> rows() const;

@@ -16,6 +16,8 @@
 #include "jit/embedded_sources.hpp"
 #include "support/field_count.hpp"
 #include "support/logging.hpp"
+#include "support/regular_file.hpp"
+#include "support/text.hpp"
 
 namespace jit::detail {
 namespace {
@@ -120,16 +122,24 @@ LaunchShape gpu_shape(const GpuLayout& layout, const ParamSet& params) {
 
 }  // namespace
 
+// A kernel's text (or a header of kernel_sources/) is a few thousand lines, never this.
+constexpr std::int64_t kMaxKernelTextBytes = 16 << 20;
+
 SourceFile kernel_file(const std::string& name, std::string* origin, const std::string* fallback_text) {
   if (const char* dir = std::getenv("JITK_KERNEL_DIR"); dir && *dir) {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) {
       warn_once("kernel-dir", std::string("JITK_KERNEL_DIR='") + dir + "' is not a folder; using the kernel text built into jitk");
-    } else if (std::ifstream in(std::string(dir) + "/" + name, std::ios::binary); in) {
-      std::ostringstream text;
-      text << in.rdbuf();
-      if (origin) *origin = std::string(dir) + "/" + name;
-      return {name, text.str()};
+    } else if (const std::string path = std::string(dir) + "/" + name; std::filesystem::symlink_status(path, ec).type() !=
+                                                                         std::filesystem::file_type::not_found) {
+      // There is something under the name: the user's text. A directory, a FIFO, a device or a
+      // file too large is refused (read, it would be empty text, block or fill memory).
+      std::string why;
+      auto text = read_regular_file(path, kMaxKernelTextBytes, &why);
+      if (!text)
+        throw Error(ErrorCode::InvalidArgument, "JITK_KERNEL_DIR: " + printable(path) + " cannot be used as kernel text: " + why);
+      if (origin) *origin = path;
+      return {name, std::move(*text)};
     } else {
       // A partial override is normal (edit one kernel, keep the rest): INFO, once per file.
       static std::mutex mutex;

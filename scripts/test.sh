@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test job: installs what is missing, builds, runs the whole suite through ctest; with
 # JITK_SANITIZE=1 also builds and runs it under ASan + UBSan; with JITK_FUZZ_SECONDS=N also runs
-# each libFuzzer target (manifest and params parsers) for N seconds; with JITK_TSAN=1 also runs the
+# each libFuzzer target (manifest, params and pack parsers) for N seconds; with JITK_TSAN=1 also runs the
 # concurrency tests (threads, processes, the soak) under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +31,7 @@ if [ "${JITK_TSAN:-0}" = 1 ]; then
 fi
 if [ -n "${JITK_FUZZ_SECONDS:-}" ]; then
   BUILD_DIR=build-fuzz ./scripts/build.sh -DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16 -DJITK_FUZZ=ON
-  for target in manifest params object_loader blob_header remote_url; do
+  for target in manifest params object_loader blob_header pack remote_url; do
     corpus=$(mktemp -d)
     cp fuzz/corpus/$target/* "$corpus"/
     ./build-fuzz/fuzz/fuzz_$target -max_total_time="$JITK_FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 "$corpus"

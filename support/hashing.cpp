@@ -41,4 +41,12 @@ CacheKey KeyBuilder::finish() const {
 
 std::string checksum_hex(const void* data, std::size_t size) { return to_hex(XXH3_128bits(data, size)); }
 
+ChecksumStream::ChecksumStream() : state_(XXH3_createState()) {
+  if (!state_) throw std::bad_alloc();
+  XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_));
+}
+ChecksumStream::~ChecksumStream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+void ChecksumStream::add(const void* data, std::size_t size) { XXH3_128bits_update(static_cast<XXH3_state_t*>(state_), data, size); }
+std::string ChecksumStream::hex() const { return to_hex(XXH3_128bits_digest(static_cast<XXH3_state_t*>(state_))); }
+
 }  // namespace jit::detail

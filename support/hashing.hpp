@@ -29,4 +29,18 @@ class KeyBuilder {
 // XXH3-128 of a byte range, as hex: the checksum stored with every blob.
 std::string checksum_hex(const void* data, std::size_t size);
 
+// checksum_hex of bytes given in parts (a file read a piece at a time): the same hex.
+class ChecksumStream {
+ public:
+  ChecksumStream();
+  ~ChecksumStream();
+  ChecksumStream(const ChecksumStream&) = delete;
+  ChecksumStream& operator=(const ChecksumStream&) = delete;
+  void add(const void* data, std::size_t size);
+  std::string hex() const;
+
+ private:
+  void* state_;  // XXH3_state_t
+};
+
 }  // namespace jit::detail

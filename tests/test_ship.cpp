@@ -7,6 +7,7 @@
 
 #include "cache/blob_format.hpp"
 #include "cache/cache_key.hpp"
+#include "pack_support.hpp"
 #include "test_support.hpp"
 
 using Catch::Matchers::Contains;
@@ -19,42 +20,7 @@ using jitk_test::kTool;
 
 nlohmann::json stats(const std::string& env) { return nlohmann::json::parse(run(kTool + " stats --json", env).output); }
 
-// A pack's table of contents, edited, and the pack put back together with valid checksums: what
-// another jitk (or a build with another compiler) would have written. rebind: each payload's blob
-// header is rewritten to name what its edited entry names, as that jitk would have made it.
-void rewrite_pack(const jitk_test::fs::path& pack, const std::function<void(nlohmann::json&)>& edit, bool rebind = false) {
-  std::string in = jitk_test::read_file(pack);
-  std::uint64_t json_size;
-  std::memcpy(&json_size, in.data() + 16, sizeof json_size);
-  auto doc = nlohmann::json::parse(in.substr(24, json_size));
-  std::vector<std::string> payloads;
-  std::size_t at = 24 + json_size;
-  for (const auto& r : doc["artifacts"]) {
-    payloads.push_back(in.substr(at, r["size"].get<std::size_t>()));
-    at += payloads.back().size();
-  }
-  edit(doc);
-  if (rebind)
-    for (std::size_t i = 0; i < payloads.size(); ++i) {
-      auto& r = doc["artifacts"][i];
-      jit::detail::BlobHeader h;
-      REQUIRE(jit::detail::check_blob_binding(payloads[i], r["key"], &h).empty());
-      const jit::detail::ArtifactMeta meta{r["kernel"], r["params"], r["backend"], r["arch"], r["compiler"],
-                                           r["compile_ms"], r["implementation"], r["implementation_version"]};
-      const std::string code = payloads[i].substr(h.header_size);
-      payloads[i] = jit::detail::encode_blob_header(r["key"], meta, code) + code;
-      r["size"] = payloads[i].size();
-      r["checksum"] = jit::detail::checksum_hex(payloads[i].data(), payloads[i].size());
-    }
-  const std::string json = doc.dump();
-  std::string out = in.substr(0, 16);
-  const std::uint64_t size = json.size();
-  out.append(reinterpret_cast<const char*>(&size), sizeof size);
-  out += json;
-  for (const auto& p : payloads) out += p;
-  out += jit::detail::checksum_hex(out.data(), out.size());
-  jitk_test::write_file(pack, out);
-}
+using jitk_test::rewrite_pack;  // tests/pack_support.hpp: rebinds blob headers when asked
 
 // Swaps the payloads of entries i and j (with their sizes and checksums, so every checksum in the
 // pack still holds): each entry keeps its key, kernel and params but carries the other's code.

@@ -20,8 +20,17 @@
 #include "jit/tuning.hpp"
 #include "jit/cuda.hpp"
 #include "jit/registry.hpp"
+#include "support/text.hpp"
+#include "support/units.hpp"
 
 namespace {
+
+// Text from the cache, a pack or a manifest is escaped before it reaches the terminal: a kernel
+// name must not be able to move the cursor or retitle the window.
+using jit::detail::printable;
+
+// JSON output: control characters are escaped by the JSON itself; bytes that are not UTF-8 are replaced.
+std::string dump(const nlohmann::json& j) { return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 std::string human_bytes(std::int64_t n) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -46,15 +55,15 @@ std::string iso_time(std::int64_t t) {
 }
 
 int cmd_info() {
-  std::cout << "jitk cache root: " << jit::cache::root().string() << "\n";
+  std::cout << "jitk cache root: " << printable(jit::cache::root().string()) << "\n";
   if (auto why = jit::cache::unavailable_reason(); !why.empty()) {
-    std::cout << "cache: memory only: " << why << "\n";
+    std::cout << "cache: memory only: " << printable(why) << "\n";
   } else {
     try {
       auto s = jit::cache::stats();
       std::cout << "cache: " << s.entries << " artifacts, " << human_bytes(s.bytes) << "\n";
     } catch (const jit::Error& e) {
-      std::cout << "cache: unusable: " << e.what() << "\n";
+      std::cout << "cache: unusable: " << printable(e.what()) << "\n";
     }
   }
   std::cout << "backends:\n";
@@ -132,12 +141,13 @@ int cmd_ls_tuning(bool json) {
       arr.push_back({{"kernel", r.kernel}, {"base_params", r.base_params}, {"shape_class", r.shape_class},
                      {"device", r.device}, {"choice", r.choice}, {"candidates", r.candidates}, {"best_ms", r.best_ms},
                      {"default_ms", r.default_ms}, {"tuning_ms", r.tuning_ms}, {"created", iso_time(r.created)}});
-    std::cout << arr.dump(2) << "\n";
+    std::cout << dump(arr) << "\n";
     return 0;
   }
   for (const auto& r : rows)
     std::printf("%s (%s) for %s on %s:\n  chose %s: %.3f ms, the base params %.3f ms (%.2fx); %lld candidates timed in %.0f ms, %s\n",
-                r.kernel.c_str(), r.base_params.c_str(), r.shape_class.c_str(), r.device.c_str(), r.choice.c_str(), r.best_ms,
+                printable(r.kernel).c_str(), printable(r.base_params).c_str(), printable(r.shape_class).c_str(),
+                printable(r.device).c_str(), printable(r.choice).c_str(), r.best_ms,
                 r.default_ms, r.best_ms > 0 ? r.default_ms / r.best_ms : 0.0, static_cast<long long>(r.candidates), r.tuning_ms,
                 iso_time(r.created).c_str());
   std::printf("%zu tuning decisions\n", rows.size());
@@ -154,9 +164,11 @@ int cmd_ls(bool json) {
                      {"compile_ms", r.compile_ms}, {"created", iso_time(r.created)},
                      {"last_used", iso_time(r.last_used)}, {"hits", r.hits}, {"implementation", r.implementation},
                      {"implementation_version", r.implementation_version}, {"launch", r.launch}});
-    std::cout << arr.dump(2) << "\n";
+    std::cout << dump(arr) << "\n";
     return 0;
   }
+  for (auto& r : rows)
+    for (auto* text : {&r.key, &r.kernel, &r.params, &r.backend, &r.arch, &r.compiler, &r.implementation, &r.launch}) *text = printable(*text);
   // Columns as wide as their longest value (params with fusion chains get long).
   int kernel_w = 14, params_w = 28, launch_w = 6;
   for (const auto& r : rows) {
@@ -201,17 +213,17 @@ int cmd_stats(bool json) {
                      {"bad_entries", r->bad_entries}, {"bytes_read", r->bytes_read}, {"bytes_written", r->bytes_written}};
     else if (!remote_problem.empty())
       j["remote"] = {{"error", remote_problem}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << dump(j) << "\n";
     return 0;
   }
-  std::cout << "cache root:  " << jit::cache::root().string() << "\n"
+  std::cout << "cache root:  " << printable(jit::cache::root().string()) << "\n"
             << "entries:     " << s.entries << "\n"
             << "size:        " << human_bytes(s.bytes) << "\n"
             << "disk hits:   " << s.hits << "\n"
             << "misses:      " << s.misses << "\n"
             << "compiles:    " << s.compiles << "\n";
   if (r)
-    std::cout << "remote:      " << r->url << " (" << r->mode << "), the fleet's counters:\n"
+    std::cout << "remote:      " << printable(r->url) << " (" << r->mode << "), the fleet's counters:\n"
               << "  hits:          " << r->hits << "\n"
               << "  misses:        " << r->misses << "\n"
               << "  compiles:      " << r->compiles << "\n"
@@ -221,7 +233,7 @@ int cmd_stats(bool json) {
               << "  bytes read:    " << human_bytes(r->bytes_read) << "\n"
               << "  bytes written: " << human_bytes(r->bytes_written) << "\n";
   else if (!remote_problem.empty())
-    std::cout << "remote:      unreachable: " << remote_problem << "\n";
+    std::cout << "remote:      unreachable: " << printable(remote_problem) << "\n";
   return 0;
 }
 
@@ -258,16 +270,35 @@ int cmd_explain(const std::string& kernel, const std::string& params, const std:
 int cmd_clear(const std::string& kernel) {
   auto c = kernel.empty() ? jit::cache::clear() : jit::cache::clear_kernel(kernel);
   std::cout << "cleared " << c.entries << " artifacts" << (kernel.empty() ? "" : " of " + kernel) << ", freed "
-            << human_bytes(c.bytes) << " (" << jit::cache::root().string() << ")\n";
+            << human_bytes(c.bytes) << " (" << printable(jit::cache::root().string()) << ")\n";
   return 0;
+}
+
+// A size or an age given on the command line or in JITK_CACHE_MAX_SIZE: read strictly, or an
+// error naming what was given, why it is not one, and the forms there are.
+std::int64_t size_or_throw(const std::string& what, const std::string& text) {
+  std::string why;
+  if (auto bytes = jit::detail::parse_size(text, &why)) return *bytes;
+  throw jit::Error(jit::ErrorCode::InvalidParams, what + " '" + printable(text) + "' is not a size (" + why + "); give " +
+                                                     jit::detail::kSizeForms);
+}
+std::int64_t age_or_throw(const std::string& what, const std::string& text) {
+  std::string why;
+  if (auto seconds = jit::detail::parse_age(text, &why)) return *seconds;
+  throw jit::Error(jit::ErrorCode::InvalidParams, what + " '" + printable(text) + "' is not an age (" + why + "); give " +
+                                                     jit::detail::kAgeForms);
 }
 
 int cmd_prune(const std::string& max_size, const std::string& older_than, bool stale) {
   // Every argument is checked before anything is removed.
-  if (!max_size.empty() && !jit::cache::parse_size(max_size))
-    throw jit::Error(jit::ErrorCode::InvalidParams, "--max-size '" + max_size + "' is not a size (e.g. 2G, 500M, 64K)");
-  if (!older_than.empty() && !jit::cache::parse_age(older_than))
-    throw jit::Error(jit::ErrorCode::InvalidParams, "--older-than '" + older_than + "' is not an age (e.g. 30d, 12h, 45m)");
+  std::optional<std::int64_t> bytes, seconds;
+  if (!max_size.empty()) bytes = size_or_throw("--max-size", max_size);
+  if (!older_than.empty()) seconds = age_or_throw("--older-than", older_than);
+  if (!stale && !bytes && !seconds) {
+    const char* env = std::getenv("JITK_CACHE_MAX_SIZE");
+    if (!env || !*env) throw jit::Error(jit::ErrorCode::InvalidParams, "give --max-size SIZE and/or --older-than AGE (or set JITK_CACHE_MAX_SIZE)");
+    bytes = size_or_throw("JITK_CACHE_MAX_SIZE", env);
+  }
   if (stale) {
     auto r = jit::cache::prune_stale();
     std::cout << "pruned " << r.removed.entries << " stale artifacts (implementations or versions this jitk no longer ships), freed "
@@ -278,16 +309,7 @@ int cmd_prune(const std::string& max_size, const std::string& older_than, bool s
       std::cout << "kept " << r.kept_unknown << " artifacts of kernels or implementations jitk does not ship (" << names
                 << "): only the program that registered them knows their versions\n";
     }
-    if (max_size.empty() && older_than.empty()) return 0;
-  }
-  std::optional<std::int64_t> bytes, seconds;
-  if (!max_size.empty() && !(bytes = jit::cache::parse_size(max_size)))
-    throw jit::Error(jit::ErrorCode::InvalidParams, "--max-size '" + max_size + "' is not a size (e.g. 2G, 500M, 64K)");
-  if (!older_than.empty() && !(seconds = jit::cache::parse_age(older_than)))
-    throw jit::Error(jit::ErrorCode::InvalidParams, "--older-than '" + older_than + "' is not an age (e.g. 30d, 12h, 45m)");
-  if (!bytes && !seconds) {
-    if (const char* env = std::getenv("JITK_CACHE_MAX_SIZE"); env && *env) bytes = jit::cache::parse_size(env);
-    if (!bytes) throw jit::Error(jit::ErrorCode::InvalidParams, "give --max-size SIZE and/or --older-than AGE (or set JITK_CACHE_MAX_SIZE)");
+    if (!bytes && !seconds) return 0;
   }
   auto c = jit::cache::prune(bytes, seconds);
   std::cout << "pruned " << c.entries << " artifacts, freed " << human_bytes(c.bytes) << "\n";
@@ -300,7 +322,7 @@ int cmd_export(const std::string& file, const std::string& target) {
   auto r = jit::cache::export_pack(file, t);
   for (const auto& s : r.skipped) std::cout << "skipped: " << s << "\n";
   std::cout << "exported " << r.artifacts << " artifacts (" << human_bytes(r.bytes) << ") and " << r.tuning
-            << " tuning decisions" << (t ? " for " + t->to_string() : "") << " to " << file << "\n";
+            << " tuning decisions" << (t ? " for " + t->to_string() : "") << " to " << printable(file) << "\n";
   return 0;
 }
 
@@ -310,13 +332,13 @@ int cmd_import(const std::string& file) {
   for (const auto& s : r.unchecked) std::cout << "imported unchecked (its backend cannot compile here): " << s << "\n";
   std::cout << "imported " << r.imported << " artifacts, " << r.already << " already cached, " << r.stale.size()
             << " stale left out; " << r.tuning_imported << " tuning decisions, " << r.tuning_already << " already there ("
-            << jit::cache::root().string() << ")\n";
+            << printable(jit::cache::root().string()) << ")\n";
   return 0;
 }
 
 int cmd_verify(bool fix) {
   auto problems = jit::cache::verify(fix);
-  for (const auto& p : problems) std::cout << (fix ? "fixed: " : "problem: ") << p.key << ": " << p.what << "\n";
+  for (const auto& p : problems) std::cout << (fix ? "fixed: " : "problem: ") << printable(p.key) << ": " << printable(p.what) << "\n";
   std::cout << (problems.empty() ? "cache is consistent" : std::to_string(problems.size()) + " problem(s)")
             << (fix && !problems.empty() ? ", repaired" : "") << "\n";
   return problems.empty() || fix ? 0 : 1;
@@ -365,7 +387,8 @@ int tune_items(const std::vector<jit::cache::WarmItem>& items) {
                     o.choice.c_str(), ms);
       } catch (const std::exception& e) {
         ++failed;
-        std::printf("FAILED tuning %s (%s) for %s: %s\n", item.kernel.c_str(), item.params.to_string().c_str(), dims.c_str(), e.what());
+        std::printf("FAILED tuning %s (%s) for %s: %s\n", item.kernel.c_str(), item.params.to_string().c_str(), dims.c_str(),
+                    printable(e.what(), /*keep_lines=*/true).c_str());
       }
       std::fflush(stdout);
     }
@@ -410,7 +433,7 @@ int cmd_warm(const std::string& manifest, int jobs, bool tune) {
         if (tty) std::printf("\r\033[K");
         std::printf("[%zu/%zu] %s %s (%s) %s %.1f ms\n", done, items.size(), what, r.item->kernel.c_str(),
                     r.item->params.to_string().c_str(), r.item->target.to_string().c_str(), r.ms);
-        if (!r.error.empty()) std::printf("    %s\n", r.error.c_str());
+        if (!r.error.empty()) std::printf("    %s\n", printable(r.error, /*keep_lines=*/true).c_str());
         if (tty) draw_bar();
         std::fflush(stdout);
       },
@@ -427,7 +450,7 @@ int cmd_warm(const std::string& manifest, int jobs, bool tune) {
               std::max(1, std::min<int>(jobs, static_cast<int>(items.size()))));
   // Items to compile were compiled for nothing when the cache cannot keep them: say so and why.
   if (auto why = jit::cache::unavailable_reason(); !why.empty() && cached < static_cast<int>(items.size()))
-    std::printf("warm: nothing was kept: the cache runs from memory only (%s)\n", why.c_str());
+    std::printf("warm: nothing was kept: the cache runs from memory only (%s)\n", printable(why).c_str());
   if (not_started) return 130;
   const std::size_t shapes = std::accumulate(items.begin(), items.end(), std::size_t{0},
                                              [](std::size_t n, const auto& i) { return n + i.tune.size(); });
@@ -473,8 +496,15 @@ int main(int argc, char** argv) {
   warm->add_option("manifest", manifest, "TOML manifest ([[kernel]] name, target, params)")->required()->check(CLI::ExistingFile);
   bool tune = false;
   warm->add_flag("--tune", tune, "then tune each entry's `tune = [[m, n, k], ...]` shapes (one at a time), keeping the decisions");
+  // Digits only, as every number jitk reads: CLI11 alone would take "0x10" as 16 and " 5" as 5.
+  const CLI::Validator digits_only(
+      [](std::string& text) {
+        return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos ? std::string()
+                                                                                          : "'" + printable(text) + "' is not a whole number (digits only)";
+      },
+      "");
   warm->add_option("-j,--jobs", jobs, "parallel compiles (default: all cores)")
-      ->check(CLI::Range(1, 1 << 16).description("")) ->option_text("N >= 1");
+      ->check(digits_only)->check(CLI::Range(1, 1 << 16).description("")) ->option_text("N >= 1");
 
   std::string pack, export_target;
   auto* exp = app.add_subcommand("export", "pack the cache's artifacts (and index rows) into one file");
@@ -519,7 +549,11 @@ int main(int argc, char** argv) {
     if (*push_cmd) return cmd_push();
     if (*explain) return cmd_explain(explain_kernel, explain_params, explain_target);
   } catch (const jit::Error& e) {
-    std::cerr << "jitk: error (" << jit::to_string(e.code()) << "): " << e.what() << "\n";
+    std::cerr << "jitk: error (" << jit::to_string(e.code()) << "): " << printable(e.what(), /*keep_lines=*/true) << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    // Never an abort: whatever escaped is still a message and an exit status.
+    std::cerr << "jitk: error: " << printable(e.what(), /*keep_lines=*/true) << "\n";
     return 2;
   }
   return 0;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "support/logging.hpp"
+#include "support/text.hpp"
 
 namespace jit::detail {
 namespace {
@@ -33,10 +34,13 @@ ThreadPool& ThreadPool::instance() {
   static ThreadPool pool([] {
     const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     if (const char* env = std::getenv("JITK_NUM_THREADS"); env && *env) {
-      char* end = nullptr;
-      long n = std::strtol(env, &end, 10);
-      if (*end == '\0' && n > 0 && n <= kMaxThreads) return static_cast<int>(n);
-      warn_once("num-threads", std::string("JITK_NUM_THREADS='") + env + "' is not a thread count in [1, " +
+      // Digits only: no sign, no spaces, no hex (strtol would take " 8" and "+8").
+      const std::string text = env;
+      long n = 0;
+      const bool digits = text.size() <= 6 && text.find_first_not_of("0123456789") == std::string::npos;
+      if (digits) n = std::stol(text);
+      if (digits && n > 0 && n <= kMaxThreads) return static_cast<int>(n);
+      warn_once("num-threads", "JITK_NUM_THREADS='" + printable(text) + "' is not a thread count in [1, " +
                                    std::to_string(kMaxThreads) + "]; using all " + std::to_string(cores) + " cores");
     }
     return cores;

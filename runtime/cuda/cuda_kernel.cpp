@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "support/text.hpp"
 #include "support/units.hpp"
 #include "runtime/gpu_launch.hpp"
 #include "support/logging.hpp"
@@ -28,8 +29,9 @@ constexpr unsigned long long kScratchKept = 512ull << 20;
 unsigned long long scratch_kept() {
   const char* v = std::getenv("JITK_SCRATCH_KEEP");
   if (!v || !*v) return kScratchKept;
-  if (const auto bytes = parse_size(v)) return static_cast<unsigned long long>(*bytes);
-  warn_once("scratch-keep", std::string("JITK_SCRATCH_KEEP='") + v + "' is not a size (use e.g. 512M, 2G, 0 or bytes); keeping " +
+  std::string why;
+  if (const auto bytes = parse_size(v, &why)) return static_cast<unsigned long long>(*bytes);
+  warn_once("scratch-keep", "JITK_SCRATCH_KEEP='" + printable(v) + "' is not a size (" + why + "; give " + kSizeForms + "); keeping " +
                                 std::to_string(kScratchKept >> 20) + " MiB");
   return kScratchKept;
 }

@@ -1,5 +1,6 @@
 // jit::cache: listing, statistics, clearing and verifying the disk cache, and backend status.
 #include <algorithm>
+#include <charconv>
 
 #include "cache/process_tiers.hpp"
 #include "jit/kernel_catalog.hpp"
@@ -57,23 +58,7 @@ StaleResult prune_stale() {
 
 std::optional<std::int64_t> parse_size(const std::string& text) { return detail::parse_size(text); }
 
-std::optional<std::int64_t> parse_age(const std::string& text) {
-  std::size_t used = 0;
-  long long n;
-  try {
-    n = std::stoll(text, &used);
-  } catch (...) {
-    return std::nullopt;
-  }
-  if (n < 0 || used + 1 != text.size()) return std::nullopt;
-  switch (text.back()) {
-    case 'd': return n * 86400;
-    case 'h': return n * 3600;
-    case 'm': return n * 60;
-    case 's': return n;
-  }
-  return std::nullopt;
-}
+std::optional<std::int64_t> parse_age(const std::string& text) { return detail::parse_age(text); }
 
 namespace {
 
@@ -89,8 +74,11 @@ ParamSet parse_params_text(const std::string& text) {
     const auto eq = item.find('=');
     if (eq == std::string::npos) continue;
     const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-    const bool number = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (number) out.set(name, static_cast<std::int64_t>(std::stoll(value)));
+    // A number past int64 (an index row from elsewhere) stays text: validation then refuses it.
+    std::int64_t n = 0;
+    const auto [end_of_number, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    const bool number = !value.empty() && value[0] != '-' && ec == std::errc() && end_of_number == value.data() + value.size();
+    if (number) out.set(name, n);
     else out.set(name, value);
   }
   return out;

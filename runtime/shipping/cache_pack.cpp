@@ -1,13 +1,12 @@
-// jitk export / import: a warmed cache as one file.
-//
-// Layout: "JITKPACK", u32 pack version, u32 cache format, u64 JSON length, the JSON (jitk version,
-// rows: key, kernel, params, backend, arch, compiler, implementation, implementation_version,
-// compile_ms, size, checksum; "tuning": the autotuning decisions, as `jitk ls --tuning --json`
-// lists them, optional), the payloads in row order, then the XXH3-128 (32 hex digits) of
-// everything before it. A payload is the artifact's blob as the cache keeps it (pack version 2):
-// its header binds it to its key, kernel, params, backend and target, checked at import.
+// jitk export / import: a warmed cache as one file (the layout: pack_reader.hpp). A payload is the
+// artifact's blob as the cache keeps it (pack version 2): its header binds it to its key, kernel,
+// params, backend and target; the pack reader checks that binding for every payload before
+// anything is merged, and the import stores each blob as it is.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,77 +17,68 @@
 #include "jit/cache.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "runtime/backend_driver.hpp"
+#include "runtime/shipping/pack_reader.hpp"
 #include "support/logging.hpp"
+#include "support/regular_file.hpp"
+#include "support/text.hpp"
 
 namespace jit::cache {
 namespace {
 
-constexpr char kMagic[8] = {'J', 'I', 'T', 'K', 'P', 'A', 'C', 'K'};
-constexpr std::uint32_t kPackVersion = 2;  // 2: payloads are bound blobs
-constexpr std::size_t kHeader = 8 + 4 + 4 + 8, kTrailer = 32;
-
 template <class V> void put(std::string& out, V v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
-template <class V> V get(const std::string& in, std::size_t at) {
-  V v;
-  std::memcpy(&v, in.data() + at, sizeof v);
-  return v;
+
+std::int64_t now_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-[[noreturn]] void damaged(const std::filesystem::path& file, const std::string& what) {
-  throw Error(ErrorCode::CacheIo, "pack " + file.string() + " is damaged: " + what + "; nothing imported");
-}
+// A pack on disk, read with pread from the regular file that was opened (never by its name again).
+class PackFile final : public detail::PackBytes {
+ public:
+  explicit PackFile(const std::filesystem::path& file) {
+    std::string why;
+    struct stat st{};
+    handle_ = detail::open_regular_file(file, O_RDONLY, &why, &st);
+    if (!handle_) throw Error(ErrorCode::CacheIo, "cannot read pack " + detail::printable(file.string()) + ": " + why + "; nothing imported");
+    size_ = st.st_size;
+  }
+  std::int64_t size() const override { return size_; }
+  bool read_at(void* out, std::size_t n, std::int64_t offset) const override {
+    return offset >= 0 && n <= static_cast<std::uint64_t>(size_ - offset) && detail::read_exactly_at(handle_.fd(), out, n, offset);
+  }
 
-bool is_hex_key(const std::string& k) {
-  return k.size() == 32 && k.find_first_not_of("0123456789abcdef") == std::string::npos;
-}
-
-std::string describe(const nlohmann::json& r) {
-  return r.value("kernel", "?") + " (" + r.value("params", "") + ") " + r.value("backend", "") + " " + r.value("arch", "");
-}
+ private:
+  detail::FileHandle handle_;
+  std::int64_t size_ = 0;
+};
 
 // Why this machine would never look an artifact up, or "" (unchecked: the backend cannot compile here).
-std::string staleness(const nlohmann::json& r, bool* unchecked) {
-  const std::string kernel = r["kernel"], impl = r["implementation"];
-  const int version = r["implementation_version"];
+std::string staleness(const detail::ArtifactMeta& m, bool* unchecked) {
   const auto& reg = detail::registry();
   for (std::size_t i = 0; i < reg.shipped; ++i) {
-    if (reg.kernels[i].name != kernel) continue;
-    if (impl.empty()) return "made before implementations (cache format 1)";
+    if (reg.kernels[i].name != m.kernel) continue;
+    if (m.implementation.empty()) return "made before implementations (cache format 1)";
     for (const auto& shipped : reg.kernels[i].implementations)
-      if (shipped.name == impl && shipped.version != version)
-        return "implementation " + impl + " v" + std::to_string(version) + ", this jitk ships v" + std::to_string(shipped.version);
+      if (shipped.name == m.implementation && shipped.version != m.implementation_version)
+        return "implementation " + detail::printable(m.implementation) + " v" + std::to_string(m.implementation_version) +
+               ", this jitk ships v" + std::to_string(shipped.version);
   }
   Target target;
   try {
-    target = Target::parse(r["backend"].get<std::string>());
+    target = Target::parse(m.backend);
   } catch (const Error&) {
     return "unknown backend";
   }
-  target.arch = target.backend == Backend::Cpu ? "" : r["arch"].get<std::string>();
+  target.arch = target.backend == Backend::Cpu ? "" : m.arch;
   try {
     const auto& compiler = detail::compiling_driver_for(target).compiler(target);
-    if (compiler.id() != r["compiler"].get<std::string>())
-      return "compiled by " + r["compiler"].get<std::string>() + ", this machine compiles with " + compiler.id();
-    if (target.backend == Backend::Cpu && compiler.arch() != r["arch"].get<std::string>())
-      return "compiled for CPU " + r["arch"].get<std::string>() + ", this machine is " + compiler.arch();
+    if (compiler.id() != m.compiler)
+      return "compiled by " + detail::printable(m.compiler) + ", this machine compiles with " + compiler.id();
+    if (target.backend == Backend::Cpu && compiler.arch() != m.arch)
+      return "compiled for CPU " + detail::printable(m.arch) + ", this machine is " + compiler.arch();
   } catch (const Error&) {
     *unchecked = true;
   }
   return "";
-}
-
-// The artifact inside a pack entry's blob, after checking that the blob is bound to the entry it
-// sits in (its key, kernel, params, backend, target, compiler, implementation): payloads swapped
-// between entries, or an entry relabelled, are refused.
-std::vector<char> unwrap_bound_payload(const std::filesystem::path& file, const nlohmann::json& r, const std::vector<char>& blob) {
-  const detail::ArtifactMeta named{.kernel = r["kernel"], .params = r["params"], .backend = r["backend"], .arch = r["arch"],
-                                   .compiler = r["compiler"], .compile_ms = 0, .implementation = r["implementation"],
-                                   .implementation_version = r["implementation_version"]};
-  detail::BlobHeader bound;
-  std::string why = detail::check_blob_binding({blob.data(), blob.size()}, r["key"], &bound);
-  if (why.empty()) why = detail::binding_mismatch(bound, r["key"], &named);
-  if (!why.empty()) damaged(file, "the payload of " + describe(r) + " is not the artifact its entry names: " + why);
-  return {blob.begin() + static_cast<std::ptrdiff_t>(bound.header_size), blob.end()};
 }
 
 }  // namespace
@@ -102,9 +92,24 @@ ExportResult export_pack(const std::filesystem::path& file, const std::optional<
   for (const auto& row : cache.rows()) {
     if (target && (row.backend != backend_name(target->backend) || (!target->arch.empty() && row.arch != target->arch)))
       continue;
-    auto payload = cache.read_blob(row.key);  // header and all: the import checks what it is bound to
-    if (!payload) {
-      result.skipped.push_back(row.key + " " + row.kernel + " (" + row.params + "): blob missing or damaged (run `jitk verify`)");
+    const std::string what = detail::printable(row.key + " " + row.kernel + " (" + row.params + ")");
+    // A row import would refuse (a damaged or forged index) would make the whole pack unusable.
+    if (auto why = detail::artifact_problem(row.key, row); !why.empty()) {
+      result.skipped.push_back(what + ": its index row is not valid (" + why + ")");
+      continue;
+    }
+    // Header and all (read_blob verifies it and its binding to the key): import checks what it is bound to.
+    auto payload = cache.read_blob(row.key);
+    std::string unbound;
+    if (payload) {
+      detail::BlobHeader bound;
+      unbound = detail::check_blob_binding(std::string_view(payload->data(), payload->size()), row.key, &bound);
+      if (unbound.empty()) unbound = detail::binding_mismatch(bound, row.key, &row);
+    }
+    if (!payload || !unbound.empty() || static_cast<std::int64_t>(payload->size()) > detail::kMaxPackPayloadBytes) {
+      result.skipped.push_back(what + (!payload            ? ": blob missing or damaged (run `jitk verify`)"
+                                       : !unbound.empty() ? ": its blob is not the artifact its row names (" + detail::printable(unbound) + "; run `jitk verify`)"
+                                                          : ": larger than a pack takes"));
       continue;
     }
     rows.push_back({{"key", row.key}, {"kernel", row.kernel}, {"params", row.params}, {"backend", row.backend},
@@ -118,7 +123,13 @@ ExportResult export_pack(const std::filesystem::path& file, const std::optional<
   // Autotuning decisions go with the artifacts: a device identity starts with its backend ("cuda
   // sm_90 (NVIDIA H100 ...)"), so a target keeps its own.
   nlohmann::json tuning = nlohmann::json::array();
+  const std::int64_t now = now_seconds();
   for (const auto& t : tuning_store.rows()) {
+    if (auto why = detail::tuning_row_problem(t, now); !why.empty()) {
+      result.skipped.push_back("the autotuning decision for " + detail::printable(t.kernel + " (" + t.base_params + ")") +
+                               ": not valid (" + why + ")");
+      continue;
+    }
     if (target) {
       const std::string backend(backend_name(target->backend));
       if (t.device.rfind(backend + " ", 0) != 0) continue;
@@ -130,9 +141,12 @@ ExportResult export_pack(const std::filesystem::path& file, const std::optional<
     ++result.tuning;
   }
   const std::string json = nlohmann::json{{"jitk", "0.1.0"}, {"artifacts", rows}, {"tuning", tuning}}.dump();
+  if (static_cast<std::int64_t>(json.size()) > detail::kMaxPackIndexBytes ||
+      static_cast<std::int64_t>(json.size() + payloads.size()) > detail::kMaxPackBytes - 64)
+    throw Error(ErrorCode::CacheIo, "the cache is larger than a pack may be; export one target at a time (--target)");
   std::string out;
-  out.append(kMagic, sizeof kMagic);
-  put<std::uint32_t>(out, kPackVersion);
+  out.append(detail::kPackMagic, sizeof detail::kPackMagic);
+  put<std::uint32_t>(out, detail::kPackVersion);
   put<std::uint32_t>(out, detail::kCacheFormatVersion);
   put<std::uint64_t>(out, json.size());
   out += json;
@@ -159,103 +173,46 @@ ExportResult export_pack(const std::filesystem::path& file, const std::optional<
 }
 
 ImportResult import_pack(const std::filesystem::path& file) {
-  std::ifstream f(file, std::ios::binary);
-  if (!f) throw Error(ErrorCode::CacheIo, "cannot read pack " + file.string() + ": " + std::strerror(errno));
-  const std::string in((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  // Everything is checked before anything is merged.
-  if (in.size() < kHeader + kTrailer || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
-    damaged(file, "not a jitk pack (no JITKPACK header)");
-  if (detail::checksum_hex(in.data(), in.size() - kTrailer) != in.substr(in.size() - kTrailer))
-    damaged(file, "its checksum does not match its contents (truncated or changed)");
-  if (auto v = get<std::uint32_t>(in, 8); v != kPackVersion)
-    throw Error(ErrorCode::CacheIo, "pack " + file.string() + " has pack version " + std::to_string(v) +
-                                        ", this jitk reads " + std::to_string(kPackVersion) + "; nothing imported");
-  if (auto v = get<std::uint32_t>(in, 12); v != static_cast<std::uint32_t>(detail::kCacheFormatVersion))
-    throw Error(ErrorCode::CacheIo, "pack " + file.string() + " holds artifacts of cache format " + std::to_string(v) +
-                                        "; this jitk uses format " + std::to_string(detail::kCacheFormatVersion) +
-                                        " and would never use them: nothing imported");
-  const auto json_size = get<std::uint64_t>(in, 16);
-  if (json_size > in.size() - kHeader - kTrailer) damaged(file, "its table of contents runs past its end");
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in.substr(kHeader, json_size));
-  } catch (const nlohmann::json::exception& e) {
-    damaged(file, std::string("its table of contents is not JSON: ") + e.what());
-  }
-  struct Entry {
-    nlohmann::json row;
-    std::vector<char> payload;
-  };
-  std::vector<Entry> entries;
-  std::size_t at = kHeader + json_size;
-  const std::size_t end = in.size() - kTrailer;
-  try {
-    for (const auto& r : doc.at("artifacts")) {
-      for (const char* field : {"key", "kernel", "params", "backend", "arch", "compiler", "implementation", "checksum"})
-        if (!r.at(field).is_string()) damaged(file, std::string("field '") + field + "' of " + describe(r) + " is not text");
-      const std::uint64_t size = r.at("size");
-      (void)r.at("implementation_version").get<int>();
-      if (!is_hex_key(r["key"])) damaged(file, "an artifact has a malformed key");
-      if (size > end - at) damaged(file, "the payload of " + describe(r) + " runs past the end");
-      Entry e{r, std::vector<char>(in.begin() + static_cast<std::ptrdiff_t>(at), in.begin() + static_cast<std::ptrdiff_t>(at + size))};
-      if (detail::checksum_hex(e.payload.data(), e.payload.size()) != r["checksum"].get<std::string>())
-        damaged(file, "the payload of " + describe(r) + " fails its checksum");
-      e.payload = unwrap_bound_payload(file, r, e.payload);
-      at += size;
-      entries.push_back(std::move(e));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    damaged(file, std::string("its table of contents is incomplete: ") + e.what());
-  }
-  if (at != end) damaged(file, std::to_string(end - at) + " bytes after the last payload");
-  std::vector<detail::TuningRow> decisions;  // packs before decisions travelled have none
-  try {
-    if (doc.contains("tuning"))
-      for (const auto& t : doc.at("tuning"))
-        decisions.push_back({t.at("kernel"), t.at("base_params"), t.at("shape_class"), t.at("device"), t.at("choice"),
-                             t.at("candidates"), t.at("best_ms"), t.at("default_ms"), t.at("tuning_ms"), t.at("created")});
-  } catch (const nlohmann::json::exception& e) {
-    damaged(file, std::string("its autotuning decisions are incomplete: ") + e.what());
-  }
+  // Everything is read and checked before anything is merged; then what is merged is merged whole.
+  const PackFile pack(file);
+  const std::string name = file.string();
+  const detail::PackContents contents = detail::read_pack(pack, name, now_seconds());
 
   detail::DiskTier& cache = *detail::process_tiers().disk;
-  const detail::TuningStore& tuning_store = detail::process_tiers().tuning;
   if (!cache.on_disk()) throw Error(ErrorCode::CacheIo, "cannot import: the cache runs from memory only (" + cache.unavailable_reason() + ")");
   ImportResult result;
-  for (auto& e : entries) {
-    const auto& r = e.row;
+  std::vector<const detail::PackArtifact*> wanted;
+  for (const auto& a : contents.artifacts) {
     bool unchecked = false;
-    if (auto why = staleness(r, &unchecked); !why.empty()) {
-      result.stale.push_back(describe(r) + ": " + why);
+    if (auto why = staleness(a.meta, &unchecked); !why.empty()) {
+      result.stale.push_back(a.describe() + ": " + why);
       continue;
     }
-    if (cache.has_valid_blob(r["key"])) {
+    if (cache.has_valid_blob(a.key)) {
       ++result.already;
       continue;
     }
-    const detail::ArtifactMeta meta{.kernel = r["kernel"],
-                                    .params = r["params"],
-                                    .backend = r["backend"],
-                                    .arch = r["arch"],
-                                    .compiler = r["compiler"],
-                                    .compile_ms = r["compile_ms"].get<double>(),
-                                    .implementation = r["implementation"],
-                                    .implementation_version = r["implementation_version"]};
-    if (!cache.put(r["key"], meta, e.payload, detail::PutReason::Copied))
-      throw Error(ErrorCode::CacheIo, "cannot import into " + cache.root().string() + " after " +
-                                          std::to_string(result.imported) + " artifacts (see the warning above)");
-    if (unchecked) result.unchecked.push_back(describe(r));
-    ++result.imported;
+    if (unchecked) result.unchecked.push_back(a.describe());
+    wanted.push_back(&a);
   }
-  // A decision the index already has for the same key stays (it was measured here).
-  for (const auto& t : decisions) {
-    if (tuning_store.find(t.kernel, t.base_params, t.shape_class, t.device)) {
-      ++result.tuning_already;
-      continue;
+  // Staged one by one, committed in one transaction with the decisions; a failure on the way
+  // takes back the blobs written so far.
+  const detail::PackArtifact* current = nullptr;
+  try {
+    auto staged = cache.begin_import();
+    for (const auto* a : wanted) {
+      current = a;
+      staged->stage(a->key, a->meta, detail::read_pack_payload(pack, *a, name));
     }
-    if (!tuning_store.store(t)) throw Error(ErrorCode::CacheIo, "cannot import autotuning decisions into " + cache.root().string());
-    ++result.tuning_imported;
+    current = nullptr;
+    result.tuning_imported = staged->commit(contents.tuning);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::CacheIo, "cannot import " + detail::printable(name) + " into " + detail::printable(cache.root().string()) +
+                                        (current ? " (at " + current->describe() + ")" : "") + ": " + e.what() +
+                                        "; nothing imported, the cache is as it was");
   }
+  result.imported = static_cast<std::int64_t>(wanted.size());
+  result.tuning_already = static_cast<std::int64_t>(contents.tuning.size()) - result.tuning_imported;
   return result;
 }
 

@@ -4,11 +4,12 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 
 #include "jit/kernel_catalog.hpp"
 #include "jit/tuning.hpp"
+#include "support/regular_file.hpp"
+#include "support/text.hpp"
 
 namespace jit::detail {
 namespace {
@@ -146,11 +147,10 @@ std::vector<WarmItem> parse_manifest_text(std::string_view text, const std::stri
 namespace jit::cache {
 
 std::vector<WarmItem> parse_manifest(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(ErrorCode::Manifest, file.string() + ": cannot be read");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return detail::parse_manifest_text(text.str(), file.string(), default_target());
+  std::string why;
+  const auto text = detail::read_regular_file(file, detail::kMaxManifestBytes, &why);
+  if (!text) throw Error(ErrorCode::Manifest, detail::printable(file.string()) + ": cannot be read: " + why);
+  return detail::parse_manifest_text(*text, file.string(), default_target());
 }
 
 }  // namespace jit::cache

@@ -5,24 +5,31 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "jit/kernel_catalog.hpp"
 #include "support/logging.hpp"
+#include "support/regular_file.hpp"
+#include "support/text.hpp"
 
 namespace jit::detail {
 namespace {
 
-// Reads the whole file from fd's start.
-std::string read_all(int fd) {
-  std::string text;
-  char buf[65536];
-  ::lseek(fd, 0, SEEK_SET);
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+// A record file is a manifest people read: one past this is not one, and is left alone.
+constexpr std::int64_t kMaxRecordBytes = 64 << 20;
+
+// Reads the whole file from fd's start (a regular file of at most kMaxRecordBytes, checked first).
+std::optional<std::string> read_all(int fd, std::int64_t size) {
+  std::string text(static_cast<std::size_t>(size), '\0');
+  if (!read_exactly_at(fd, text.data(), text.size(), 0)) return std::nullopt;
   return text;
 }
 
@@ -30,10 +37,21 @@ bool write_all(int fd, const std::string& text) {
   for (std::size_t done = 0; done < text.size();) {
     ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
+    if (n <= 0) {
+      if (n == 0) errno = ENOSPC;
+      return false;
+    }
     done += static_cast<std::size_t>(n);
   }
   return true;
+}
+
+// Set at the first problem: recording stops for the rest of the process (one warning said why).
+std::atomic<bool> g_stopped{false};
+
+void stop_recording(const std::string& file, const std::string& problem) {
+  g_stopped = true;
+  warn_once("record", "JITK_RECORD=" + printable(file) + " " + problem + "; what this program uses is not recorded");
 }
 
 }  // namespace
@@ -51,9 +69,9 @@ std::string manifest_entry(const std::string& kernel, const ParamSet& params, co
          "params = { " + table + " }\n\n";
 }
 
-void record_use(const std::string& kernel, const ParamSet& params, const Target& target) {
+void record_use(const std::string& kernel, const ParamSet& params, const Target& target) try {
   const char* file = std::getenv("JITK_RECORD");
-  if (!file || !*file) return;
+  if (!file || !*file || g_stopped) return;
   if (!is_shipped_kernel(kernel)) {
     // `jitk warm` cannot build a program's own kernel: it does not know its text.
     if (logging_at(spdlog::level::info))
@@ -66,30 +84,40 @@ void record_use(const std::string& kernel, const ParamSet& params, const Target&
   static std::mutex mutex;
   static std::set<std::string> written;
   std::lock_guard guard(mutex);
-  if (written.count(signature)) return;
-  int fd = ::open(file, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    warn_once("record", std::string("JITK_RECORD=") + file + " cannot be opened (" + std::strerror(errno) +
-                            "); what this program uses is not recorded");
-    return;
-  }
+  if (g_stopped || written.count(signature)) return;
+  // The last component is never followed (a link planted where the record goes would make this
+  // program append to another of the user's files), and only a regular file is written: a FIFO,
+  // a terminal or /dev/full would block, interleave or fail forever.
+  std::string why;
+  struct stat st{};
+  FileHandle fd = open_regular_file(file, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW, &why, &st);
+  if (!fd) return stop_recording(file, "cannot be opened (" + why + ")");
+  if (st.st_nlink > 1) return stop_recording(file, "has " + std::to_string(st.st_nlink) + " hard links; not written");
   // Other processes append too: read, compare and append under one exclusive lock.
-  while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+  while (::flock(fd.fd(), LOCK_EX) != 0 && errno == EINTR) {
   }
-  const std::string text = read_all(fd);
-  bool ok = true;
-  if (text.find(signature) == std::string::npos) {
-    const std::string header = text.empty() ? "# Recorded by jitk (JITK_RECORD): warm with `jitk warm FILE`.\n\n" : "";
-    ok = write_all(fd, header + entry);
+  std::string problem;
+  if (::fstat(fd.fd(), &st) != 0) {
+    problem = std::string("cannot be read (") + std::strerror(errno) + ")";
+  } else if (st.st_size > kMaxRecordBytes) {
+    problem = "is " + std::to_string(st.st_size) + " bytes, more than a record file of " + std::to_string(kMaxRecordBytes) + " bytes";
+  } else if (const auto text = read_all(fd.fd(), st.st_size); !text) {
+    problem = std::string("cannot be read (") + std::strerror(errno) + ")";
+  } else if (text->find(signature) == std::string::npos) {
+    const std::string header = text->empty() ? "# Recorded by jitk (JITK_RECORD): warm with `jitk warm FILE`.\n\n" : "";
+    if (!write_all(fd.fd(), header + entry)) {
+      problem = std::string("cannot be appended to (") + std::strerror(errno) + ")";
+      // No half entry is left for the next reader: the file goes back to its length before.
+      if (::ftruncate(fd.fd(), st.st_size) != 0) problem += ", and a partial entry may remain";
+    }
   }
-  ::flock(fd, LOCK_UN);
-  ::close(fd);
-  if (!ok) {
-    warn_once("record", std::string("JITK_RECORD=") + file + ": cannot append (" + std::strerror(errno) +
-                            "); what this program uses is not fully recorded");
-    return;
-  }
+  ::flock(fd.fd(), LOCK_UN);
+  if (!problem.empty()) return stop_recording(file, problem);
   written.insert(signature);
+} catch (const std::exception& e) {
+  // Recording is a side line: whatever goes wrong in it, the program goes on.
+  g_stopped = true;
+  warn_once("record", std::string("JITK_RECORD: recording stopped: ") + e.what());
 }
 
 }  // namespace jit::detail
