@@ -220,9 +220,16 @@ class Loader {
 
   // The address a symbol stands for in the image (or in the process, for an undefined one).
   std::uint64_t address_of(std::uint32_t index) const {
+    if (index >= symbols_.size()) refuse("a reference to a symbol that does not exist");
     const Elf64_Sym& sym = symbols_[index];
-    if (sym.st_shndx == SHN_UNDEF) return external_[index];
+    if (sym.st_shndx == SHN_UNDEF) {
+      if (index >= external_.size()) refuse("an undefined symbol that was not resolved");
+      return external_[index];
+    }
     if (sym.st_shndx == SHN_ABS) return sym.st_value;
+    // any other reserved index (SHN_COMMON, ...) or one past the section table: nothing this loader places
+    if (sym.st_shndx >= sections_.size() || sym.st_shndx >= allocated_.size() || sym.st_shndx >= section_offset_.size())
+      refuse("a symbol in a section that does not exist (index " + std::to_string(sym.st_shndx) + ")");
     if (!allocated_[sym.st_shndx]) refuse("a reference to a section that is not loaded");
     if (sym.st_value > sections_[sym.st_shndx].sh_size) refuse("a symbol outside its section");
     return reinterpret_cast<std::uint64_t>(base_) + section_offset_[sym.st_shndx] + sym.st_value;
