@@ -19,6 +19,12 @@ for w in .gpu-wheels/*.whl; do "$python" -m zipfile -e "$w" "$site"; done
 export PYTHONPATH=$site
 "$python" -c "import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" ||
   { echo "$python has no Python.h here: the module cannot build (PYTHON=<a python with its headers and torch>)"; exit 1; }
+# The module must be built by the compiler whose libstdc++ the process will load. torch loads the
+# system's (/usr/lib/x86_64-linux-gnu/libstdc++.so.6); the GPU machine's default $CXX (/opt/gcc) is
+# another GCC with its own libstdc++: a jitk built by it and loaded beside torch mixes two libstdc++
+# ABIs in one process and crashes in the first iostream use (jitk.get's specializer) or in torch's import.
+export CC=${JITK_PY_CC:-/usr/bin/gcc} CXX=${JITK_PY_CXX:-/usr/bin/g++}
+echo "module compiler: $("$CXX" --version | head -1) (libstdc++ $("$CXX" -print-file-name=libstdc++.so.6))"
 log=/tmp/jitk-gpu-python-build.log
 { cmake -S . -B build-gpu-python -G Ninja -DCMAKE_BUILD_TYPE=Release -DJITK_BUILD_PYTHON=ON -DJITK_BUILD_BENCH=OFF \
     -DPython_EXECUTABLE="$(command -v "$python")" && cmake --build build-gpu-python; } > "$log" 2>&1 ||
@@ -29,4 +35,4 @@ export PYTHONPATH=$PWD/build-gpu-python/python:$site
 echo "python tests exit: $?"; tail -25 "$out/python_tests.log"
 "$python" bench/python/launch_overhead.py --device cuda --rows 1 --hidden 4096 --json "$out/launch_overhead.json" \
   2>&1 | tee "$out/launch_overhead.txt"
-"$python" bench/python/decoder_layer.py 2>&1 | tee "$out/decoder_layer.txt"
+"$python" bench/python/decoder_layer.py --json "$out/decoder_layer.json" 2>&1 | tee "$out/decoder_layer.txt"

@@ -1,6 +1,11 @@
 // XXH3-128 keys and checksums (xxHash).
 #include "support/hashing.hpp"
 
+// XXH_INLINE_ALL compiles xxHash into this file with internal linkage: libjitk imports no XXH*
+// symbol, so a library that exports its own (another xxHash version, bundled by a framework that
+// loads its libraries with RTLD_GLOBAL) cannot be bound in its place -- a state made by one version
+// and updated or freed by another would corrupt the heap.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <cstdio>

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A Llama-style decoder layer on jitk kernels (torch.ops.jitk.*) against the same layer in torch eager,
-in one process, on the same tensors: checks they agree, then times both (CUDA events).
+and torch.compile (of the torch layer, and of the jitk layer: the ops trace as custom ops), in one
+process, on the same tensors: checks they agree, then times each (CUDA events, interleaved, medians).
 
     PYTHONPATH=build-gpu/python python bench/python/decoder_layer.py            # Llama-3-8B shapes, bf16
     PYTHONPATH=build/python python bench/python/decoder_layer.py --device cpu --tokens 64 --hidden 256 \\
@@ -9,7 +10,9 @@ in one process, on the same tensors: checks they agree, then times both (CUDA ev
 The C++ version is examples/decoder_layer.cpp (docs/decoder-layer.md).
 """
 import argparse
+import json
 import math
+import statistics
 import time
 
 import torch
@@ -87,6 +90,9 @@ def main():
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--inter", type=int, default=14336)
     ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out (eager only)")
+    ap.add_argument("--json", help="write medians and samples here")
     a = ap.parse_args()
     dt, dev = getattr(torch, a.dtype), a.device
     g = torch.Generator(device="cpu").manual_seed(0)
@@ -102,15 +108,40 @@ def main():
          "positions": torch.arange(a.tokens, device=dev),
          "cu": torch.tensor([0, a.tokens], dtype=torch.int32, device=dev)}
     x = rand(a.tokens, a.hidden)
+    variants = {"torch eager": lambda: layer_torch(x, w, a), "jitk": lambda: layer_jitk(x, w, a)}
+    first_call = {}
+    if not a.no_compile:
+        # torch.compile of the torch layer (Inductor: Triton + cuBLAS), and of the jitk layer (the jitk ops
+        # traced as custom ops with fullgraph=True: no graph break; Inductor fuses the glue around them).
+        for name, fn in (("torch.compile", layer_torch), ("jitk + torch.compile", layer_jitk)):
+            compiled = torch.compile(fn, fullgraph=True)
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                compiled(x, w, a)
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            first_call[name] = time.perf_counter() - t0
+            variants[name] = (lambda c: lambda: c(x, w, a))(compiled)
     with torch.no_grad():
-        want, got = layer_torch(x, w, a).float(), layer_jitk(x, w, a).float()
-        err = ((got - want).norm() / want.norm()).item()
-        ms_torch = timed(lambda: layer_torch(x, w, a), dev, a.iterations)
-        ms_jitk = timed(lambda: layer_jitk(x, w, a), dev, a.iterations)
+        want = layer_torch(x, w, a).float()
+        errors = {name: ((fn().float() - want).norm() / want.norm()).item() for name, fn in variants.items()}
+        samples = {name: [] for name in variants}
+        for _ in range(a.repeats):  # interleaved, so clock drift hits every variant alike
+            for name, fn in variants.items():
+                samples[name].append(timed(fn, dev, a.iterations))
+    med = {name: statistics.median(v) for name, v in samples.items()}
     print(f"decoder layer {a.tokens} tokens, hidden {a.hidden}, {a.heads}/{a.kv_heads} heads of {a.head_dim}, "
-          f"MLP {a.inter}, {a.dtype} on {dev}: torch eager {ms_torch:.3f} ms, jitk {ms_jitk:.3f} ms "
-          f"({ms_torch / ms_jitk:.2f}x); relative difference {err:.2e}")
-
+          f"MLP {a.inter}, {a.dtype} on {dev}; median of {a.repeats} x {a.iterations} calls, one process")
+    base = med.get("torch.compile", med["torch eager"])
+    for name in variants:
+        extra = f", first call {first_call[name]:.1f} s" if name in first_call else ""
+        print(f"  {name:22s} {med[name]:8.3f} ms  ({base / med[name]:.2f}x of "
+              f"{'torch.compile' if 'torch.compile' in med else 'torch eager'}){extra}; "
+              f"relative difference to torch eager {errors[name]:.2e}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"args": vars(a), "median_ms": med, "samples_ms": samples, "first_call_s": first_call,
+                       "relative_difference": errors}, f, indent=1)
 
 if __name__ == "__main__":
     main()
