@@ -8,6 +8,8 @@
 #   bench      jitk_gpu_bench, everything (about 8 min; JITK_BENCH_ONLY=prefill,decode: those) -> gpu_bench.jsonl/.err
 #   torch      torch_baseline.py row kernels + attention + plot           -> torch.jsonl, row_kernels.png
 #   first_use  a warm first use in new processes, with its breakdown, vs CuPy -> first_use.log
+#   python     python/gpu-run.sh (carry .gpu-wheels too): the package's tests on CUDA, launch overhead,
+#              the decoder layer against torch eager and torch.compile in one process -> python/
 # A device call runs at most 10 minutes: the whole check takes three calls on a fresh machine, e.g.
 # `run.sh tests ship`, `run.sh layer first_use`, `run.sh bench torch` (each builds first, ~2 min).
 # Logs go to $OUT (or ./gpu-out), info.txt first; at most 8 files come back from the device.
@@ -74,11 +76,14 @@ section_first_use() {
   python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 >> "$out/first_use.log" 2>&1
   cat "$out/first_use.log"
 }
+section_python() {  # needs .gpu-wheels carried too (python/fetch-gpu-wheels.sh); builds its own build-gpu-python
+  OUT="$out/python" bash python/gpu-run.sh; echo "python exit: $?"
+}
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(tests ship layer bench torch first_use)
+[ ${#sections[@]} -eq 0 ] && sections=(tests ship layer bench torch first_use python)
 for s in "${sections[@]}"; do
   case $s in
-    tests|ship|layer|bench|torch|first_use) echo "== $s"; "section_$s" ;;
-    *) echo "run.sh: unknown section '$s' (tests ship layer bench torch first_use)"; exit 2 ;;
+    tests|ship|layer|bench|torch|first_use|python) echo "== $s"; "section_$s" ;;
+    *) echo "run.sh: unknown section '$s' (tests ship layer bench torch first_use python)"; exit 2 ;;
   esac
 done
