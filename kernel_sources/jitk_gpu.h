@@ -119,15 +119,6 @@ template <int W, class V> __device__ inline void store_stream(V* p, const Pack<V
   store<W>(p, x);
 }
 
-// A hint to fetch the 128-byte line holding p into L2 ahead of its load (CUDA; nothing elsewhere).
-__device__ inline void prefetch_l2(const void* p) {
-#if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-#else
-  (void)p;
-#endif
-}
-
 // Elements per 16-byte pack.
 template <class V> constexpr int kVector = 16 / sizeof(V);
 

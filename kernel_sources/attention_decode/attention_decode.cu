@@ -30,12 +30,6 @@ constexpr int U = RC * PP * W <= 32 ? 4 : 2;  // keys a thread a step: more load
 // registers gave: 0.725 -> 0.811 of copy bandwidth at 64 x 4096 in 4 splits, 0.824 unsplit (28 bytes spilled);
 // 8 keys a thread a step instead of 4 (210 registers) read 0.58.
 constexpr int kMinBlocks = ((RC * PP * W <= 32 ? 512 : 256) / JITK_BLOCK) > 0 ? (RC * PP * W <= 32 ? 512 : 256) / JITK_BLOCK : 1;
-// Steps whose K and V lines are asked into L2 ahead of their loads (prefetch.global.L2): a
-// thread's loads wait on the math between them, so without it a block has one step of loads in
-// flight at a time.
-constexpr int AHEAD = 2;
-// Lanes a 128-byte line of a key's row: one of them asks for it.
-constexpr int LINE_LANES = 128 / (W * static_cast<int>(sizeof(T))) < KL ? 128 / (W * static_cast<int>(sizeof(T))) : KL;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 static_assert(D % W == 0, "the plan takes head_dim in 16-byte packs");
@@ -114,24 +108,6 @@ JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restr
 
   const int* table = block_table + seq * max_pages;
   for (int step = begin; step < end; step += NS * U) {  // the same trip count for every lane (shuffles below)
-    if (AHEAD > 0 && kl % LINE_LANES == 0) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int j = step + AHEAD * NS * U + u * NS + sg;
-        if (j >= end) break;
-        const int page = table[j / P];
-        if (page < 0 || page >= num_pages) continue;
-        const i64 at = ((static_cast<i64>(page) * P + j % P) * kv_heads + kvh) * D;
-#pragma unroll
-        for (int p = 0; p < PP; ++p) {
-          const int d0 = (p * KL + kl) * W;
-          if (d0 < D) {
-            jitk::prefetch_l2(k_cache + at + d0);
-            jitk::prefetch_l2(v_cache + at + d0);
-          }
-        }
-      }
-    }
     Row kp[U][PP], vp[U][PP];
     bool ok[U];
 #pragma unroll
