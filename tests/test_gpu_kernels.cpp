@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -583,6 +584,72 @@ TEST_CASE("the PTX fallback (for a GPU newer than NVRTC) compiles, loads through
   jit::kernels::Saxpy::pack({jit::DType::f32}, {n, 0.75, dx.data(), dy.data()}, pack);
   kernel->launch(pack);
   CHECK(error_of(dy, expected) <= 1e-5);
+}
+
+// Every visible GPU gets the same specialization at once, one thread a device: the fleet's
+// single flight in one process -- one compile an architecture, the others load it (a kernel is
+// loaded once a device), and each device computes the right rows (its own SM count and context).
+TEST_CASE("a kernel used on every GPU at once compiles once per architecture and runs on each device", "[gpu]") {
+  if (!have_gpu()) return;
+  const auto devices = jit::cuda::devices();
+  if (devices.size() < 2) {
+    std::printf("SKIPPED: %zu GPU visible; the multi-GPU case needs two or more\n", devices.size());
+    return;
+  }
+  const std::int64_t hidden = 3079, rows = 37;  // a specialization no other case asks for: the first get compiles
+  const std::size_t n = devices.size();
+  std::vector<jit::Origin> origins(n, jit::Origin::DiskCache);
+  std::vector<double> errors(n, INFINITY), gemm_errors(n, INFINITY);
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> threads;
+  for (std::size_t d = 0; d < n; ++d)
+    threads.emplace_back([&, d] {
+      try {
+        const jit::Target target{jit::Backend::Cuda, "", static_cast<int>(d)};
+        const int device = static_cast<int>(d);
+        auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, hidden}, target);
+        origins[d] = k.origin();
+        auto x = random_vector<jit::bfloat16>(rows * hidden), w = random_vector<jit::bfloat16>(hidden, 0.5, 1.5);
+        jit::cuda::DeviceArray<jit::bfloat16> dx(rows * hidden, device), dw(hidden, device), dy(rows * hidden, device);
+        dx.upload(x), dw.upload(w);
+        dy.fill_bytes(kPoison);
+        k(rows, dx.data(), dw.data(), dy.data(), 1e-5);
+        jit::cuda::synchronize(device);
+        errors[d] = ref::relative_l2_error(widen(dy.download()), ref::rms_norm(rows, hidden, widen(x), widen(w), 1e-5));
+        // a persistent gemm (Hopper's: A row-major, B column-major) sizes its grid by the device it runs on
+        const std::int64_t m = 129, nn = 301, kk = 257;
+        using L = kernels::Gemm::Layout;
+        auto g = jit::get<kernels::Gemm>({jit::DType::bf16, L::RowMajor, L::ColMajor}, target);
+        auto a = random_vector<jit::bfloat16>(m * kk), b = random_vector<jit::bfloat16>(kk * nn);
+        jit::cuda::DeviceArray<jit::bfloat16> da(m * kk, device), db(kk * nn, device), dc(m * nn, device);
+        da.upload(a), db.upload(b);
+        dc.fill_bytes(kPoison);
+        g(m, nn, kk, 1.0, da.data(), kk, db.data(), kk, 0.0, dc.data(), nn);  // B[p, j] at b[j * kk + p]
+        jit::cuda::synchronize(device);
+        std::vector<double> want(static_cast<std::size_t>(m * nn), 0.0);
+        const auto wa = widen(a), wb = widen(b);
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t p = 0; p < kk; ++p)
+            for (std::int64_t j = 0; j < nn; ++j) want[i * nn + j] += wa[i * kk + p] * wb[j * kk + p];
+        gemm_errors[d] = ref::relative_l2_error(widen(dc.download()), want);
+      } catch (const std::exception& e) {
+        failures[d] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  std::map<std::string, int> compiled;  // arch -> compiles of the rms_norm specialization
+  for (std::size_t d = 0; d < n; ++d) {
+    INFO("device " << d << " (" << devices[d].name << ", " << devices[d].arch << ")");
+    CHECK(failures[d].empty());
+    INFO(failures[d]);
+    CHECK(errors[d] <= tolerance<jit::bfloat16>());
+    CHECK(gemm_errors[d] <= tolerance<jit::bfloat16>());
+    compiled[devices[d].arch] += origins[d] == jit::Origin::Compiled ? 1 : 0;
+  }
+  for (const auto& [arch, count] : compiled) {
+    INFO(arch);
+    CHECK(count == 1);
+  }
 }
 
 TEST_CASE("a named CUDA arch is warmed with no device visible, and a get then loads it from disk", "[gpu]") {
