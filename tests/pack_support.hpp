@@ -20,7 +20,9 @@ namespace jitk_test {
 // is a whole bound blob. rebind: each payload's blob header is rewritten to name what its edited
 // entry names, as that jitk would have made it (sizes and checksums follow); without it the
 // payloads stay as they were (an edit of what the header binds is then refused as unbound).
-inline void rewrite_pack(const fs::path& pack, const std::function<void(nlohmann::json&)>& edit, bool rebind = false) {
+// edit_payloads also sees the payloads, in entry order (a test that moves code between entries).
+inline void rewrite_pack(const fs::path& pack, const std::function<void(nlohmann::json&, std::vector<std::string>&)>& edit_payloads,
+                         bool rebind = false) {
   std::string in = read_file(pack);
   std::uint64_t json_size;
   std::memcpy(&json_size, in.data() + 16, sizeof json_size);
@@ -31,7 +33,7 @@ inline void rewrite_pack(const fs::path& pack, const std::function<void(nlohmann
     payloads.push_back(in.substr(at, r["size"].get<std::size_t>()));
     at += payloads.back().size();
   }
-  edit(doc);
+  edit_payloads(doc, payloads);
   if (rebind)
     for (std::size_t i = 0; i < payloads.size(); ++i) {
       auto& r = doc["artifacts"][i];
@@ -53,6 +55,9 @@ inline void rewrite_pack(const fs::path& pack, const std::function<void(nlohmann
   out += in.substr(at, in.size() - 32 - at);  // bytes after the last payload, if a test put any there
   out += jit::detail::checksum_hex(out.data(), out.size());
   write_file(pack, out);
+}
+inline void rewrite_pack(const fs::path& pack, const std::function<void(nlohmann::json&)>& edit, bool rebind = false) {
+  rewrite_pack(pack, [&](nlohmann::json& doc, std::vector<std::string>&) { edit(doc); }, rebind);
 }
 
 }  // namespace jitk_test

@@ -25,29 +25,12 @@ using jitk_test::rewrite_pack;  // tests/pack_support.hpp: rebinds blob headers 
 // Swaps the payloads of entries i and j (with their sizes and checksums, so every checksum in the
 // pack still holds): each entry keeps its key, kernel and params but carries the other's code.
 void swap_pack_payloads(const jitk_test::fs::path& pack, std::size_t i, std::size_t j) {
-  std::string in = jitk_test::read_file(pack);
-  std::uint64_t json_size;
-  std::memcpy(&json_size, in.data() + 16, sizeof json_size);
-  auto doc = nlohmann::json::parse(in.substr(24, json_size));
-  auto& rows = doc["artifacts"];
-  std::vector<std::string> payloads;
-  std::size_t at = 24 + json_size;
-  for (const auto& r : rows) {
-    const std::size_t n = r["size"].get<std::size_t>();
-    payloads.push_back(in.substr(at, n));
-    at += n;
-  }
-  std::swap(payloads[i], payloads[j]);
-  std::swap(rows[i]["size"], rows[j]["size"]);
-  std::swap(rows[i]["checksum"], rows[j]["checksum"]);
-  const std::string json = doc.dump();
-  std::string out = in.substr(0, 16);
-  const std::uint64_t size = json.size();
-  out.append(reinterpret_cast<const char*>(&size), sizeof size);
-  out += json;
-  for (const auto& p : payloads) out += p;
-  out += jit::detail::checksum_hex(out.data(), out.size());
-  jitk_test::write_file(pack, out);
+  rewrite_pack(pack, [&](nlohmann::json& doc, std::vector<std::string>& payloads) {
+    auto& rows = doc["artifacts"];
+    std::swap(payloads[i], payloads[j]);
+    std::swap(rows[i]["size"], rows[j]["size"]);
+    std::swap(rows[i]["checksum"], rows[j]["checksum"]);
+  });
 }
 
 }  // namespace
