@@ -104,6 +104,7 @@ std::string chain_code(const ParamSet& params, bool gpu) {
       if (m.kind != OperandKind::Scalar) aligned += " && jitk::aligned16(" + m.name + ")";
     }
     out << "  __device__ bool aligned() const { return " << aligned << "; }\n";
+    out << "  static constexpr bool has_epilogue = " << (epi.empty() ? "false" : "true") << ";\n";
     // The prologue's tensors are loaded with the row (all loads in flight first), applied after.
     std::vector<std::string> loaded(pro.size());
     std::string loads_members, loads_code;

@@ -12,7 +12,7 @@
 // torch eager / torch.compile on the same shapes: bench/gpu/torch_baseline.py --layer (run.sh runs
 // both); --dump DIR writes the 1 x 2048 prefill's input, weights and output (raw bf16) for its
 // correctness check against PyTorch.
-//   jitk_layer_bench [--json] [--dump DIR]
+//   jitk_layer_bench [--json] [--dump DIR] [--prefill-only]
 //   jitk_layer_bench --child-first-forward [--compile-all]   (what the parent runs in children)
 #include <cuda.h>
 #include <unistd.h>
@@ -176,8 +176,10 @@ void precompile_gemm_candidates() {
   emit("layer_gemm_candidates_precompile_ms", ms_since(t0), "ms", double(all.size()), "candidates (baseline column: count)");
 }
 
-int bench(const std::string& dump) {
-  precompile_gemm_candidates();
+// prefill_only: the 1 x 2048 prefill and its breakdown alone (an A/B of kernel texts through
+// JITK_KERNEL_DIR, e.g. bench/gpu/ab.sh's folders): no tuning, 8 x 2048, decode or cold start.
+int bench(const std::string& dump, bool prefill_only) {
+  if (!prefill_only) precompile_gemm_candidates();
   const double copy = copy_gbps(std::size_t(1) << 30);
   emit("layer_d2d_copy_1GiB", copy, "GB/s", 0, "-");
   auto weights = llama_weights();
@@ -193,6 +195,7 @@ int bench(const std::string& dump) {
   const auto& c = kLlama;
   // prefill: 1 x 2048, 8 x 2048 (a layer a batch size: its KV cache is sized for it)
   for (std::int64_t batch : {1, 8}) {
+    if (prefill_only && batch > 1) break;
     const std::int64_t seqlen = 2048;
     Layer layer(c, batch == 1 ? weights : llama_weights(), batch, seqlen + 1, true);
     auto& step = layer.prepare_prefill(seqlen);
@@ -211,6 +214,7 @@ int bench(const std::string& dump) {
     emit(name + "_ms", ms, "ms", 0, "torch: torch_baseline.py --layer");
     emit(name + "_TFLOPs", flops / ms / 1e9, "TF/s", 0, "-");
     breakdown(layer, step, stream, name);
+    if (prefill_only) continue;
     // the same with each gemm's tile tuned for its shape (the first run tunes, untimed)
     layer.use_tuned_gemms(true);
     layer.run(step, stream);
@@ -220,6 +224,7 @@ int bench(const std::string& dump) {
     breakdown(layer, step, stream, name + "_tuned");
   }
   if (!dump.empty()) weights = {};
+  if (prefill_only) return 0;
   // decode: batch 64 over context 4096, one step (a new token a sequence at position 4096)
   {
     const std::int64_t batch = 64, context = 4096;
@@ -377,7 +382,7 @@ void sweep_few_rows() {
 int main(int argc, char** argv) {
   try {
     std::string dump;
-    bool child = false, compile_all = false, sweep = false;
+    bool child = false, compile_all = false, sweep = false, prefill_only = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--json") g_json = true;
@@ -385,8 +390,9 @@ int main(int argc, char** argv) {
       else if (a == "--child-first-forward") child = true;
       else if (a == "--compile-all") compile_all = true;
       else if (a == "--sweep-few-rows") sweep = true;
+      else if (a == "--prefill-only") prefill_only = true;
       else {
-        std::fprintf(stderr, "usage: jitk_layer_bench [--json] [--dump DIR]\n");
+        std::fprintf(stderr, "usage: jitk_layer_bench [--json] [--dump DIR] [--prefill-only] [--sweep-few-rows]\n");
         return 2;
       }
     }
@@ -399,8 +405,8 @@ int main(int argc, char** argv) {
       sweep_few_rows();
       return 0;
     }
-    cold_and_warm();
-    return bench(dump);
+    if (!prefill_only) cold_and_warm();
+    return bench(dump, prefill_only);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "jitk_layer_bench: %s\n", e.what());
     return 1;
