@@ -202,9 +202,11 @@ struct Plan {
 // finished (their reads in flight together) before they are stored: the chain's pointers are not
 // __restrict__, so a read cannot be moved above a store to C, and pair by pair each read waited
 // out a round trip behind the last store (H100, the decoder layer's output projection with its
-// residual in the epilogue: 0.126 ms against 0.108 without). All pairs at once measured slower
-// still (registers).
-constexpr int EPI_CHUNK = 8 < TN / 4 ? 8 : TN / 4;
+// residual in the epilogue: 0.126 ms against 0.108 without). Measured there (two rounds, one call):
+// chunks of 1 pair 0.1428 / 0.1375 ms, 4 pairs 0.1350 / 0.1347, 8 pairs 0.1360 / 0.1381, 16 pairs
+// 0.1417 / 0.1439; all pairs at once (two passes) 0.144 (registers). The plain q projection of the
+// same shape: 0.110-0.113.
+constexpr int EPI_CHUNK = 4 < TN / 4 ? 4 : TN / 4;
 static_assert((TN / 2) % (2 * EPI_CHUNK) == 0, "gemm_sm90.cu: the epilogue's chunks tile the registers");
 __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t, float alpha, float beta,
                              const jitk_chain& chain) {
