@@ -220,7 +220,7 @@ template <std::size_t Declared, std::size_t Given> struct too_many_arguments {
 
 template <class Decl, class Given> constexpr bool check_argument() {
   if constexpr (accepts<Decl, Given>()) return true;
-  else return argument_type_mismatch<Decl, Given>::value;
+  else return argument_type_mismatch<Decl, std::decay_t<Given>>::value;
 }
 
 template <class... Decls> struct arg_list {};
@@ -283,11 +283,13 @@ template <class Self, class... Arguments> struct UserKernel {
       requires(!(sizeof...(Given) == 1 && (std::is_same_v<std::decay_t<Given>, Args> && ...)))
     Args(Given&&... given) {
       if constexpr (sizeof...(Given) < sizeof...(Arguments)) {
-        static_assert(detail::argument_missing<detail::arg_traits<detail::nth_decl<sizeof...(Given), Arguments...>>::name>::value);
+        [[maybe_unused]] constexpr bool missing =
+            detail::argument_missing<detail::arg_traits<detail::nth_decl<sizeof...(Given), Arguments...>>::name>::value;
       } else if constexpr (sizeof...(Given) > sizeof...(Arguments)) {
-        static_assert(detail::too_many_arguments<sizeof...(Arguments), sizeof...(Given)>::value);
+        [[maybe_unused]] constexpr bool too_many = detail::too_many_arguments<sizeof...(Arguments), sizeof...(Given)>::value;
       } else {
-        static_assert((detail::check_argument<Arguments, Given>() && ...));
+        // A mismatch stops the compile in argument_type_mismatch<declared, given>, which names both.
+        [[maybe_unused]] constexpr bool checked = (detail::check_argument<Arguments, Given>() && ...);
         values_ = std::tuple<typename detail::arg_traits<Arguments>::stored...>(
             detail::store<Arguments>(std::forward<Given>(given))...);
       }
