@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 constexpr std::int64_t kMaxFileBytes = 16 << 20;
 constexpr std::size_t kMaxUnitBytes = 64 << 20;
 constexpr int kMaxIncludeDepth = 64;
+constexpr int kMaxInclusions = 4096;  // headers inlined into one unit (a header included twice counts twice)
 
 // A file name as a C string literal for #line: quotes and backslashes escaped, control characters dropped.
 std::string line_name(std::string_view name) {
@@ -143,6 +144,8 @@ class Expander {
         out_ += "// " + printable(inc->name) + ": already included\n";
         continue;
       }
+      if (++inclusions_ > kMaxInclusions)
+        throw refused(display, number, "more than " + std::to_string(kMaxInclusions) + " headers inlined into one unit");
       if (header->size() + out_.size() > kMaxUnitBytes)
         throw refused(display, number, "the text with its headers is over " + std::to_string(kMaxUnitBytes >> 20) + " MiB");
       if (has_pragma_once(*header)) once_.insert(*file);
@@ -242,6 +245,7 @@ class Expander {
   std::vector<fs::path> stack_;   // the headers being inlined: a cycle stops here
   std::set<fs::path> once_;       // headers that say #pragma once, inlined already
   std::string out_;
+  int inclusions_ = 0;
 };
 
 }  // namespace

@@ -99,7 +99,7 @@ struct Escape : jit::UserKernel<Escape, jit::count<"n">, jit::out<"y">> {
   static constexpr const char* name = "test_user_escape";
   static jit::KernelDeclaration declaration() {
     return {.summary = "includes what it must not",
-            .params = {jit::dtype_param(), jit::text_param("how", {"absolute", "parent", "symlink", "fifo", "absent_parent", "cycle"})},
+            .params = {jit::dtype_param(), jit::text_param("how", {"absolute", "parent", "symlink", "fifo", "absent_parent", "cycle", "many", "deep"})},
             .texts = {jit::cpu_file("escape.cpp")},
             .search_path = {folder("escape")}};
   }
@@ -232,8 +232,12 @@ TEST_CASE("a declared kernel's includes stay in its folders: escapes and files t
                         "#include \"link.h\"\n"
                         "#elif JITK_HOW_FIFO\n"
                         "#include \"fifo.h\"\n"
+                        "#elif JITK_HOW_MANY\n"
+                        "#include \"many0.h\"\n"
+                        "#elif JITK_HOW_DEEP\n"
+                        "#include \"deep0.h\"\n"
                         "#elif JITK_HOW_ABSENT_PARENT\n"
-                        "#include \"../../../../../../etc/hostname\"\n"
+                        "#include \"../../no_such_folder_of_jitk/x.h\"\n"
                         "#else\n"
                         "#include \"a.h\"\n"
                         "#endif\n"
@@ -257,6 +261,19 @@ TEST_CASE("a declared kernel's includes stay in its folders: escapes and files t
   std::vector<float> y(3, 0);
   k(std::int64_t{3}, y.data());
   CHECK(y[2] == 3.0f);
+  // (written only now: the scan inlines the includes of every branch, and these exceed its bounds)
+  // Bounded: each of 13 headers including the next twice would inline 8192; 70 nested ones are too deep.
+  for (int i = 0; i < 70; ++i)
+    jitk_test::write_file(fs::path(inside) / ("deep" + std::to_string(i) + ".h"), "#include \"deep" + std::to_string(i + 1) + ".h\"\n");
+  const jit::Error deep = error_of([] { jit::get<Escape>({{"dtype", "f32"}, {"how", "deep"}}, jit::Target::cpu()); });
+  CHECK(deep.message().find("includes nest more than 64 deep") != std::string::npos);
+  for (int i = 0; i < 13; ++i)
+    jitk_test::write_file(fs::path(inside) / ("many" + std::to_string(i) + ".h"),
+                          "#include \"many" + std::to_string(i + 1) + ".h\"\n#include \"many" + std::to_string(i + 1) + ".h\"\n");
+  jitk_test::write_file(fs::path(inside) / "many13.h", "// the last\n");
+  const jit::Error many = error_of([] { jit::get<Escape>({{"dtype", "f32"}, {"how", "many"}}, jit::Target::cpu()); });
+  CHECK(many.kind() == jit::ErrorCode::InvalidArgument);
+  CHECK(many.message().find("more than 4096 headers inlined into one unit") != std::string::npos);
 }
 
 TEST_CASE("a declared kernel whose text is missing says where it looked; JITK_KERNEL_DIR overrides its text") {
