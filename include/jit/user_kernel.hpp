@@ -275,6 +275,7 @@ template <class Decl, class Given> typename arg_traits<Decl>::stored store(Given
 template <class Self, class... Arguments> struct UserKernel {
   using Params = KernelParams;
   static constexpr std::size_t argument_count = sizeof...(Arguments);
+  static_assert(argument_count <= 16, "jitk: a kernel takes at most 16 arguments");
 
   // The arguments of one call, checked as they are made: types where the call's are known.
   class Args {
