@@ -14,6 +14,7 @@
 #include "jit/chain.hpp"
 #include "jit/chain_codegen.hpp"
 #include "jit/embedded_sources.hpp"
+#include "jit/user_text.hpp"
 #include "support/field_count.hpp"
 #include "support/logging.hpp"
 #include "support/regular_file.hpp"
@@ -120,6 +121,20 @@ LaunchShape gpu_shape(const GpuLayout& layout, const ParamSet& params) {
   return shape;
 }
 
+// A declared kernel's arguments as its text names them: CPU `JITK_ARGS` (statements reading them
+// from the packed values, for the top of JITK_CPU_KERNEL's body), GPU `JITK_PARAMS` (the entry's
+// parameter list, ending with the work count the launcher appends).
+std::string argument_declarations(const std::vector<ArgumentSpec>& arguments, bool gpu) {
+  std::string out = gpu ? "#define JITK_PARAMS " : "#define JITK_ARGS ";
+  for (std::size_t i = 0; i < arguments.size(); ++i) {
+    const auto& a = arguments[i];
+    if (gpu) out += a.type + " " + a.name + ", ";
+    else out += a.type + " " + a.name + " = JITK_ARG(" + std::to_string(i) + ", " + a.type + "); (void)" + a.name + "; ";
+  }
+  if (gpu) out += "long long jitk_work_items";
+  return out + "\n";
+}
+
 }  // namespace
 
 // A kernel's text (or a header of kernel_sources/) is a few thousand lines, never this.
@@ -212,13 +227,18 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
       }
     }
   }
-  SourceFile text = kernel_file(impl.file, &unit.text_origin, impl.text.empty() ? nullptr : &impl.text);
+  const bool users_text = !impl.search_path.empty();
+  SourceFile text = users_text ? user_kernel_text(def.name, impl, &unit.text_origin)
+                               : kernel_file(impl.file, &unit.text_origin, impl.text.empty() ? nullptr : &impl.text);
+  if (!def.arguments.empty()) prelude << argument_declarations(def.arguments, gpu);
   // Text that fuses chains (jit/chain.hpp) names jitk_chain; only that text gets it, so a user's
   // text keeps a prelude of plain #defines.
   if (has_type && text.text.find("jitk_chain") != std::string::npos) {
     if (!gpu) prelude << "#include \"" << kCpuHeaders[0] << "\"  // the chain's math\n";
     prelude << chain_code(params, gpu);
   }
+  // The text's own lines from here on: compiler messages name the user's file and line.
+  if (users_text) prelude << first_line_directive(impl.file);
   const std::string rendered = prelude.str();
   unit.text_first_line = 1 + static_cast<int>(std::count(rendered.begin(), rendered.end(), '\n'));
   unit.main = {text.name, rendered + text.text};

@@ -39,6 +39,10 @@ void add_field(KeyBuilder& key, T v) {
   key.add("number", std::to_string(static_cast<long long>(v)));
 }
 void add_field(KeyBuilder& key, const std::string& v) { key.add("text", v); }
+void add_field(KeyBuilder& key, const std::vector<std::string>& v) {
+  key.add("texts", std::to_string(v.size()));
+  for (const auto& s : v) key.add("text", s);
+}
 void add_field(KeyBuilder& key, const std::vector<DType>& v) {
   std::string types;
   for (DType t : v) types += std::string(dtype_name(t)) + ",";

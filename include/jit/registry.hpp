@@ -113,6 +113,11 @@ struct Implementation {
   // or, when `text` is given, that text (its name for messages is `file`).
   std::string file;
   std::string text;
+  // A text of the user's own (jit/user_kernel.hpp): folders its `file` is looked up in (when `text`
+  // is empty) and its `#include`s resolve from, after the text's own folder. The headers found are
+  // inlined, so their content is in the cache key, and `#line` directives make compiler messages
+  // name `file` and the header's lines. Empty: a shipped text (or a registered one without includes).
+  std::vector<std::string> search_path;
   std::vector<DType> dtypes;  // the element types it implements (empty: every dtype the kernel allows)
   bool fusion = true;         // takes the kernel's fusion chains (prologue/epilogue params), where it has them
   // Compiled for the device's arch with this suffix: "a" builds sm_90a code (wgmma, setmaxnreg)
@@ -135,8 +140,15 @@ struct Implementation {
   // mapping made again in a loop shares its loaded kernels only when it names plain functions.
   auto fields() const {
     return std::tie(name, backend, min_capability, max_capability, inference, training, priority, version, generic, file,
-                    text, dtypes, fusion, arch_suffix, layout, tile_plan, tile_defaults, note, launch_note);
+                    text, search_path, dtypes, fusion, arch_suffix, layout, tile_plan, tile_defaults, note, launch_note);
   }
+};
+
+// One launch argument as the kernel text sees it (a kernel declared with jit/user_kernel.hpp): the
+// prelude then declares them (CPU: JITK_ARGS, GPU: JITK_PARAMS) so the text names them.
+struct ArgumentSpec {
+  std::string name;
+  std::string type;  // as the text reads it: "const T*", "float*", "double", "long long"
 };
 
 struct KernelSpec {
@@ -147,6 +159,9 @@ struct KernelSpec {
   // Where one param bounds another (rotary_dim <= head_dim): checks them together, after each was
   // checked alone and before anything compiles. What is wrong, naming the params, or "" when they suit.
   std::function<std::string(const ParamSet&)> params_check = nullptr;
+  // The launch arguments in order, where the kernel declared them (jit/user_kernel.hpp); empty: the
+  // text reads them with JITK_ARG(i, type) as its descriptor's pack stored them.
+  std::vector<ArgumentSpec> arguments = {};
 };
 
 // Adds a kernel of the user's (its own descriptor and text). Throws Error{InvalidParams} when the

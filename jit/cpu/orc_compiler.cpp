@@ -99,6 +99,7 @@ CompiledArtifact OrcCompiler::compile(const SourceUnit& unit) const {
   llvm::raw_string_ostream log_stream(log);
   clang::CompilerInstance ci;
   auto diag_options = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
+  diag_options->ShowPresumedLoc = true;  // a user's text names its own file and lines (#line)
   ci.createDiagnostics(new clang::TextDiagnosticPrinter(log_stream, diag_options.get()), /*ShouldOwnClient=*/true);
   ci.setVerboseOutputStream(log_stream);  // "1 error generated." belongs in the log, not on stderr
   bool parsed = clang::CompilerInvocation::CreateFromArgs(ci.getInvocation(), argv, ci.getDiagnostics());
