@@ -214,3 +214,24 @@ TEST_CASE("a manifest entry may leave out a param with a default; one without a 
   CHECK(bad.exit_code != 0);
   CHECK_THAT(bad.output, Contains("kernel #1 (attention_decode)") && Contains("missing parameter 'head_dim'"));
 }
+
+TEST_CASE("jitk warm --kernels refuses what is not a kernel module, naming it, and warms nothing", "[configure][warm][hostile]") {
+  TempDir cache, dir;
+  const auto manifest = dir.path() / "m.toml";
+  jitk_test::write_file(manifest, "[[kernel]]\nname = \"saxpy\"\ntarget = \"cpu\"\n");
+  const auto text = dir.path() / "not-a-library.so";
+  jitk_test::write_file(text, "this is text, not ELF\n");
+  REQUIRE(::mkfifo((dir.path() / "fifo.so").c_str(), 0600) == 0);
+  struct Case {
+    std::string module, expect;
+  };
+  for (const Case& c : {Case{text.string(), "cannot be loaded"}, Case{dir.str(), "is a folder, not a shared library"},
+                        Case{(dir.path() / "fifo.so").string(), "is a FIFO, not a shared library"}, Case{(dir.path() / "absent.so").string(), "no such file"},
+                        Case{JITK_LIBRARY_FILE, "has no jitk_register_kernels (add JITK_KERNEL_MODULE"}}) {
+    auto r = run(kTool + " warm --kernels '" + c.module + "' '" + manifest.string() + "'", jitk_test::cache_env(cache));
+    INFO(c.module << "\n" << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains("kernel module '") && Contains(c.expect));
+  }
+  CHECK(jitk_test::blob_files(cache.path()).empty());
+}

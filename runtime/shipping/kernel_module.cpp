@@ -6,6 +6,7 @@
 #include <mutex>
 #include <set>
 
+#include "cache/cache_root.hpp"
 #include "jit/error.hpp"
 #include "support/dynamic_library.hpp"
 #include "support/text.hpp"
@@ -20,8 +21,12 @@ void load_kernel_module(const std::filesystem::path& path) {
   // A path, never a name the loader would look up elsewhere (LD_LIBRARY_PATH).
   if (file.find('/') == std::string::npos) file = "./" + file;
   struct stat st{};
-  if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+  if (::stat(file.c_str(), &st) != 0)
     throw Error(ErrorCode::InvalidParams, "kernel module '" + shown + "': no such file (a shared library built with JITK_KERNEL_MODULE)");
+  // Never opened otherwise: a FIFO would block the loader, a folder or device is no library.
+  if (!S_ISREG(st.st_mode))
+    throw Error(ErrorCode::InvalidParams, "kernel module '" + shown + "' is " + detail::kind_of_file(st.st_mode) +
+                                              ", not a shared library");
   static std::mutex mutex;
   static std::set<std::pair<dev_t, ino_t>> loaded;
   std::lock_guard lock(mutex);
