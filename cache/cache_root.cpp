@@ -136,9 +136,9 @@ UniqueFd open_regular_file(int dir, const std::string& name, int flags, mode_t m
   return fd;
 }
 
-CacheRoot::CacheRoot(fs::path root) { open(root); }
+CacheRoot::CacheRoot(fs::path root, Access access) { open(root, access); }
 
-void CacheRoot::open(const fs::path& root) {
+void CacheRoot::open(const fs::path& root, Access access) {
   std::error_code ec;
   fs::path abs = root.is_absolute() ? root : fs::current_path(ec) / root;
   abs = abs.lexically_normal();
@@ -148,8 +148,10 @@ void CacheRoot::open(const fs::path& root) {
     problem_ = std::move(why);
     refused_ = true;
   };
+  if (access == Access::None) return refuse("the cache is memory-only (cache mode memory-only): nothing is read from or written to " + abs.string());
   const fs::path leaf = abs.filename();
   if (leaf.empty() || leaf == "." || leaf == "..") return refuse(root.string() + " cannot be a cache root");
+  const bool read_only = access == Access::ReadOnly;
   const fs::path parent = abs.parent_path();
   const bool trust_checks = !cache_shared_on_purpose();
 
@@ -163,6 +165,8 @@ void CacheRoot::open(const fs::path& root) {
     missing.push_back(existing);
     existing = existing.parent_path();
   }
+  if (read_only && !missing.empty())
+    return refuse(abs.string() + " does not exist (the cache mode is read-only: nothing is created)");
   if (!S_ISDIR(st.st_mode)) return refuse("cannot create " + abs.string() + ": " + existing.string() + " is not a folder");
   if (trust_checks)
     if (std::string why = check_ancestor_chain(existing); !why.empty()) return refuse(why);
@@ -175,6 +179,8 @@ void CacheRoot::open(const fs::path& root) {
   UniqueFd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!parent_fd) return refuse("cannot open " + parent.string() + ": " + std::strerror(errno));
   UniqueFd fd(::openat(parent_fd.get(), leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd && errno == ENOENT && read_only)
+    return refuse(abs.string() + " does not exist (the cache mode is read-only: nothing is created)");
   if (!fd && errno == ENOENT) {
     if (::mkdirat(parent_fd.get(), leaf.c_str(), 0700) != 0 && errno != EEXIST)
       return refuse("cannot create " + abs.string() + ": " + std::strerror(errno));
@@ -205,6 +211,12 @@ void CacheRoot::open(const fs::path& root) {
     }
   dev_ = st.st_dev;
   ino_ = st.st_ino;
+  if (read_only) {
+    read_only_ = true;
+    problem_ = "the cache mode is read-only";
+    fd_ = std::move(fd);
+    return;
+  }
   if (::faccessat(fd.get(), ".", W_OK, 0) != 0) {
     int err = errno;
     if ((err == EROFS || err == EACCES) && ::faccessat(fd.get(), ".", R_OK | X_OK, 0) == 0) {

@@ -43,10 +43,13 @@ bool cache_shared_on_purpose();
 // replaced by another folder or a symlink) refuses the root for the rest of the process.
 class CacheRoot {
  public:
+  // How the root is opened (the cache mode: jit::configure, JITK_CACHE_MODE). ReadOnly creates and
+  // writes nothing, not even a missing root; None opens nothing (a memory-only cache).
+  enum class Access { ReadWrite, ReadOnly, None };
   // Never throws: problem() says why the root is not usable. A root that does not exist is created
   // 0700 (with its missing parents) once its existing ancestors have been checked; nothing is
   // created inside a root that is refused.
-  explicit CacheRoot(std::filesystem::path root);
+  explicit CacheRoot(std::filesystem::path root, Access access = Access::ReadWrite);
   CacheRoot(const CacheRoot&) = delete;
   CacheRoot& operator=(const CacheRoot&) = delete;
 
@@ -73,7 +76,7 @@ class CacheRoot {
   std::filesystem::path shown(const std::string& rel) const { return rel.empty() ? path_ : path_ / rel; }
 
  private:
-  void open(const std::filesystem::path& root);  // the constructor's work; problem_ says why not
+  void open(const std::filesystem::path& root, Access access);  // the constructor's work; problem_ says why not
   std::filesystem::path path_;
   UniqueFd fd_;
   dev_t dev_ = 0;

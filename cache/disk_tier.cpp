@@ -22,14 +22,28 @@ IndexRow row_of(const std::string& key, const ArtifactMeta& meta, std::int64_t s
 }
 }  // namespace
 
-DiskTier::DiskTier(std::filesystem::path root, std::optional<std::int64_t> size_limit, std::string name)
+DiskTier::DiskTier(std::filesystem::path root, std::optional<std::int64_t> size_limit, std::string name,
+                   CacheRoot::Access access)
     : root_(std::move(root)),
       name_(std::move(name)),
-      handle_(std::make_shared<CacheRoot>(root_)),
+      handle_(std::make_shared<CacheRoot>(root_, access)),
       blobs_(handle_),
       size_limit_(size_limit) {
   std::string problem = handle_->problem();
   read_only_ = handle_->read_only();
+  if (access == CacheRoot::Access::None) {
+    // Chosen, not a fault: said at INFO.
+    unavailable_ = problem;
+    if (logging_at(spdlog::level::info)) log().info("{}", problem);
+    return;
+  }
+  if (read_only_ && access == CacheRoot::Access::ReadOnly) {
+    root_ok_ = true;
+    unavailable_ = problem;
+    if (logging_at(spdlog::level::info))
+      log().info("kernel cache {} is read-only (the cache mode): kernels found there are used, new ones kept in memory", root_.string());
+    return;
+  }
   if (read_only_) {
     root_ok_ = true;
     unavailable_ = problem;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cache/blob_store.hpp"
+#include "cache/cache_root.hpp"
 #include "cache/file_lock.hpp"
 #include "cache/sqlite_index.hpp"
 #include "cache/storage_tier.hpp"
@@ -32,8 +33,9 @@ class DiskTier final : public StorageTier {
  public:
   // Never throws: a root that cannot be used makes a tier that keeps nothing, with one WARN saying
   // why. size_limit: evict least recently used artifacts past it (bytes). name: for logs.
+  // access: the cache mode's (ReadOnly: used, never written; None: memory only, said at INFO, not WARN).
   explicit DiskTier(std::filesystem::path root, std::optional<std::int64_t> size_limit = std::nullopt,
-                    std::string name = "disk");
+                    std::string name = "disk", CacheRoot::Access access = CacheRoot::Access::ReadWrite);
   ~DiskTier() override;  // writes the hits and misses still pending
   DiskTier(const DiskTier&) = delete;
   DiskTier& operator=(const DiskTier&) = delete;

@@ -22,7 +22,33 @@ namespace {
 // The remote options set_remote gave before the tiers were made (else the environment's).
 std::mutex g_remote_mutex;
 std::optional<cache::RemoteOptions> g_remote_options;
+std::optional<std::filesystem::path> g_root;           // jit::configure's cache root
+std::optional<CacheRoot::Access> g_access;             // jit::configure's cache mode
+std::optional<CacheSettings> g_made_with;               // set when the tiers are made
 std::atomic<bool> g_tiers_made{false};
+
+// What the tiers would be made with now; under g_remote_mutex.
+CacheSettings settings_now() {
+  if (g_made_with) return *g_made_with;
+  return {g_root ? *g_root : cache_root_path(), g_access ? *g_access : cache_access_from_environment(),
+          g_remote_options ? *g_remote_options : cache::remote_options_from_environment(), g_root.has_value(),
+          g_access.has_value(), g_remote_options.has_value()};
+}
+
+// A root as CacheRoot opens it: absolute, normal, no trailing separator (to compare two namings).
+std::filesystem::path normal_root(const std::filesystem::path& root) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(root, ec).lexically_normal();
+  if (ec) p = root.lexically_normal();
+  if (p.filename().empty() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
+  return p;
+}
+
+bool same_remote(const cache::RemoteOptions& a, const cache::RemoteOptions& b) {
+  return a.url == b.url && a.mode == b.mode && a.connect_timeout_ms == b.connect_timeout_ms &&
+         a.command_timeout_ms == b.command_timeout_ms && a.lease_ttl_ms == b.lease_ttl_ms && a.wait_ms == b.wait_ms &&
+         a.retry_ms == b.retry_ms && a.max_entry_bytes == b.max_entry_bytes;
+}
 
 std::shared_ptr<StorageTier> redis_tier(const std::string& url) {
   cache::RemoteOptions options;
@@ -96,6 +122,57 @@ void set_remote_options(const cache::RemoteOptions& options) {
   g_remote_options = options;
 }
 
+const char* access_name(CacheRoot::Access access) {
+  switch (access) {
+    case CacheRoot::Access::ReadWrite: return "read-write";
+    case CacheRoot::Access::ReadOnly: return "read-only";
+    case CacheRoot::Access::None: return "memory-only";
+  }
+  return "?";
+}
+
+std::optional<CacheRoot::Access> access_from_word(const std::string& m) {
+  if (m == "read-write" || m == "rw") return CacheRoot::Access::ReadWrite;
+  if (m == "read-only" || m == "ro") return CacheRoot::Access::ReadOnly;
+  if (m == "memory-only" || m == "memory" || m == "off") return CacheRoot::Access::None;
+  return std::nullopt;
+}
+
+CacheRoot::Access cache_access_from_environment() {
+  const char* mode = std::getenv("JITK_CACHE_MODE");
+  if (!mode || !*mode) return CacheRoot::Access::ReadWrite;
+  const std::string m = mode;
+  if (auto access = access_from_word(m)) return *access;
+  warn_once("cache-mode", "JITK_CACHE_MODE='" + printable(m) + "' is not read-write, read-only or memory-only: the cache is read-only");
+  return CacheRoot::Access::ReadOnly;
+}
+
+CacheSettings cache_settings() {
+  std::lock_guard lock(g_remote_mutex);
+  return settings_now();
+}
+
+void set_cache_settings(const std::optional<std::filesystem::path>& root, std::optional<CacheRoot::Access> access,
+                        const std::optional<cache::RemoteOptions>& remote) {
+  std::lock_guard lock(g_remote_mutex);
+  if (g_made_with) {
+    std::string changed;
+    if (root && normal_root(*root) != normal_root(g_made_with->root))
+      changed += "cache root " + printable(g_made_with->root.string()) + " -> " + printable(root->string());
+    if (access && *access != g_made_with->access)
+      changed += std::string(changed.empty() ? "" : ", ") + "cache mode " + access_name(g_made_with->access) + " -> " + access_name(*access);
+    if (remote && !same_remote(*remote, g_made_with->remote)) changed += std::string(changed.empty() ? "" : ", ") + "remote";
+    if (!changed.empty())
+      throw Error(ErrorCode::InvalidParams, "jit::configure: the cache is already in use in this process (" + changed +
+                                                "): the cache root, mode and remote can only be set before the first jit::get or "
+                                                "cache call (the log level may be changed at any time)");
+    return;
+  }
+  if (root) g_root = normal_root(*root);
+  if (access) g_access = *access;
+  if (remote) g_remote_options = *remote;
+}
+
 std::shared_ptr<StorageTier> tier_for_url(const std::string& url) {
   const auto sep = url.find("://");
   const std::string scheme = sep == std::string::npos ? "" : url.substr(0, sep);
@@ -109,16 +186,17 @@ std::shared_ptr<StorageTier> tier_for_url(const std::string& url) {
 
 ProcessTiers& process_tiers() {
   static ProcessTiers tiers = [] {
-    std::optional<cache::RemoteOptions> chosen;
+    CacheSettings chosen;
     {
       std::lock_guard lock(g_remote_mutex);
+      chosen = settings_now();
+      g_made_with = chosen;
       g_tiers_made = true;
-      chosen = g_remote_options;
     }
-    auto disk = std::make_shared<DiskTier>(cache_root_path(), size_limit_from_environment());
+    auto disk = std::make_shared<DiskTier>(chosen.root, size_limit_from_environment(), "disk", chosen.access);
     std::vector<std::shared_ptr<StorageTier>> lookup{disk};
     // Memory, local disk, then the fleet's remote, then JITK_REMOTE_CACHE's tiers.
-    std::shared_ptr<StorageTier> remote = make_remote_tier(chosen ? *chosen : cache::remote_options_from_environment());
+    std::shared_ptr<StorageTier> remote = make_remote_tier(chosen.remote);
     if (remote) lookup.push_back(remote);
     if (const char* urls = std::getenv("JITK_REMOTE_CACHE"); urls && *urls) {
       std::istringstream in(urls);

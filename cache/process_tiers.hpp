@@ -3,6 +3,10 @@
 #include <memory>
 #include <string>
 
+#include <filesystem>
+#include <optional>
+
+#include "cache/cache_root.hpp"
 #include "cache/disk_tier.hpp"
 #include "cache/tier_stack.hpp"
 #include "cache/tuning_store.hpp"
@@ -31,5 +35,28 @@ std::shared_ptr<StorageTier> tier_for_url(const std::string& url);
 std::shared_ptr<StorageTier> make_remote_tier(const cache::RemoteOptions& options);
 // jit::cache::set_remote: throws Error{InvalidParams} once process_tiers() was made.
 void set_remote_options(const cache::RemoteOptions& options);
+
+// Where and how the process keeps artifacts: jit::configure's choice for each, else the environment's
+// (JITK_CACHE_DIR / XDG_CACHE_HOME / HOME, JITK_CACHE_MODE, JITK_REMOTE*). Fixed once the tiers are made.
+struct CacheSettings {
+  std::filesystem::path root;
+  CacheRoot::Access access = CacheRoot::Access::ReadWrite;
+  cache::RemoteOptions remote;
+  bool root_chosen = false, access_chosen = false, remote_chosen = false;  // by code, not the environment
+};
+// The settings the tiers were made with, or (before) would be made with now.
+CacheSettings cache_settings();
+// JITK_CACHE_MODE: read-write (rw), read-only (ro), memory (memory-only, off); unset: read-write. A word
+// it does not know is one WARN and read-only (neither writing where one must not, nor a silent cold cache).
+CacheRoot::Access cache_access_from_environment();
+// Sets the root, mode and remote that are given (all or none), before the tiers are made. Once they are,
+// a value different from the one in use throws Error{InvalidParams} and nothing changes; the same
+// value is accepted (configure may be called again with what it set).
+void set_cache_settings(const std::optional<std::filesystem::path>& root, std::optional<CacheRoot::Access> access,
+                        const std::optional<cache::RemoteOptions>& remote);
+// "read-write", "read-only", "memory-only".
+const char* access_name(CacheRoot::Access access);
+// read-write (rw), read-only (ro), memory-only (memory, off); nullopt for another word.
+std::optional<CacheRoot::Access> access_from_word(const std::string& word);
 
 }  // namespace jit::detail

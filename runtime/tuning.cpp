@@ -10,6 +10,7 @@
 #include "cache/process_tiers.hpp"
 #include "jit/cuda.hpp"
 #include "runtime/backend_driver.hpp"
+#include "runtime/get_kernel.hpp"
 #include "support/logging.hpp"
 
 namespace jit {
@@ -73,6 +74,23 @@ const Tuner* tuner_for(std::string_view kernel) {
 
 void note_skipped_candidate(const TuningKey& key, const std::string& params, const std::string& why) {
   log().warn("autotuning {} for {}: candidate ({}) left out: {}", key.kernel, key.shape_class, params, why);
+}
+
+bool artifact_on_disk(const std::string& kernel, const ParamSet& params, const Target& target) {
+  return process_tiers().disk->has_valid_blob(resolve(kernel, params, target).key);
+}
+
+void drop_tuning_loser(const std::string& kernel, const ParamSet& params, const Target& target) try {
+  if (!process_tiers().disk->writable()) return;  // nothing was kept on disk
+  const Specialization s = resolve(kernel, params, target);
+  // A decision (this one's or another process's, for another shape) that chose these params keeps them.
+  const std::string text = s.params.to_string();
+  for (const auto& row : process_tiers().tuning.rows())
+    if (row.kernel == kernel && (row.choice == text || row.choice == params.to_string())) return;
+  process_tiers().disk->remove(s.key);
+  if (logging_at(spdlog::level::debug)) log().debug("autotuning {}: removed the losing candidate ({}) from the cache", kernel, text);
+} catch (const std::exception& e) {
+  warn_once("tuning-drop", std::string("autotuning: could not remove a losing candidate from the cache (it stays): ") + e.what());
 }
 
 TuningLock::TuningLock(const TuningKey& key) {

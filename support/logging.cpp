@@ -3,6 +3,7 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <mutex>
@@ -37,22 +38,38 @@ const Level& configured_level() {
   return l;
 }
 
+// jit::configure's level (set_log_level), which wins over JITK_LOG_LEVEL; -1: none set.
+std::atomic<int> g_chosen_level{-1};
+
+spdlog::level::level_enum effective_level() {
+  const int chosen = g_chosen_level.load(std::memory_order_relaxed);
+  return chosen >= 0 ? static_cast<spdlog::level::level_enum>(chosen) : configured_level().level;
+}
+
 }  // namespace
 
 bool logging_at(spdlog::level::level_enum level) {
   const Level& l = configured_level();
-  if (!l.unknown.empty()) log();  // says once that the setting was not understood
-  return level >= l.level && l.level != spdlog::level::off;
+  if (!l.unknown.empty() && g_chosen_level.load(std::memory_order_relaxed) < 0) log();  // says once that the setting was not understood
+  const auto now = effective_level();
+  return level >= now && now != spdlog::level::off;
 }
+
+void set_log_level(spdlog::level::level_enum level) {
+  g_chosen_level.store(static_cast<int>(level), std::memory_order_relaxed);
+  log().set_level(level);
+}
+
+spdlog::level::level_enum log_level() { return effective_level(); }
 
 spdlog::logger& log() {
   static spdlog::logger* logger = [] {
     const Level& level = configured_level();
     auto* l = new spdlog::logger("jitk", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     l->set_pattern("[jitk %L] %v");
-    l->set_level(level.level);
+    l->set_level(effective_level());
     l->flush_on(spdlog::level::warn);
-    if (!level.unknown.empty())
+    if (!level.unknown.empty() && g_chosen_level.load() < 0)
       l->warn("JITK_LOG_LEVEL='{}' is not a level (trace, debug, info, warn, error, critical, off); using warn",
               level.unknown);
     return l;

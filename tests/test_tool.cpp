@@ -138,7 +138,7 @@ TEST_CASE("a bad manifest is an error naming the entry and the problem, and noth
       {"[[kernel]]\nname = \"softmax\"\nparams = { dtype = \"f32\", hidden = 0 }\n", "kernel #1 (softmax)"},
       {"[[kernel]]\nname = \"saxpy\"\nparams = { dtype = \"f32\" }\n[[kernel]]\nname = \"nope\"\n",
        "kernel #2 (nope): unknown kernel"},
-      {"[[kernel]]\nname = \"saxpy\"\n", "kernel #1 (saxpy): saxpy: missing parameter 'dtype'"},
+      {"[[kernel]]\nname = \"rms_norm\"\n", "kernel #1 (rms_norm): rms_norm: missing parameter 'hidden'"},
       {"[[kernel]]\nname = \"saxpy\"\nparams = { dtype = [\"f32\", \"f17\"] }\n", "'f17' is not supported"},
       {"[[kernel]\nname = \"saxpy\"\n", "syntax error at line 1"},
       {"[[kernel]]\nname = \"saxpy\"\ntarget = \"gpu\"\n", "unknown target 'gpu'"},

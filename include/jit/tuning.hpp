@@ -12,6 +12,7 @@
 // and, to be tuned from a manifest (`jitk warm --tune`):
 //   static Params from_params(const ParamSet&);              the typed params of validated ones
 //   static Shape shape_of(const std::vector<std::int64_t>&); a shape from numbers (throws when wrong)
+//   static std::vector<std::int64_t> numbers_of(const Shape&); and back (JITK_RECORD writes them)
 //   static constexpr const char* shape_names;                what the numbers are ("m, n, k")
 #pragma once
 #include <algorithm>
@@ -78,6 +79,25 @@ class Stopwatch {
 };
 void note_skipped_candidate(const TuningKey& key, const std::string& params, const std::string& why);
 
+// While alive, jit::get on this thread records nothing under JITK_RECORD: tuning's candidates are
+// not what the program uses (get_tuned records the tuned use itself).
+class NotRecorded {
+ public:
+  NotRecorded();
+  ~NotRecorded();
+  NotRecorded(const NotRecorded&) = delete;
+  NotRecorded& operator=(const NotRecorded&) = delete;
+};
+// JITK_RECORD: appends the entry of the winner (what the program runs), and one that warms `base`
+// and tunes it for `shape` (its numbers) with `jitk warm --tune`.
+void record_tuned_use(const std::string& kernel, const ParamSet& base, const std::vector<std::int64_t>& shape,
+                      const ParamSet& winner, const Target& target);
+// Whether the process's disk cache holds a verified artifact for kernel(params) on target.
+bool artifact_on_disk(const std::string& kernel, const ParamSet& params, const Target& target);
+// Removes a losing candidate's artifact (blob and index row) from the process's disk cache, unless a
+// tuning decision in the index chose it. Never throws (a failure is one WARN).
+void drop_tuning_loser(const std::string& kernel, const ParamSet& params, const Target& target);
+
 // One process tunes a key at a time; others wait and then read its decision.
 class TuningLock {
  public:
@@ -101,9 +121,14 @@ template <class K> typename K::Params tune(const TuningKey& key, const typename 
   Stopwatch watch(target);
   typename K::Params best = base;
   double best_ms = std::numeric_limits<double>::infinity(), default_ms = 0;
+  NotRecorded quiet;
+  // The candidates this tuning compiled: those that lose are removed from the cache afterwards (one
+  // that was there before was asked for by someone else, and stays).
+  std::vector<typename K::Params> compiled_here;
   for (const auto& c : candidates) {
     std::vector<double> times;
     try {
+      if (!artifact_on_disk(K::name, K::to_params(c), target)) compiled_here.push_back(c);
       auto k = get<K>(c, target);
       watch.start();
       data.run(k);  // warm-up (and the first touch of the data)
@@ -127,6 +152,8 @@ template <class K> typename K::Params tune(const TuningKey& key, const typename 
   }
   const double tuning_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   store_tuning(key, K::to_params(best).to_string(), static_cast<std::int64_t>(candidates.size()), best_ms, default_ms, tuning_ms);
+  for (const auto& c : compiled_here)
+    if (c.fields() != best.fields()) drop_tuning_loser(K::name, K::to_params(c), target);
   return best;
 }
 
@@ -163,6 +190,10 @@ Kernel<K> get_tuned(const typename K::Params& base, const typename K::Shape& sha
     std::lock_guard lock(mutex);
     decided.emplace(id, *chosen);
   }
+  // JITK_RECORD: the tuned use (the winner; base and shape), once per decision in a process. The
+  // winner's get may be answered from memory (tuning loaded it), which records nothing itself.
+  if constexpr (requires { K::numbers_of(shape); })
+    detail::record_tuned_use(K::name, K::to_params(base), K::numbers_of(shape), K::to_params(*chosen), target);
   return get<K>(*chosen, target);
 }
 

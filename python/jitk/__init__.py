@@ -145,21 +145,25 @@ def default_target() -> str:
 _LEVELS = ("trace", "debug", "info", "warn", "warning", "error", "critical", "off")
 
 
-def configure(*, cache_dir: str | _os.PathLike | None = None, log_level: str | None = None) -> None:
-    """Sets the cache root ($JITK_CACHE_DIR) and the log level ($JITK_LOG_LEVEL) for this process.
+_MODES = ("read-write", "rw", "read-only", "ro", "memory-only", "memory", "off")
 
-    jitk reads both once, when first used: call this before the first get() or cache call (it raises
-    RuntimeError after). Setting the environment variables before starting Python does the same."""
+
+def configure(*, cache_dir: str | _os.PathLike | None = None, log_level: str | None = None,
+              cache_mode: str | None = None) -> None:
+    """Sets the cache root, the log level and the cache mode for this process (jit::configure).
+
+    Each one given wins over its environment variable ($JITK_CACHE_DIR, $JITK_LOG_LEVEL,
+    $JITK_CACHE_MODE: read-write, read-only, memory-only). The log level applies at once, at any
+    time; the cache root and mode are fixed when the cache is first used (the first get() or cache
+    call): after that another value raises jitk.Error (the same value is accepted)."""
     if log_level is not None and str(log_level).lower() not in _LEVELS:
         raise ValueError(f"log_level '{log_level}' is not one of {', '.join(_LEVELS)}")
+    if cache_mode is not None and str(cache_mode) not in _MODES:
+        raise ValueError(f"cache_mode '{cache_mode}' is not one of {', '.join(_MODES)}")
     path = None if cache_dir is None else _os.fspath(cache_dir)
     if path is not None and not path:
         raise ValueError("cache_dir is empty")
-    if _jitk._library_used():
-        raise RuntimeError("jitk.configure() must come before the first get() or cache call: "
-                           "jitk reads its cache root and log level once, when first used")
-    if log_level is not None:
-        _os.environ["JITK_LOG_LEVEL"] = str(log_level).lower()
-    if path is not None:
-        _os.environ["JITK_CACHE_DIR"] = _os.path.abspath(path)
+    _jitk._configure(None if path is None else _os.path.abspath(path),
+                     None if log_level is None else str(log_level).lower(),
+                     None if cache_mode is None else str(cache_mode))
 

@@ -20,6 +20,7 @@
 
 #include "arrays.hpp"
 #include "jit/cache.hpp"
+#include "jit/config.hpp"
 #include "jit/registry.hpp"
 #include "kernel_table.hpp"
 
@@ -896,6 +897,24 @@ NB_MODULE(_jitk, m) {
     return names;
   });
   m.def("_library_used", [] { return g_library_used.load(); });
+  // jitk.configure: validated in Python; jit::configure throws InvalidParams once the cache is in
+  // use and a value differs (the log level applies at any time).
+  m.def("_configure", [](const std::optional<std::string>& cache_dir, const std::optional<std::string>& log_level,
+                         const std::optional<std::string>& cache_mode) {
+    jit::Config config;
+    if (cache_dir) config.cache_dir = *cache_dir;
+    if (log_level) {
+      const auto level = jit::parse_log_level(*log_level);
+      if (!level) throw jit::Error(jit::ErrorCode::InvalidParams, "log_level '" + *log_level + "' is not a level");
+      config.log_level = *level;
+    }
+    if (cache_mode) {
+      const auto mode = jit::parse_cache_mode(*cache_mode);
+      if (!mode) throw jit::Error(jit::ErrorCode::InvalidParams, "cache_mode '" + *cache_mode + "' is not a cache mode");
+      config.cache_mode = *mode;
+    }
+    jit::configure(config);
+  });
   m.def("default_target", [] {
     g_library_used = true;
     return jit::default_target().to_string();

@@ -176,9 +176,13 @@ def test_get_tuned_of_a_kernel_that_cannot_be_tuned():
         jitk.get_tuned("gemm", (1, 2), dtype="f32", a_layout="row", b_layout="row", target="cpu")
 
 
-def test_configure_after_first_use_is_refused(rms):
-    with pytest.raises(RuntimeError, match="before the first get"):
-        jitk.configure(log_level="info")
+def test_configure_after_first_use_changes_the_log_level_but_not_the_cache_root(rms, tmp_path):
+    jitk.configure(log_level="warn")  # the log level applies at any time
+    jitk.configure(cache_dir=jitk.cache.root())  # the root in use: accepted
+    with pytest.raises(jitk.Error, match="already in use"):
+        jitk.configure(cache_dir=tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="cache_mode 'sometimes' is not one of"):
+        jitk.configure(cache_mode="sometimes")
 
 
 def test_configure_before_first_use_sets_the_cache_root_and_log_level(tmp_path):

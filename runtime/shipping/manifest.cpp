@@ -8,6 +8,7 @@
 
 #include "jit/kernel_catalog.hpp"
 #include "jit/tuning.hpp"
+#include "runtime/shipping/shipped_descriptors.hpp"
 #include "support/regular_file.hpp"
 #include "support/text.hpp"
 
@@ -108,6 +109,14 @@ std::vector<WarmItem> parse_manifest_text(std::string_view text, const std::stri
       }
     } else if ((*entry)["params"]) {
       manifest_error(where, "params must be a table, e.g. params = { dtype = \"f32\" }");
+    }
+    // A param left out takes the descriptor's default (what jit::get<K>({}) asks for) where the
+    // kernel allows it; one without a usable default stays missing, and validation names it.
+    const toml::table* given = (*entry)["params"].as_table();
+    for (const ParamSpec& spec : def->params) {
+      if (given && given->contains(spec.name)) continue;
+      if (const ParamValue* v = omitted_param_value(*name, spec))
+        for (auto& combo : combos) combo.set(spec.name, *v);
     }
     // tune = [[m, n, k], ...]: the shapes `jitk warm --tune` tunes each combination for
     std::vector<std::vector<std::int64_t>> shapes;

@@ -16,6 +16,9 @@
 #include <set>
 
 #include "jit/kernel_catalog.hpp"
+#include "jit/tuning.hpp"
+#include "jit/compiler.hpp"
+#include "runtime/get_kernel.hpp"
 #include "support/logging.hpp"
 #include "support/regular_file.hpp"
 #include "support/text.hpp"
@@ -56,7 +59,8 @@ void stop_recording(const std::string& file, const std::string& problem) {
 
 }  // namespace
 
-std::string manifest_entry(const std::string& kernel, const ParamSet& params, const Target& target) {
+std::string manifest_entry(const std::string& kernel, const ParamSet& params, const Target& target,
+                           const std::vector<std::int64_t>* tune_shape) {
   // Parameter values are validated identifiers and integers: no TOML escaping is needed.
   std::string table;
   for (const auto& [name, value] : params.values()) {
@@ -64,21 +68,71 @@ std::string manifest_entry(const std::string& kernel, const ParamSet& params, co
     if (const auto* n = std::get_if<std::int64_t>(&value)) table += name + " = " + std::to_string(*n);
     else table += name + " = \"" + std::get<std::string>(value) + "\"";
   }
-  return "[[kernel]]  # " + kernel + " " + target.to_string() + " " + params.to_string() + "\n" +
-         "name = \"" + kernel + "\"\n" + "target = \"" + target.to_string() + "\"\n" +
-         "params = { " + table + " }\n\n";
+  std::string shape, numbers;
+  if (tune_shape) {
+    for (std::int64_t n : *tune_shape) {
+      shape += (shape.empty() ? "" : "x") + std::to_string(n);
+      numbers += (numbers.empty() ? "" : ", ") + std::to_string(n);
+    }
+  }
+  return "[[kernel]]  # " + kernel + " " + target.to_string() + " " + params.to_string() +
+         (tune_shape ? " tuned for " + shape : "") + "\n" + "name = \"" + kernel + "\"\n" + "target = \"" +
+         target.to_string() + "\"\n" + "params = { " + table + " }\n" + (tune_shape ? "tune = [[" + numbers + "]]\n" : "") +
+         "\n";
 }
 
-void record_use(const std::string& kernel, const ParamSet& params, const Target& target) try {
+namespace {
+
+// Gets on this thread under a NotRecorded (tuning's candidates).
+thread_local int t_not_recorded = 0;
+
+// Whether this use is recorded at all: JITK_RECORD is set, recording has not stopped, the thread
+// is not tuning, and the kernel is one `jitk warm` can build.
+const char* record_file(const std::string& kernel) {
   const char* file = std::getenv("JITK_RECORD");
-  if (!file || !*file || g_stopped) return;
+  if (!file || !*file || g_stopped || t_not_recorded > 0) return nullptr;
   if (!is_shipped_kernel(kernel)) {
     // `jitk warm` cannot build a program's own kernel: it does not know its text.
     if (logging_at(spdlog::level::info))
       log().info("JITK_RECORD: {} is this program's own kernel; not recorded (jitk warm could not build it)", kernel);
-    return;
+    return nullptr;
   }
-  const std::string entry = manifest_entry(kernel, params, target);
+  return file;
+}
+
+void append_entry(const char* file, const std::string& entry);
+
+}  // namespace
+
+NotRecorded::NotRecorded() { ++t_not_recorded; }
+NotRecorded::~NotRecorded() { --t_not_recorded; }
+
+void record_use(const std::string& kernel, const ParamSet& params, const Target& target) try {
+  if (const char* file = record_file(kernel)) append_entry(file, manifest_entry(kernel, params, target));
+} catch (const std::exception& e) {
+  // Recording is a side line: whatever goes wrong in it, the program goes on.
+  g_stopped = true;
+  warn_once("record", std::string("JITK_RECORD: recording stopped: ") + e.what());
+}
+
+void record_tuned_use(const std::string& kernel, const ParamSet& base, const std::vector<std::int64_t>& shape,
+                      const ParamSet& winner, const Target& target) try {
+  const char* file = record_file(kernel);
+  if (!file) return;
+  const Specialization chosen = resolve(kernel, winner, target);
+  // The target as compiled for (the device's arch), as record_use writes it.
+  Target recorded = target;
+  if (recorded.arch.empty() && target.backend != Backend::Cpu) recorded.arch = chosen.compiler->arch();
+  append_entry(file, manifest_entry(kernel, chosen.params, recorded));
+  append_entry(file, manifest_entry(kernel, validate_params(find_kernel(kernel), base), recorded, &shape));
+} catch (const std::exception& e) {
+  g_stopped = true;
+  warn_once("record", std::string("JITK_RECORD: recording stopped: ") + e.what());
+}
+
+namespace {
+
+void append_entry(const char* file, const std::string& entry) {
   const std::string signature = entry.substr(0, entry.find('\n') + 1);
   // This process has written it already: no need to lock and read the file again.
   static std::mutex mutex;
@@ -114,10 +168,8 @@ void record_use(const std::string& kernel, const ParamSet& params, const Target&
   ::flock(fd.fd(), LOCK_UN);
   if (!problem.empty()) return stop_recording(file, problem);
   written.insert(signature);
-} catch (const std::exception& e) {
-  // Recording is a side line: whatever goes wrong in it, the program goes on.
-  g_stopped = true;
-  warn_once("record", std::string("JITK_RECORD: recording stopped: ") + e.what());
 }
+
+}  // namespace
 
 }  // namespace jit::detail

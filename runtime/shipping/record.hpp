@@ -1,7 +1,9 @@
 // Record mode: with JITK_RECORD=FILE, every specialization a program asks for is appended to FILE
 // as a warm manifest entry, once (deduplicated across threads and processes).
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "jit/jit.hpp"
 
@@ -12,6 +14,8 @@ namespace jit::detail {
 void record_use(const std::string& kernel, const ParamSet& params, const Target& target);
 
 // The manifest text of one entry (its first line is the deduplication signature).
-std::string manifest_entry(const std::string& kernel, const ParamSet& params, const Target& target);
+// With tune_shape: the entry also says `tune = [[numbers]]` (jitk warm --tune tunes params for it).
+std::string manifest_entry(const std::string& kernel, const ParamSet& params, const Target& target,
+                           const std::vector<std::int64_t>* tune_shape = nullptr);
 
 }  // namespace jit::detail

@@ -107,7 +107,11 @@ set(cases
   "TARGET,app" "MANIFEST is missing"
   "TARGET,nope,MANIFEST,${manifest}" "there is no target 'nope'"
   "TARGET,app,MANIFEST,${WORK_DIR}/absent.toml" "manifest '[^']*absent.toml' not found"
-  "TARGET,app,MANIFEST,${manifest},JOBS,4" "unknown arguments: JOBS")
+  "TARGET,app,MANIFEST,${manifest},WORKERS,4" "unknown arguments: WORKERS"
+  "TARGET,app,MANIFEST,${manifest},JOBS,0" "JOBS '0' is not a whole number in \\[1, 65536\\]"
+  "TARGET,app,MANIFEST,${manifest},JOBS,2x" "JOBS '2x' is not a whole number"
+  "TARGET,app,MANIFEST,${manifest},KERNELS,${WORK_DIR}/absent.so" "KERNELS '[^']*absent.so' is neither a target nor a file"
+  "TARGET,app,MANIFEST,${manifest},KERNELS,app" "KERNELS 'app' is a UTILITY")
 list(LENGTH cases n)
 math(EXPR last "${n} - 1")
 foreach(i RANGE 0 ${last} 2)

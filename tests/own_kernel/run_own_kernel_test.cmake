@@ -2,10 +2,10 @@
 # tests/own_kernel against it with find_package(jitk), runs its program (a kernel of its own, from
 # its own text file and header), checks that a compile error names the project's file and line and
 # that a wrong-type call is refused with a message naming the argument, at run time and at compile time.
-# -D: JITK_BINARY_DIR PROJECT_SOURCE_DIR WORK_DIR GENERATOR MAKE_PROGRAM CXX_COMPILER CXX_FLAGS LINKER_FLAGS
+# -D: JITK_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR MAKE_PROGRAM CXX_COMPILER CXX_FLAGS LINKER_FLAGS
 cmake_minimum_required(VERSION 3.22)
 
-foreach(var JITK_BINARY_DIR PROJECT_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
+foreach(var JITK_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "own kernel test: -D${var}=... is missing")
   endif()
@@ -32,7 +32,7 @@ set(build "${WORK_DIR}/build")
 
 run("cmake --install ${JITK_BINARY_DIR}" ${CMAKE_COMMAND} --install "${JITK_BINARY_DIR}" --prefix "${prefix}")
 
-set(configure_args -S "${PROJECT_SOURCE_DIR}" -B "${build}" -G "${GENERATOR}"
+set(configure_args -S "${CONSUMER_SOURCE_DIR}" -B "${build}" -G "${GENERATOR}"
     "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON
     "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}")
 if(MAKE_PROGRAM)

@@ -10,6 +10,8 @@ namespace jit::kernels {
 // the GPU; f32, f64 on the CPU).
 struct AdamW {
   static constexpr const char* name = "adamw";
+  // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
+  static constexpr const char* arg_names = "n, param, grad, exp_avg, exp_avg_sq, lr, step, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2";
   struct Params {
     DType dtype = DType::f32;  // the gradients'
     auto fields() const { return std::tie(dtype); }

@@ -28,6 +28,8 @@ namespace jit::kernels {
 // out of range, so it never reads or writes outside the buffers, whatever the device holds.
 struct AttentionPrefill {
   static constexpr const char* name = "attention_prefill";
+  // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
+  static constexpr const char* arg_names = "batch, kv_heads, max_seqlen_q, total_q, total_k, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, scale, q_stride = 0, k_stride = 0, v_stride = 0, host_cu_seqlens_q = nullptr, host_cu_seqlens_k = nullptr";
   struct Params {
     DType dtype = DType::bf16;
     std::int64_t head_dim = 128;

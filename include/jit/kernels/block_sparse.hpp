@@ -15,6 +15,8 @@ namespace jit::kernels {
 // beta == 0 does not read c. tile_m and stages: GPU tiles (0: the implementation's default).
 struct BlockSparseMatmul {
   static constexpr const char* name = "block_sparse_matmul";
+  // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
+  static constexpr const char* arg_names = "m, alpha, a, lda, b, ldb, beta, c, ldc, mask, index";
   enum class Op : std::uint8_t { Forward, BackwardInput, BackwardWeight };
   struct Params {
     DType dtype = DType::f32;

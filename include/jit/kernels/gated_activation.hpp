@@ -7,6 +7,8 @@ namespace jit::kernels {
 // out[r, :] = silu(x[r, :hidden]) * x[r, hidden:]   (x is rows x 2*hidden, out is rows x hidden)
 struct SiluAndMul {
   static constexpr const char* name = "silu_and_mul";
+  // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
+  static constexpr const char* arg_names = "rows, x, out, prologue = {}, epilogue = {}";
   using Params = RowParams;
   struct Args {
     std::int64_t rows;
@@ -43,6 +45,7 @@ struct GeluAndMul {
     auto fields() const { return std::tie(dtype, hidden, approximate, prologue, epilogue); }
   };
   using Args = SiluAndMul::Args;
+  static constexpr const char* arg_names = SiluAndMul::arg_names;
   static ParamSet to_params(const Params& p) {
     ParamSet s = row_params({p.dtype, p.hidden, p.prologue, p.epilogue});  // params are put in the kernel's order later
     s.set("approximate", std::string(p.approximate == Approximate::Tanh ? "tanh" : "none"));

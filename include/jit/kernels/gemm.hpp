@@ -13,6 +13,8 @@ namespace jit::kernels {
 // cluster_m = 2 runs Hopper's blocks in pairs along M that share B's slices (TMA multicast).
 struct Gemm {
   static constexpr const char* name = "gemm";
+  // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
+  static constexpr const char* arg_names = "m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue = {}";
   enum class Layout : std::uint8_t { RowMajor, ColMajor };
   struct Params {
     DType dtype = DType::f32;
@@ -110,6 +112,7 @@ struct Gemm {
       throw Error(ErrorCode::InvalidArgument, "gemm: a shape is three positive numbers (m, n, k)");
     return {v[0], v[1], v[2]};
   }
+  static std::vector<std::int64_t> numbers_of(const Shape& s) { return {s.m, s.n, s.k}; }
   // Shapes share a decision when each of m, n, k rounds up to the same power of two (at least 16).
   static std::string shape_class(const Shape& s) {
     auto up = [](std::int64_t v) {

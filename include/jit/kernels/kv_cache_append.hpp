@@ -12,6 +12,8 @@ namespace jit::kernels {
 // overlap the caches.
 struct KvCacheAppend {
   static constexpr const char* name = "kv_cache_append";
+  // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
+  static constexpr const char* arg_names = "tokens, kv_heads, num_pages, k, v, slots, k_cache, v_cache";
   struct Params {
     DType dtype = DType::f32;
     std::int64_t head_dim = 0;

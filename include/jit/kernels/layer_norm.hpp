@@ -7,6 +7,8 @@ namespace jit::kernels {
 // y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * weight + bias
 struct LayerNorm {
   static constexpr const char* name = "layer_norm";
+  // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
+  static constexpr const char* arg_names = "rows, x, weight, bias, y, eps = 1e-5, prologue = {}, epilogue = {}";
   using Params = RowParams;
   struct Args {
     std::int64_t rows;

@@ -7,6 +7,8 @@ namespace jit::kernels {
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight
 struct RmsNorm {
   static constexpr const char* name = "rms_norm";
+  // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
+  static constexpr const char* arg_names = "rows, x, weight, y, eps = 1e-6, prologue = {}, epilogue = {}";
   using Params = RowParams;
   struct Args {
     std::int64_t rows;
@@ -37,6 +39,8 @@ struct RmsNorm {
 // in one pass (x and residual read once, residual and y written once)
 struct FusedAddRmsNorm {
   static constexpr const char* name = "fused_add_rms_norm";
+  // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
+  static constexpr const char* arg_names = "rows, x, residual, weight, y, eps = 1e-6";
   using Params = RowParams;
   struct Args {
     std::int64_t rows;

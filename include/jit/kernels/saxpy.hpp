@@ -7,6 +7,8 @@ namespace jit::kernels {
 // y[i] = a * x[i] + y[i] for i in [0, n)
 struct Saxpy {
   static constexpr const char* name = "saxpy";
+  // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
+  static constexpr const char* arg_names = "n, a, x, y";
   struct Params {
     DType dtype = DType::f32;
     auto fields() const { return std::tie(dtype); }

@@ -7,6 +7,8 @@ namespace jit::kernels {
 // y[r, :] = exp(x[r, :] - max) / sum(exp(x[r, :] - max))
 struct Softmax {
   static constexpr const char* name = "softmax";
+  // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
+  static constexpr const char* arg_names = "rows, x, y";
   using Params = RowParams;
   struct Args {
     std::int64_t rows;
