@@ -1,7 +1,9 @@
 // A Llama-style decoder layer on jitk kernels only (issue 25's first step, unfused): RMSNorm, the
-// q, k and v projections (three gemms over column slices of one fused weight), rotary on q and k,
-// the new k and v appended into a paged KV cache, attention (prefill over the batch's sequences,
-// or one decode step over the cache), the output projection with the residual added by the gemm
+// QKV projection (one gemm over the concatenated weight [hidden, (heads + 2 kv_heads) x head_dim],
+// its output row [q | k | v] a token), rotary on q and k in place inside that output, the new k and
+// v read from it and appended into a paged KV cache, attention (prefill over the batch's
+// sequences, or one decode step over the cache) reading q (prefill: k and v too) there with the
+// row's width as token stride, the output projection with the residual added by the gemm
 // (beta = 1), RMSNorm, the gate/up projection, SiLU-and-mul, the down projection + residual.
 // T is float on the CPU backend, jit::bfloat16 (or jit::half) on a GPU; the same code runs both.
 // Shared by examples/decoder_layer.cpp (the program) and tests/test_decoder_layer.cpp, which
@@ -121,13 +123,13 @@ template <class T> class DecoderLayer {
   // (a GPU's allocations would cost more than some of the kernels).
   struct Step {
     Step(const LayerConfig& c, std::int64_t batch, std::int64_t tokens, std::int64_t seqlen, bool gpu)
-        : tokens(tokens), seqlen(seqlen), x(n(tokens * c.hidden), gpu), normed(n(tokens * c.hidden), gpu), q(n(tokens * c.q_width()), gpu),
-          k(n(tokens * c.kv_width()), gpu), v(n(tokens * c.kv_width()), gpu), o(n(tokens * c.q_width()), gpu), y(n(tokens * c.hidden), gpu),
+        : tokens(tokens), seqlen(seqlen), x(n(tokens * c.hidden), gpu), normed(n(tokens * c.hidden), gpu),
+          qkv(n(tokens * c.qkv_width()), gpu), o(n(tokens * c.q_width()), gpu), y(n(tokens * c.hidden), gpu),
           gu(n(tokens * 2 * c.mlp), gpu), act(n(tokens * c.mlp), gpu), positions(n(tokens), gpu), slots(n(tokens), gpu),
           cu_seqlens(n(batch + 1), gpu), context_lens(n(batch), gpu) {}
     static std::size_t n(std::int64_t v) { return static_cast<std::size_t>(v); }
     std::int64_t tokens, seqlen;  // seqlen 0: a decode step (one token a sequence)
-    Array<T> x, normed, q, k, v, o, y, gu, act;
+    Array<T> x, normed, qkv, o, y, gu, act;  // qkv [tokens, qkv_width]: a token's q, k and v heads, in that order
     Array<std::int64_t> positions, slots;
     Array<std::int32_t> cu_seqlens, context_lens;
     std::vector<std::int32_t> host_cu_seqlens;
@@ -190,28 +192,42 @@ template <class T> class DecoderLayer {
       if (mark) mark(what);
       kernel.launch(args, stream);
     };
-    // C [tokens, n] = A [tokens, kk] B, B a column slice of a row-major weight `ldb` wide
-    const auto matmul = [&](const char* what, T* a, std::int64_t kk, const T* b, std::int64_t n, std::int64_t ldb, double beta, T* out) {
-      launch(what, gemm({dtype_}, tokens, n, kk), Gemm::Args{tokens, n, kk, 1.0, a, kk, b, ldb, beta, out, n});
+    // C [tokens, n] = A [tokens, kk] B, B a column slice of a row-major weight `ldb` wide, C's rows `ldc` apart (0: n)
+    const auto matmul = [&](const char* what, T* a, std::int64_t kk, const T* b, std::int64_t n, std::int64_t ldb, double beta, T* out,
+                            std::int64_t ldc = 0) {
+      launch(what, gemm({dtype_}, tokens, n, kk), Gemm::Args{tokens, n, kk, 1.0, a, kk, b, ldb, beta, out, ldc ? ldc : n});
     };
     auto norm = jit::get<RmsNorm>({dtype_, h});
     launch("rms_norm", norm, RmsNorm::Args{tokens, s.x.data(), norm1_.data(), s.normed.data(), c_.eps});
+    // One gemm for q, k and v: qkv [tokens, width] = normed Wqkv. The kernels after it read and
+    // write q, k and v in place there, as column slices with the row's width as token stride.
     const std::int64_t width = c_.qkv_width();
-    matmul("gemm q", s.normed.data(), h, wqkv_.data(), c_.q_width(), width, 0, s.q.data());
-    matmul("gemm k", s.normed.data(), h, wqkv_.data() + c_.q_width(), c_.kv_width(), width, 0, s.k.data());
-    matmul("gemm v", s.normed.data(), h, wqkv_.data() + c_.q_width() + c_.kv_width(), c_.kv_width(), width, 0, s.v.data());
-    launch("rotary_embedding", jit::get<RotaryEmbedding>(rotary_params()),
-           RotaryEmbedding::Args{tokens, c_.heads, c_.kv_heads, s.positions.data(), s.q.data(), s.k.data(), c_.theta});
-    launch("kv_cache_append", jit::get<KvCacheAppend>({dtype_, c_.head_dim, c_.page_size}),
-           KvCacheAppend::Args{tokens, c_.kv_heads, num_pages_, s.k.data(), s.v.data(), s.slots.data(), k_cache_.data(), v_cache_.data()});
+    T* const q = s.qkv.data();
+    T* const k = q + c_.q_width();
+    T* const v = k + c_.kv_width();
+    if (!three_qkv_gemms_) {
+      matmul("gemm qkv", s.normed.data(), h, wqkv_.data(), width, width, 0, q);
+    } else {  // the same output from three gemms, each writing its columns of qkv
+      matmul("gemm q", s.normed.data(), h, wqkv_.data(), c_.q_width(), width, 0, q, width);
+      matmul("gemm k", s.normed.data(), h, wqkv_.data() + c_.q_width(), c_.kv_width(), width, 0, k, width);
+      matmul("gemm v", s.normed.data(), h, wqkv_.data() + c_.q_width() + c_.kv_width(), c_.kv_width(), width, 0, v, width);
+    }
+    RotaryEmbedding::Args rot{tokens, c_.heads, c_.kv_heads, s.positions.data(), q, k, c_.theta};
+    rot.q_stride = rot.k_stride = width;
+    launch("rotary_embedding", jit::get<RotaryEmbedding>(rotary_params()), rot);
+    KvCacheAppend::Args append{tokens, c_.kv_heads, num_pages_, k, v, s.slots.data(), k_cache_.data(), v_cache_.data()};
+    append.k_stride = append.v_stride = width;
+    launch("kv_cache_append", jit::get<KvCacheAppend>({dtype_, c_.head_dim, c_.page_size}), append);
     if (s.seqlen > 0) {
-      AttentionPrefill::Args a{batch_, c_.kv_heads, s.seqlen, tokens, tokens, s.q.data(), s.k.data(), s.v.data(), s.o.data(), jit::MutPtr{},
+      AttentionPrefill::Args a{batch_, c_.kv_heads, s.seqlen, tokens, tokens, q, k, v, s.o.data(), jit::MutPtr{},
                                s.cu_seqlens.data(), s.cu_seqlens.data(), scale()};
+      a.q_stride = a.k_stride = a.v_stride = width;
       a.host_cu_seqlens_q = a.host_cu_seqlens_k = s.host_cu_seqlens.data();
       launch("attention_prefill", jit::get<AttentionPrefill>(prefill_params()), a);
     } else {
-      AttentionDecode::Args a{batch_, c_.kv_heads, num_pages_, max_pages_, s.q.data(), k_cache_.data(), v_cache_.data(),
+      AttentionDecode::Args a{batch_, c_.kv_heads, num_pages_, max_pages_, q, k_cache_.data(), v_cache_.data(),
                               table_.data(), s.context_lens.data(), s.o.data()};
+      a.q_stride = width;
       a.scale = scale();
       if (s.workspace) {
         a.workspace = s.workspace->data();
@@ -233,6 +249,10 @@ template <class T> class DecoderLayer {
   // Gemms through jit::get_tuned (the best tile for each launch's class of shapes, timed once on
   // this device and kept in the cache index) instead of the default tiles.
   void use_tuned_gemms(bool on) { tuned_ = on; }
+  // The QKV projection as three gemms (the q, k and v column slices of the weight, each writing its
+  // columns of the same qkv rows: ldc = the row's width) instead of one, as the layer ran before:
+  // the bench's same-run baseline for the one gemm. Everything after it is the same.
+  void use_three_qkv_gemms(bool on) { three_qkv_gemms_ = on; }
 
   // Gets every kernel variant a prefill of `seqlen` and a decode step use, from one thread each:
   // on an empty cache their compiles run in parallel (what a cold start waits for is the slowest,
@@ -306,6 +326,7 @@ template <class T> class DecoderLayer {
   Array<std::int32_t> table_;
   jit::DType dtype_;
   bool tuned_ = false;
+  bool three_qkv_gemms_ = false;
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<Step>> steps_;
 };
 

@@ -38,7 +38,9 @@ double lse_error(const std::vector<float>& got, const std::vector<double>& expec
 }
 
 // One call on fresh random inputs into NaN-filled o and lse, with or without a workspace (a split).
-template <class T> void check_decode(const DecodeShape& s, bool split) {
+// q_extra >= 0: q read in place from rows of heads x head_dim + q_extra elements (a fused QKV
+// buffer's: k's and v's columns and any padding there NaN, which must not reach o).
+template <class T> void check_decode(const DecodeShape& s, bool split, std::int64_t q_extra = -1) {
   const Decode::Params params{jit::dtype_of<T>(), s.head_dim, s.page_size, s.group, s.q_len};
   auto kernel = jit::get<Decode>(params, jit::Target::cpu());
   const auto tables = jitk_test::decode_tables(s);
@@ -50,9 +52,13 @@ template <class T> void check_decode(const DecodeShape& s, bool split) {
   const std::int64_t max_context = *std::max_element(s.contexts.begin(), s.contexts.end());
   std::vector<unsigned char> workspace(Decode::workspace_bytes(params, s.batch(), s.kv_heads, max_context));
   const bool splits = !workspace.empty();
-  Decode::Args args{s.batch(), s.kv_heads, tables.num_pages, tables.max_pages, q.data(), k_cache.data(), v_cache.data(),
+  const std::int64_t q_width = s.heads() * s.head_dim, q_stride = q_extra >= 0 ? q_width + q_extra : q_width;
+  std::vector<T> q_rows(static_cast<std::size_t>(s.batch() * s.q_len * q_stride), std::numeric_limits<T>::quiet_NaN());
+  jitk_test::scatter_rows(q_rows, q, s.batch() * s.q_len, q_width, q_stride, 0);
+  Decode::Args args{s.batch(), s.kv_heads, tables.num_pages, tables.max_pages, q_rows.data(), k_cache.data(), v_cache.data(),
                     tables.block_table.data(), s.contexts.data(), o.data(), lse.data(), scale};
   args.host_tables = true;
+  if (q_extra >= 0) args.q_stride = q_stride;
   if (split) {
     args.workspace = workspace.data();
     args.workspace_size = workspace.size();
@@ -61,7 +67,7 @@ template <class T> void check_decode(const DecodeShape& s, bool split) {
   const auto expected = ref::attention_decode(q, k_cache, v_cache, tables.block_table, s.contexts, s.q_len, s.kv_heads, s.group,
                                               s.head_dim, s.page_size, tables.max_pages, scale);
   INFO("kv_heads " << s.kv_heads << ", group " << s.group << ", q_len " << s.q_len << ", head_dim " << s.head_dim << ", page_size "
-                   << s.page_size << ", batch " << s.batch() << (split && splits ? ", split" : ""));
+                   << s.page_size << ", batch " << s.batch() << (split && splits ? ", split" : "") << ", q_stride " << q_stride);
   CHECK(ref::relative_l2_error(o, expected.o) <= ref::tolerance<T>());
   CHECK(lse_error(lse, expected.lse) <= 1e-5);
   if (split && splits)  // every counter back at 0, for the next launch
@@ -82,6 +88,15 @@ TEMPLATE_TEST_CASE("attention_decode split over blocks and merged through the wo
   const DecodeShape long_context{2, 4, 1, 64, 16, {3000, 1234}};
   check_decode<TestType>(long_context, true);
   check_decode<TestType>(long_context, true);
+}
+
+TEMPLATE_TEST_CASE("attention_decode reads q in place from a fused QKV buffer with a token stride", "[kernels][attention_decode]", float,
+                   double) {
+  for (const auto& shape : jitk_test::decode_shapes()) {
+    const std::int64_t kv_columns = 2 * shape.kv_heads * shape.head_dim;  // k's and v's, after q's
+    check_decode<TestType>(shape, false, kv_columns);
+    check_decode<TestType>(shape, true, kv_columns + 16 / sizeof(TestType));  // and a 16-byte pack more a row
+  }
 }
 
 TEST_CASE("attention_decode splits long contexts only when the blocks would not fill the device", "[kernels][attention_decode]") {
@@ -151,6 +166,18 @@ TEST_CASE("attention_decode refuses bad tables, arguments and params with a mess
     a = args();
     a.q = reinterpret_cast<const float*>(reinterpret_cast<const char*>(q.data()) + 4);
     CHECK_THROWS_WITH(kernel(a), Contains("16-byte aligned"));
+    // q's token stride: under the row, not whole 16-byte packs, past 64-bit offsets
+    a = args();
+    a.q_stride = 15;
+    CHECK_THROWS_WITH(kernel(a), Contains("q_stride = 15 is less than a token's heads x head_dim = 16"));
+    a.q_stride = -16;
+    CHECK_THROWS_WITH(kernel(a), Contains("q_stride = -16 is negative"));
+    a.q_stride = 17;
+    CHECK_THROWS_WITH(kernel(a), Contains("q_stride = 17") && Contains("16-byte"));
+    a.q_stride = std::int64_t{1} << 62;
+    CHECK_THROWS_WITH(kernel(a), Contains("q_stride") && Contains("64-bit"));
+    a.q_stride = 16;  // the packed width given: fine
+    CHECK_NOTHROW(kernel(a));
     // a workspace smaller than the split needs
     std::vector<std::int32_t> long_table(2 * 600), long_contexts = {2400, 2400};
     std::iota(long_table.begin(), long_table.end(), 0);

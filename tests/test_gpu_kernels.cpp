@@ -366,6 +366,91 @@ TEMPLATE_TEST_CASE("GPU rotary_embedding matches the reference: both styles and 
   check_gpu_rotary<TestType>({4099, 32, 8, 128, 128}, Rotary::Style::GptJ, Rotary::Source::Table, false);
 }
 
+// rotary_embedding in place inside a fused QKV buffer on the device: [q | k | v] rows and `pad`
+// elements more (v's columns and the padding poisoned, and they must stay so bit for bit). A pad
+// that is not whole 16-byte packs sends every row down the element-by-element path.
+template <class T> void check_gpu_rotary_fused(const jitk_test::RotaryShape& s, jitk_test::Rotary::Style style, jitk_test::Rotary::Source source,
+                                               std::int64_t pad) {
+  using Rotary = jitk_test::Rotary;
+  const bool table = source == Rotary::Source::Table, neox = style == Rotary::Style::NeoX;
+  auto kernel = jit::get<Rotary>({jit::dtype_of<T>(), s.head_dim, s.rotary_dim, style, source}, gpu());
+  const std::int64_t max_position = jitk_test::kRotaryMaxPosition;
+  const auto positions = jitk_test::random_positions(s.tokens, max_position);
+  const std::int64_t qw = s.heads * s.head_dim, kw = s.kv_heads * s.head_dim, stride = qw + 2 * kw + pad;
+  auto q = random_vector<T>(s.tokens * qw), k = random_vector<T>(s.tokens * kw);
+  jitk_test::poison_tails(q, s.head_dim, s.rotary_dim);
+  jitk_test::poison_tails(k, s.head_dim, s.rotary_dim);
+  std::vector<T> qkv(static_cast<std::size_t>(s.tokens * stride));
+  std::memset(static_cast<void*>(qkv.data()), kPoison, qkv.size() * sizeof(T));
+  jitk_test::scatter_rows(qkv, q, s.tokens, qw, stride, 0);
+  jitk_test::scatter_rows(qkv, k, s.tokens, kw, stride, qw);
+  std::vector<double> cos_sin;
+  if (table) cos_sin = jitk_test::rotary_table(max_position, s.rotary_dim, jitk_test::kRotaryTheta, [](double v) { return double(float(v)); });
+  auto q_ref = widen(q), k_ref = widen(k);
+  ref::rotary_embedding(q_ref, s.tokens, s.heads, s.head_dim, s.rotary_dim, neox, positions, jitk_test::kRotaryTheta, table ? &cos_sin : nullptr, max_position);
+  ref::rotary_embedding(k_ref, s.tokens, s.kv_heads, s.head_dim, s.rotary_dim, neox, positions, jitk_test::kRotaryTheta, table ? &cos_sin : nullptr, max_position);
+  jit::cuda::DeviceArray<T> dqkv(qkv);
+  jit::cuda::DeviceArray<std::int64_t> dpos(positions);
+  jit::cuda::DeviceArray<float> dtable(table ? std::vector<float>(cos_sin.begin(), cos_sin.end()) : std::vector<float>(1));
+  Rotary::Args a{s.tokens, s.heads, s.kv_heads, dpos.data(), dqkv.data(), dqkv.data() + qw, jitk_test::kRotaryTheta};
+  if (table) a.cos_sin = dtable.data(), a.max_position = max_position;
+  a.q_stride = a.k_stride = stride;
+  kernel(a);
+  const auto got = dqkv.download();
+  INFO("head_dim " << s.head_dim << ", rotary_dim " << s.rotary_dim << ", " << (neox ? "neox" : "gptj") << ", " << (table ? "table" : "theta")
+                   << ", stride " << stride);
+  const double tol = std::is_same_v<T, float> && !table ? 1e-4 : tolerance<T>();
+  auto as_d = [](T v) { return as_double(v); };
+  const auto gq = jitk_test::gather_rows(got, s.tokens, qw, stride, 0), gk = jitk_test::gather_rows(got, s.tokens, kw, stride, qw);
+  CHECK(jitk_test::rotated_error(gq, q_ref, s.head_dim, s.rotary_dim, as_d) <= tol);
+  CHECK(jitk_test::rotated_error(gk, k_ref, s.head_dim, s.rotary_dim, as_d) <= tol);
+  CHECK(jitk_test::tails_intact(gq, q, s.head_dim, s.rotary_dim));
+  CHECK(jitk_test::tails_intact(gk, k, s.head_dim, s.rotary_dim));
+  CHECK(jitk_test::changed_outside(got, qkv, stride, {{0, qw + kw}}) == 0);
+}
+
+TEMPLATE_TEST_CASE("GPU rotary_embedding rotates q and k in place inside a fused QKV buffer, touching nothing else", "[gpu][rotary]", float,
+                   jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  using Rotary = jitk_test::Rotary;
+  for (const auto& shape : jitk_test::kRotaryShapes)
+    for (auto style : {Rotary::Style::NeoX, Rotary::Style::GptJ})
+      for (auto source : {Rotary::Source::Theta, Rotary::Source::Table}) {
+        check_gpu_rotary_fused<TestType>(shape, style, source, 0);  // whole packs: the 16-byte path
+        check_gpu_rotary_fused<TestType>(shape, style, source, 3);  // rows off 16-byte alignment: element by element
+      }
+  // Llama-3-8B's row (32 + 2 x 8 heads of 128), many tokens
+  check_gpu_rotary_fused<TestType>({4099, 32, 8, 128, 128}, Rotary::Style::NeoX, Rotary::Source::Theta, 0);
+}
+
+// kv_cache_append reading k and v in place from a fused QKV buffer on the device ([q | k | v] rows
+// and `pad` more; q's columns and the padding poisoned, which must not reach the caches).
+template <class T> void check_gpu_kv_append_fused(const jitk_test::KvShape& s, std::int64_t q_heads, std::int64_t pad) {
+  auto kernel = jit::get<jitk_test::KvAppend>({jit::dtype_of<T>(), s.head_dim, s.page_size}, gpu());
+  const auto slots = jitk_test::random_slots(s);
+  const std::int64_t kw = s.kv_heads * s.head_dim, qw = q_heads * s.head_dim, stride = qw + 2 * kw + pad;
+  const auto k = random_vector<T>(s.row_elements()), v = random_vector<T>(s.row_elements());
+  std::vector<T> qkv(static_cast<std::size_t>(s.tokens * stride));
+  std::memset(static_cast<void*>(qkv.data()), kPoison, qkv.size() * sizeof(T));
+  jitk_test::scatter_rows(qkv, k, s.tokens, kw, stride, qw);
+  jitk_test::scatter_rows(qkv, v, s.tokens, kw, stride, qw + kw);
+  const auto cache = jitk_test::poisoned<T>(s.cache_elements());
+  auto k_ref = cache, v_ref = cache;
+  ref::kv_cache_append(k_ref, k, slots, s.kv_heads, s.head_dim, s.num_pages, s.page_size);
+  ref::kv_cache_append(v_ref, v, slots, s.kv_heads, s.head_dim, s.num_pages, s.page_size);
+  jit::cuda::DeviceArray<T> dqkv(qkv), dk_cache(cache), dv_cache(cache);
+  jit::cuda::DeviceArray<std::int64_t> dslots(slots);
+  jitk_test::KvAppend::Args a{s.tokens, s.kv_heads, s.num_pages, dqkv.data() + qw, dqkv.data() + qw + kw, dslots.data(), dk_cache.data(),
+                              dv_cache.data()};
+  a.k_stride = a.v_stride = stride;
+  kernel(a);
+  jit::cuda::synchronize();
+  INFO("tokens " << s.tokens << ", kv_heads " << s.kv_heads << ", head_dim " << s.head_dim << ", page_size " << s.page_size << ", stride "
+                 << stride);
+  CHECK(jitk_test::bit_differences(dk_cache.download(), k_ref) == 0);
+  CHECK(jitk_test::bit_differences(dv_cache.download(), v_ref) == 0);
+}
+
 // kv_cache_append: rows and poisoned caches on the device, the whole cache checked bit for bit
 // against the reference; `offset` puts every buffer one element past 16-byte alignment (element by element).
 template <class T> void check_gpu_kv_append(const jitk_test::KvShape& s, bool offset) {
@@ -399,11 +484,19 @@ TEMPLATE_TEST_CASE("GPU kv_cache_append writes each token's rows at its slot and
   }
   // many tokens: a grid of many blocks, threads in the last one past the end
   check_gpu_kv_append<TestType>({4099, 8, 128, 16, 300}, false);
+  // k and v in place in a fused QKV buffer: whole 16-byte packs a row (the packed path), and 3 more (element by element)
+  for (const auto& shape : jitk_test::kKvShapes) {
+    check_gpu_kv_append_fused<TestType>(shape, 5, 0);
+    check_gpu_kv_append_fused<TestType>(shape, 2, 3);
+  }
+  check_gpu_kv_append_fused<TestType>({4099, 8, 128, 16, 300}, 32, 0);  // Llama-3-8B's row
 }
 
 // attention_decode: random q and caches on the device, pages shuffled over the pool, NaN-filled o
 // and lse, checked against the float64 reference; with and without a workspace (split contexts).
-template <class T> void check_gpu_decode(const jitk_test::DecodeShape& s, bool split) {
+// q_extra >= 0: q read in place from rows of heads x head_dim + q_extra elements (k's and v's
+// columns of a fused QKV buffer and padding, all NaN: none may reach o).
+template <class T> void check_gpu_decode(const jitk_test::DecodeShape& s, bool split, std::int64_t q_extra = -1) {
   using jitk_test::Decode;
   const Decode::Params params{jit::dtype_of<T>(), s.head_dim, s.page_size, s.group, s.q_len};
   auto kernel = jit::get<Decode>(params, gpu());
@@ -413,7 +506,11 @@ template <class T> void check_gpu_decode(const jitk_test::DecodeShape& s, bool s
   const double scale = 1 / std::sqrt(double(s.head_dim));
   const std::int64_t max_context = *std::max_element(s.contexts.begin(), s.contexts.end());
   const std::size_t ws_bytes = split ? Decode::workspace_bytes(params, s.batch(), s.kv_heads, max_context) : 0;
-  jit::cuda::DeviceArray<T> dq(q), dk(k), dv(v), dout(static_cast<std::size_t>(s.q_elements()));
+  const std::int64_t q_width = s.heads() * s.head_dim, q_stride = q_extra >= 0 ? q_width + q_extra : q_width;
+  std::vector<T> q_rows(static_cast<std::size_t>(s.batch() * s.q_len * q_stride));
+  std::memset(static_cast<void*>(q_rows.data()), kPoison, q_rows.size() * sizeof(T));
+  jitk_test::scatter_rows(q_rows, q, s.batch() * s.q_len, q_width, q_stride, 0);
+  jit::cuda::DeviceArray<T> dq(q_rows), dk(k), dv(v), dout(static_cast<std::size_t>(s.q_elements()));
   jit::cuda::DeviceArray<float> dlse(static_cast<std::size_t>(s.batch() * s.q_len * s.heads()));
   jit::cuda::DeviceArray<std::int32_t> dtable(tables.block_table), dcontexts(s.contexts);
   jit::cuda::DeviceArray<unsigned char> workspace(std::max<std::size_t>(ws_bytes, 1));
@@ -422,6 +519,7 @@ template <class T> void check_gpu_decode(const jitk_test::DecodeShape& s, bool s
   dlse.fill_bytes(kPoison);
   Decode::Args args{s.batch(), s.kv_heads, tables.num_pages, tables.max_pages, dq.data(), dk.data(), dv.data(),
                     dtable.data(), dcontexts.data(), dout.data(), dlse.data(), scale, max_context};
+  if (q_extra >= 0) args.q_stride = q_stride;
   if (ws_bytes > 0) {
     args.workspace = workspace.data();
     args.workspace_size = ws_bytes;
@@ -429,7 +527,7 @@ template <class T> void check_gpu_decode(const jitk_test::DecodeShape& s, bool s
   const auto expected = ref::attention_decode(widen(q), widen(k), widen(v), tables.block_table, s.contexts, s.q_len, s.kv_heads,
                                               s.group, s.head_dim, s.page_size, tables.max_pages, scale);
   INFO("kv_heads " << s.kv_heads << ", group " << s.group << ", q_len " << s.q_len << ", head_dim " << s.head_dim << ", page_size "
-                   << s.page_size << ", batch " << s.batch() << (ws_bytes ? ", split" : ""));
+                   << s.page_size << ", batch " << s.batch() << (ws_bytes ? ", split" : "") << ", q_stride " << q_stride);
   for (int round = 0; round < (ws_bytes ? 2 : 1); ++round) {  // a second launch over the same workspace: counters reset
     kernel(args);
     CHECK(error_of(dout, expected.o) <= tolerance<T>());
@@ -452,6 +550,14 @@ TEMPLATE_TEST_CASE("GPU attention_decode matches the reference over odd contexts
   }
   // the bench's shape, smaller: 32 heads over 8, pages of 16, a context split over many blocks
   check_gpu_decode<TestType>({8, 4, 1, 128, 16, {8191, 300, 5000, 1}}, true);
+  // q in place in a fused QKV buffer ([q | k | v] rows, and a 16-byte pack more): the decoder layer's way
+  for (const auto& shape : jitk_test::decode_shapes()) {
+    if ((shape.page_size & (shape.page_size - 1)) != 0) continue;
+    const std::int64_t kv_columns = 2 * shape.kv_heads * shape.head_dim;
+    check_gpu_decode<TestType>(shape, false, kv_columns);
+    check_gpu_decode<TestType>(shape, true, kv_columns + 16 / static_cast<std::int64_t>(sizeof(TestType)));
+  }
+  check_gpu_decode<TestType>({8, 4, 1, 128, 16, {8191, 300, 5000, 1}}, true, 2 * 8 * 128);
 }
 
 TEST_CASE("GPU attention_decode masks pages outside the pool and keys past the table, reading nothing there", "[gpu][attention_decode]") {

@@ -132,3 +132,141 @@ TEST_CASE("rotary_embedding refuses bad arguments with a message that names them
   CHECK_THROWS_WITH(table(2, 4, 2, pos.data(), q.data(), k.data(), 1e4, cos_sin.data(), 0), Contains("needs max_position >= 1"));
   CHECK_THROWS_WITH(table(2, 4, 2, pos.data(), q.data(), k.data(), 1e4, jit::ConstPtr(qd.data()), 16), Contains("'cos_sin' is f64"));
 }
+
+namespace {
+
+// q and k rotated in place with token strides: in one fused QKV buffer [tokens, stride] (q at
+// column 0, k after it, then v's columns and `pad` more, all poisoned), or in two buffers of their
+// own with different paddings. The q and k slices are judged against the reference (each head's
+// untouched tail bit for bit), and every other element must be bit for bit what it was.
+template <class T>
+void check_rotary_strided(const jitk_test::RotaryShape& s, Rotary::Style style, Rotary::Source source, bool fused, std::int64_t pad) {
+  const bool table = source == Rotary::Source::Table, neox = style == Rotary::Style::NeoX;
+  auto kernel = jit::get<Rotary>({jit::dtype_of<T>(), s.head_dim, s.rotary_dim, style, source}, jit::Target::cpu());
+  const std::int64_t max_position = jitk_test::kRotaryMaxPosition;
+  const auto positions = jitk_test::random_positions(s.tokens, max_position);
+  const std::int64_t qw = s.heads * s.head_dim, kw = s.kv_heads * s.head_dim;
+  const std::int64_t q_stride = fused ? qw + 2 * kw + pad : qw + pad, k_stride = fused ? q_stride : kw + 2 * pad + 1;
+  auto q = random_vector<T>(s.tokens * qw), k = random_vector<T>(s.tokens * kw);
+  jitk_test::poison_tails(q, s.head_dim, s.rotary_dim);
+  jitk_test::poison_tails(k, s.head_dim, s.rotary_dim);
+  std::vector<T> qbuf(static_cast<std::size_t>(s.tokens * q_stride)), kbuf(fused ? 0 : static_cast<std::size_t>(s.tokens * k_stride));
+  std::memset(static_cast<void*>(qbuf.data()), 0xff, qbuf.size() * sizeof(T));  // NaN between and around the rows
+  std::memset(static_cast<void*>(kbuf.data()), 0xff, kbuf.size() * sizeof(T));
+  jitk_test::scatter_rows(qbuf, q, s.tokens, qw, q_stride, 0);
+  jitk_test::scatter_rows(fused ? qbuf : kbuf, k, s.tokens, kw, k_stride, fused ? qw : 0);
+  const auto qbuf_before = qbuf, kbuf_before = kbuf;
+  std::vector<double> cos_sin;
+  std::vector<T> cos_sin_t;
+  if (table) {
+    cos_sin = jitk_test::rotary_table(max_position, s.rotary_dim, jitk_test::kRotaryTheta, [](double v) { return double(static_cast<T>(v)); });
+    cos_sin_t.assign(cos_sin.begin(), cos_sin.end());
+  }
+  auto q_ref = widen(q), k_ref = widen(k);
+  ref::rotary_embedding(q_ref, s.tokens, s.heads, s.head_dim, s.rotary_dim, neox, positions, jitk_test::kRotaryTheta, table ? &cos_sin : nullptr, max_position);
+  ref::rotary_embedding(k_ref, s.tokens, s.kv_heads, s.head_dim, s.rotary_dim, neox, positions, jitk_test::kRotaryTheta, table ? &cos_sin : nullptr, max_position);
+
+  Rotary::Args a{s.tokens, s.heads, s.kv_heads, positions.data(), qbuf.data(), fused ? qbuf.data() + qw : kbuf.data(), jitk_test::kRotaryTheta};
+  if (table) a.cos_sin = cos_sin_t.data(), a.max_position = max_position;
+  a.q_stride = q_stride;
+  a.k_stride = k_stride;
+  kernel(a);
+
+  INFO("head_dim " << s.head_dim << ", rotary_dim " << s.rotary_dim << ", " << (neox ? "neox" : "gptj") << ", " << (table ? "table" : "theta")
+                   << ", tokens " << s.tokens << ", heads " << s.heads << "/" << s.kv_heads << (fused ? ", fused" : ", two buffers")
+                   << ", q_stride " << q_stride << ", k_stride " << k_stride);
+  const auto q_got = jitk_test::gather_rows(qbuf, s.tokens, qw, q_stride, 0);
+  const auto k_got = jitk_test::gather_rows(fused ? qbuf : kbuf, s.tokens, kw, k_stride, fused ? qw : 0);
+  auto as_double = [](T v) { return double(v); };
+  CHECK(jitk_test::rotated_error(q_got, q_ref, s.head_dim, s.rotary_dim, as_double) <= rotary_tolerance<T>(source));
+  CHECK(jitk_test::rotated_error(k_got, k_ref, s.head_dim, s.rotary_dim, as_double) <= rotary_tolerance<T>(source));
+  CHECK(jitk_test::tails_intact(q_got, q, s.head_dim, s.rotary_dim));
+  CHECK(jitk_test::tails_intact(k_got, k, s.head_dim, s.rotary_dim));
+  if (fused) {
+    CHECK(jitk_test::changed_outside(qbuf, qbuf_before, q_stride, {{0, qw + kw}}) == 0);  // v's columns and the padding
+  } else {
+    CHECK(jitk_test::changed_outside(qbuf, qbuf_before, q_stride, {{0, qw}}) == 0);
+    CHECK(jitk_test::changed_outside(kbuf, kbuf_before, k_stride, {{0, kw}}) == 0);
+  }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("rotary_embedding rotates q and k in place inside a fused QKV buffer, touching nothing between their rows",
+                   "[kernels][rotary]", float, double) {
+  for (const auto& shape : jitk_test::kRotaryShapes)
+    for (auto style : kStyles)
+      for (auto source : kSources) {
+        check_rotary_strided<TestType>(shape, style, source, true, 0);  // [q | k | v] rows, as one QKV gemm writes them
+        check_rotary_strided<TestType>(shape, style, source, true, 3);  // and 3 elements more a row
+        check_rotary_strided<TestType>(shape, style, source, false, 5);  // two buffers, strides of their own
+      }
+  // split over the cores mid-head
+  check_rotary_strided<TestType>({1001, 7, 3, 96, 40}, Rotary::Style::NeoX, Rotary::Source::Theta, true, 1);
+  check_rotary_strided<TestType>({1001, 7, 3, 96, 40}, Rotary::Style::GptJ, Rotary::Source::Table, false, 2);
+}
+
+TEST_CASE("rotary_embedding refuses a token stride under the row, past 64-bit offsets, or q and k rows that share elements",
+          "[kernels][rotary]") {
+  auto kernel = jit::get<Rotary>({jit::DType::f32, 8, 8}, jit::Target::cpu());
+  // 3 tokens of 4 q heads and 2 k heads of 8: a fused row of 4 + 2 + 2 heads = 64 elements
+  const std::int64_t tokens = 3, qw = 32, kw = 16, stride = 64;
+  std::vector<float> qkv(tokens * stride, 1.0f);
+  std::vector<std::int64_t> pos = {1, 2, 3};
+  auto args = [&](std::int64_t k_at) {
+    Rotary::Args a{tokens, 4, 2, pos.data(), qkv.data(), qkv.data() + k_at};
+    a.q_stride = a.k_stride = stride;
+    return a;
+  };
+  CHECK_NOTHROW(kernel(args(qw)));
+  auto a = args(qw);
+  a.q_stride = qw - 1;
+  CHECK_THROWS_WITH(kernel(a), Contains("q_stride = 31 is less than a token's heads x head_dim = 32"));
+  a = args(qw);
+  a.k_stride = -8;
+  CHECK_THROWS_WITH(kernel(a), Contains("k_stride = -8 is negative"));
+  a = args(qw);
+  a.q_stride = std::int64_t{1} << 62;
+  CHECK_THROWS_WITH(kernel(a), Contains("q_stride = 4611686018427387904") && Contains("64-bit"));
+  // k placed where it shares q's elements: same strides (k inside q's row, or one row down inside q's)
+  CHECK_THROWS_WITH(kernel(args(kw)), Contains("q's and k's rows share elements"));
+  CHECK_THROWS_WITH(kernel(args(stride + 8)), Contains("share elements"));
+  CHECK_NOTHROW(kernel(args(qw + kw)));  // k where v would be: no element shared
+  // packed q and k in one buffer, k starting inside q's last row (different strides)
+  std::vector<float> packed(tokens * (qw + kw));
+  Rotary::Args b{tokens, 4, 2, pos.data(), packed.data(), packed.data() + tokens * qw - 8};
+  CHECK_THROWS_WITH(kernel(b), Contains("share elements"));
+  b.k = packed.data() + tokens * qw;  // right after q: fine
+  CHECK_NOTHROW(kernel(b));
+  // counts past 64 bits
+  Rotary::Args huge{std::int64_t{1} << 40, std::int64_t{1} << 30, 0, pos.data(), qkv.data(), jit::MutPtr{}};
+  CHECK_THROWS_WITH(kernel(huge), Contains("64-bit count"));
+}
+
+TEST_CASE("strided_rows_overlap agrees with a brute-force check of every pair of rows", "[kernels][rotary]") {
+  using jit::kernels::detail::strided_rows_overlap;
+  std::uniform_int_distribution<std::int64_t> width(1, 6), extra(0, 5), offset(-40, 40), rows(1, 5);
+  alignas(16) static char buffer[4096];
+  int overlapping = 0, separate = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const std::size_t elem = trial % 3 == 0 ? 2 : 4;
+    const std::int64_t n = rows(jitk_test::rng()), wa = width(jitk_test::rng()), wb = width(jitk_test::rng());
+    const std::int64_t sa = wa + extra(jitk_test::rng()), sb = trial % 2 ? sa : wb + extra(jitk_test::rng());
+    if (sb < wb) continue;
+    const std::int64_t d = offset(jitk_test::rng());  // bytes: not always a whole element
+    const char* a = buffer + 1024;
+    const char* b = a + d;
+    bool brute = false;
+    for (std::int64_t t = 0; t < n; ++t)
+      for (std::int64_t u = 0; u < n; ++u) {
+        const std::int64_t a0 = t * sa * std::int64_t(elem), a1 = a0 + wa * std::int64_t(elem);
+        const std::int64_t b0 = d + u * sb * std::int64_t(elem), b1 = b0 + wb * std::int64_t(elem);
+        brute = brute || (a0 < b1 && b0 < a1);
+      }
+    INFO("n " << n << " a " << wa << "/" << sa << " b " << wb << "/" << sb << " d " << d << " elem " << elem);
+    REQUIRE(strided_rows_overlap(a, wa, sa, b, wb, sb, n, elem) == brute);
+    (brute ? overlapping : separate)++;
+  }
+  CHECK(overlapping > 1000);
+  CHECK(separate > 1000);
+}

@@ -5,6 +5,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <utility>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -111,6 +114,38 @@ inline const TempDir& own_cache_dir() {
   static const bool set = ::setenv("JITK_CACHE_DIR", dir.str().c_str(), 1) == 0;
   (void)set;
   return dir;
+}
+
+// ---- token rows with a stride (q, k and v as column slices of one fused QKV buffer) ----------
+
+// Packed rows [tokens, width] placed `stride` apart from column `col` of `into` (tokens x stride elements).
+template <class T>
+void scatter_rows(std::vector<T>& into, const std::vector<T>& rows, std::int64_t tokens, std::int64_t width, std::int64_t stride, std::int64_t col) {
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t i = 0; i < width; ++i) into[static_cast<std::size_t>(t * stride + col + i)] = rows[static_cast<std::size_t>(t * width + i)];
+}
+// The rows back out, packed.
+template <class T>
+std::vector<T> gather_rows(const std::vector<T>& from, std::int64_t tokens, std::int64_t width, std::int64_t stride, std::int64_t col) {
+  std::vector<T> out(static_cast<std::size_t>(tokens * width));
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t i = 0; i < width; ++i) out[static_cast<std::size_t>(t * width + i)] = from[static_cast<std::size_t>(t * stride + col + i)];
+  return out;
+}
+// Elements of `got` that differ in any bit from `before` outside the column ranges {col, width}
+// of each `stride`-long row (the padding between strided rows and any other slice: -1 on a size mismatch).
+template <class T>
+std::int64_t changed_outside(const std::vector<T>& got, const std::vector<T>& before, std::int64_t stride,
+                             std::initializer_list<std::pair<std::int64_t, std::int64_t>> columns) {
+  if (got.size() != before.size()) return -1;
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const std::int64_t c = static_cast<std::int64_t>(i) % stride;
+    bool inside = false;
+    for (const auto& [col, width] : columns) inside = inside || (c >= col && c < col + width);
+    if (!inside) n += std::memcmp(&got[i], &before[i], sizeof(T)) != 0;
+  }
+  return n;
 }
 
 }  // namespace jitk_test

@@ -2,7 +2,8 @@
 // on jitk kernels (examples/decoder_layer.hpp), the figures issue 25 asks for, each with the
 // baseline measured in the same run:
 //   prefill 1 x 2048 and 8 x 2048: median device time of the whole layer (CUDA events on a stream of
-//     our own), and a per-kernel breakdown (each launch timed alone);
+//     our own), and a per-kernel breakdown (each launch timed alone); the layer with its QKV
+//     projection as three gemms (as before one gemm did it) timed in the same run;
 //   decode, batch 64 over context 4096: one step launched kernel by kernel and replayed as a CUDA
 //     graph, against the bound its bytes (weights + KV cache read once) set at the D2D copy
 //     bandwidth measured here;
@@ -213,6 +214,13 @@ int bench(const std::string& dump, bool prefill_only) {
     const std::string name = "layer_prefill_" + std::to_string(batch) + "x" + std::to_string(seqlen);
     emit(name + "_ms", ms, "ms", 0, "torch: torch_baseline.py --layer");
     emit(name + "_TFLOPs", flops / ms / 1e9, "TF/s", 0, "-");
+    // the same layer with the QKV projection as three gemms (as before the one gemm), same run
+    layer.use_three_qkv_gemms(true);
+    layer.run(step, stream);
+    stream.synchronize();
+    const double three = device_ms(stream, [&] { layer.run(step, stream); });
+    layer.use_three_qkv_gemms(false);
+    emit(name + "_three_qkv_gemms_ms", three, "ms", ms, "one QKV gemm, same run (ratio: three / one)");
     breakdown(layer, step, stream, name);
     if (prefill_only) continue;
     // the same with each gemm's tile tuned for its shape (the first run tunes, untimed)
@@ -249,6 +257,15 @@ int bench(const std::string& dump, bool prefill_only) {
     emit("layer_decode_b64_ctx4096_graph_ms", replay, "ms", bound_ms, "bound (ratio: time / bound)");
     emit("layer_decode_b64_ctx4096_graph_wall_ms", wall, "ms", bound_ms, "bound (ratio: time / bound)");
     emit("layer_decode_b64_ctx4096_fraction_of_bound", bound_ms / replay, "x", 0.95, "issue 25's target");
+    {  // the QKV projection as three gemms (as before the one gemm), same run, replayed from a graph
+      layer.use_three_qkv_gemms(true);
+      layer.run(step, stream);
+      stream.synchronize();
+      auto three_graph = jit::cuda::Graph::capture(stream, [&] { layer.run(step, stream); });
+      const double three = device_ms(stream, [&] { three_graph.replay(stream); }, 50);
+      layer.use_three_qkv_gemms(false);
+      emit("layer_decode_b64_ctx4096_three_qkv_gemms_graph_ms", three, "ms", replay, "one QKV gemm, same run (ratio: three / one)");
+    }
     breakdown(layer, step, stream, "layer_decode_b64_ctx4096");
     layer.use_tuned_gemms(true);
     layer.run(step, stream);

@@ -1,6 +1,7 @@
 // attention_decode on the CPU: each call takes work items (sequence, kv head, row chunk, split)
 // and, for the chunk's query rows (group heads x new tokens), the softmax-weighted sum of the
-// values of the keys its split covers, read through the block table. Without a split it writes o
+// values of the keys its split covers, read through the block table (q's tokens q_stride elements
+// apart, o packed). Without a split it writes o
 // (and lse); with one it writes its partial (sum, max, weights) into the workspace, and the last
 // item of a (sequence, kv head, chunk) to finish merges them, as the GPU text does.
 #include "jitk_cpu.h"
@@ -65,7 +66,7 @@ static inline void add_key(Acc* __restrict acc, RowState& st, Acc s, const T* __
 
 // The item's rows over keys [begin, ends[r]) each, key by key so that each K and V row is read
 // once for all of them (as the GPU text does).
-static void attend(const T* q, const i64* at, i64 rows, const T* k_cache, const T* v_cache, const Tables& t, i64 seq, i64 kvh,
+static void attend(const T* q, const i64* q_at, i64 rows, const T* k_cache, const T* v_cache, const Tables& t, i64 seq, i64 kvh,
                    i64 begin, const i64* ends, Acc scale, Acc (*acc)[D], RowState* st) {
   i64 last = begin;
   for (i64 r = 0; r < rows; ++r) {
@@ -78,7 +79,7 @@ static void attend(const T* q, const i64* at, i64 rows, const T* k_cache, const 
     if (!k) continue;  // a page outside the pool: masked
     const T* v = key_row(v_cache, t, seq, kvh, j);
     for (i64 r = 0; r < rows; ++r)
-      if (j < ends[r]) add_key(acc[r], st[r], dot(q + at[r] * D, k) * scale, v);
+      if (j < ends[r]) add_key(acc[r], st[r], dot(q + q_at[r], k) * scale, v);
   }
 }
 
@@ -105,6 +106,7 @@ JITK_CPU_KERNEL {
   const i64 splits = JITK_ARG(12, i64);
   const i64 pages_per_split = JITK_ARG(13, i64);
   const i64 batch = JITK_ARG(14, i64);
+  const i64 q_stride = JITK_ARG(15, i64);  // elements between q's tokens (packed: heads x D)
   // workspace: the items' partials [item][RC][D + 2] (sums, then max and weight), then one
   // counter a (sequence, kv head, chunk): its items done so far
   Acc* partials = reinterpret_cast<Acc*>(workspace);
@@ -121,15 +123,16 @@ JITK_CPU_KERNEL {
     // the last split runs to the end, whatever max_context the split was sized for
     const i64 split_end = split == splits - 1 ? keys : (split + 1) * pages_per_split * P;
     const i64 rows = R - chunk * RC < RC ? R - chunk * RC : RC;
-    i64 at[RC], ends[RC];
+    i64 at[RC], q_at[RC], ends[RC];
     for (i64 r = 0; r < rows; ++r) {
       const i64 row = chunk * RC + r;
       const i64 seen = context - QL + row / G + 1;  // keys this row's token sees
       i64 end = split_end < seen ? split_end : seen;
       ends[r] = end < keys ? end : keys;
       at[r] = row_index(seq, kvh, row, t.kv_heads);
+      q_at[r] = (seq * QL + row / G) * q_stride + (kvh * G + row % G) * D;  // the row's first element in q
     }
-    attend(q, at, rows, k_cache, v_cache, t, seq, kvh, begin, ends, scale, acc, st);
+    attend(q, q_at, rows, k_cache, v_cache, t, seq, kvh, begin, ends, scale, acc, st);
     for (i64 r = 0; r < rows; ++r) {
       if (!workspace) {
         write_row(o, lse, at[r], acc[r], st[r].m, st[r].l);

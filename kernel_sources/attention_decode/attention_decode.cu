@@ -6,7 +6,8 @@
 // the warp's key groups merge through shuffles, the warps through shared memory. Without a
 // workspace the block writes o (and lse); with one it writes its partial there and the last block
 // of its (sequence, kv head, chunk) to finish merges the splits (an atomic count, reset after).
-// A page outside [0, num_pages) and keys past max_pages * P are masked, never read.
+// A page outside [0, num_pages) and keys past max_pages * P are masked, never read. q's tokens are
+// q_stride elements apart (a whole number of 16-byte packs: the host checks it), o is packed.
 #include "jitk_gpu.h"
 
 constexpr i64 D = JITK_HEAD_DIM;
@@ -51,6 +52,12 @@ __device__ inline i64 out_row(i64 seq, i64 kvh, i64 chunk, int r, i64 heads) {
   return (seq * QL + row / G) * heads + kvh * G + row % G;
 }
 
+// Where the same row of q starts: its token's row q_stride elements from the last (packed: heads x D).
+__device__ inline i64 q_row(i64 seq, i64 kvh, i64 chunk, int r, i64 q_stride) {
+  const int row = static_cast<int>(chunk) * RC + r;
+  return (seq * QL + row / G) * q_stride + (kvh * G + row % G) * D;
+}
+
 // Element d of an output row from its sums a, max top (log2 units) and weight sum; a row that saw no key: 0, lse -inf.
 __device__ inline void write_output(T* o, float* lse, i64 row, int d, float a, float top, float sum) {
   o[row * D + d] = jitk::from_float<T>(sum > 0.0f ? a / sum : 0.0f);
@@ -60,7 +67,7 @@ __device__ inline void write_output(T* o, float* lse, i64 row, int d, float a, f
 JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache,
                 const int* __restrict__ block_table, const int* __restrict__ context_lens, T* __restrict__ o,
                 float* __restrict__ lse, char* __restrict__ workspace, float scale, i64 kv_heads, i64 num_pages,
-                i64 max_pages, i64 splits, i64 pages_per_split, i64 batch, i64 n) {
+                i64 max_pages, i64 splits, i64 pages_per_split, i64 batch, i64 q_stride, i64 n) {
   const i64 item = blockIdx.x;
   if (item >= n) return;
   const i64 split = item % splits, pair = item / splits;  // pair: (sequence, kv head, chunk)
@@ -90,7 +97,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restr
     for (int p = 0; p < PP; ++p) {
       const int d0 = (p * KL + kl) * W;
       Row x{};
-      if (r < rows && d0 < D) x = jitk::load<W>(q + out_row(seq, kvh, chunk, r, heads) * D + d0);
+      if (r < rows && d0 < D) x = jitk::load<W>(q + q_row(seq, kvh, chunk, r, q_stride) + d0);
 #pragma unroll
       for (int w = 0; w < W; ++w) qr[r][p][w] = r < rows && d0 < D ? jitk::to_float(x.v[w]) * scale * kLog2e : 0.0f;
     }

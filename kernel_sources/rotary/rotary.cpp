@@ -1,4 +1,5 @@
-// rotary_embedding, in place: each head of q [tokens, heads, D] and k [tokens, kv_heads, D] has its
+// rotary_embedding, in place: each head of q [tokens, heads, D] and k [tokens, kv_heads, D] (token
+// rows q_stride and k_stride elements apart: packed, or column slices of a wider QKV row) has its
 // first R elements rotated pair by pair by the angle position * inv_freq[i], inv_freq[i] =
 // theta^(-2i/R) (or cos and sin read from a table [max_position, R]: R/2 cosines, then R/2 sines);
 // elements R.. of the head are left as they are. The work items are the pairs, head row by head
@@ -37,6 +38,8 @@ JITK_CPU_KERNEL {
   const i64 max_position = JITK_ARG(5, i64);
   const i64 heads = JITK_ARG(6, i64);
   const i64 kv_heads = JITK_ARG(7, i64);
+  const i64 q_stride = JITK_ARG(8, i64);
+  const i64 k_stride = JITK_ARG(9, i64);
   const i64 per_token = heads + kv_heads;
   (void)cos_sin, (void)theta, (void)max_position;  // each source reads its own
 
@@ -73,7 +76,7 @@ JITK_CPU_KERNEL {
       }
 #endif
     }
-    if (rotates) rotate(h < heads ? q + (t * heads + h) * D : k + (t * kv_heads + h - heads) * D, c, s, lo, hi);
+    if (rotates) rotate(h < heads ? q + t * q_stride + h * D : k + t * k_stride + (h - heads) * D, c, s, lo, hi);
     p += hi - lo;
   }
 }

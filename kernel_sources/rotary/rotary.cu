@@ -1,4 +1,5 @@
-// rotary_embedding, in place: each head of q [tokens, heads, D] and k [tokens, kv_heads, D] has its
+// rotary_embedding, in place: each head of q [tokens, heads, D] and k [tokens, kv_heads, D] (token
+// rows q_stride and k_stride elements apart: packed, or column slices of a wider QKV row) has its
 // first R elements rotated pair by pair by the angle position * inv_freq[i], inv_freq[i] =
 // 1 / theta^(2i/R) in float as torch computes it (or cos and sin read from a float table
 // [max_position, R]: R/2 cosines, then R/2 sines); elements R.. of the head are left as they are.
@@ -25,14 +26,20 @@ struct HeadRow {
   T* x;
   i64 token;
 };
-__device__ inline HeadRow head_row(i64 row, T* q, T* k, i64 heads, i64 kv_heads) {
+struct Rows {  // where the head rows are: q's and k's first elements, heads, token strides
+  T* q;
+  T* k;
+  i64 heads, kv_heads, q_stride, k_stride;
+};
+__device__ inline HeadRow head_row(i64 row, const Rows& x) {
+  const i64 heads = x.heads, kv_heads = x.kv_heads;
   const i64 per_token = heads + kv_heads;
   // 32-bit division where it fits (every model's today): 64-bit division is a long subroutine.
   const i64 t = row <= 0xffffffffLL && per_token <= 0xffffffffLL
                     ? static_cast<i64>(static_cast<unsigned>(row) / static_cast<unsigned>(per_token))
                     : row / per_token;
   const i64 h = row - t * per_token;
-  return {h < heads ? q + (t * heads + h) * D : k + (t * kv_heads + h - heads) * D, t};
+  return {h < heads ? x.q + t * x.q_stride + h * D : x.k + t * x.k_stride + (h - heads) * D, t};
 }
 
 __device__ inline void rotate(float& a, float& b, float c, float s) {
@@ -70,11 +77,11 @@ __device__ inline bool angles(i64 pos, int i, const float* inv_freq, const float
 }
 
 // Pairs [first, first + W) of one head, as two 16-byte packs.
-__device__ inline void rotate_packed(i64 first, T* q, T* k, const i64* positions, const float* inv_freq, const float* cos_sin,
-                                     i64 max_position, i64 heads, i64 kv_heads) {
+__device__ inline void rotate_packed(i64 first, const Rows& rows, const i64* positions, const float* inv_freq, const float* cos_sin,
+                                     i64 max_position) {
   const i64 row = first / HALF;
   const int i = static_cast<int>(first - row * HALF);
-  const HeadRow hr = head_row(row, q, k, heads, kv_heads);
+  const HeadRow hr = head_row(row, rows);
 #if JITK_STYLE_NEOX
   T* pa = hr.x + i;
   T* pb = hr.x + HALF + i;
@@ -109,11 +116,11 @@ __device__ inline void rotate_packed(i64 first, T* q, T* k, const i64* positions
 }
 
 // One pair, element by element (heads that do not split into packs, unaligned buffers).
-__device__ inline void rotate_one(i64 p, T* q, T* k, const i64* positions, const float* inv_freq, const float* cos_sin,
-                                  i64 max_position, i64 heads, i64 kv_heads) {
+__device__ inline void rotate_one(i64 p, const Rows& rows, const i64* positions, const float* inv_freq, const float* cos_sin,
+                                  i64 max_position) {
   const i64 row = p / HALF;
   const int i = static_cast<int>(p - row * HALF);
-  const HeadRow hr = head_row(row, q, k, heads, kv_heads);
+  const HeadRow hr = head_row(row, rows);
   float c[1], s[1];
   if (!angles<1>(positions[hr.token], i, inv_freq, cos_sin, max_position, c, s)) return;
 #if JITK_STYLE_NEOX
@@ -130,7 +137,7 @@ __device__ inline void rotate_one(i64 p, T* q, T* k, const i64* positions, const
 }
 
 JITK_GPU_KERNEL(T* __restrict__ q, T* __restrict__ k, const i64* __restrict__ positions, const float* __restrict__ cos_sin,
-                float theta, i64 max_position, i64 heads, i64 kv_heads, i64 pairs) {
+                float theta, i64 max_position, i64 heads, i64 kv_heads, i64 q_stride, i64 k_stride, i64 pairs) {
 #if JITK_SOURCE_THETA
   // inv_freq once a block (a powf each) rather than once a pair
   __shared__ float inv_freq[HALF];
@@ -141,10 +148,12 @@ JITK_GPU_KERNEL(T* __restrict__ q, T* __restrict__ k, const i64* __restrict__ po
 #endif
   const i64 first = (static_cast<i64>(blockIdx.x) * JITK_BLOCK + threadIdx.x) * W;
   if (first >= pairs) return;
+  const Rows rows{q, k, heads, kv_heads, q_stride, k_stride};
   if constexpr (kPackable) {
-    // pairs is a whole number of heads, so a thread's W pairs are all there
-    if (jitk::aligned16(q) && jitk::aligned16(k) && (kTheta || jitk::aligned16(cos_sin)))
-      return rotate_packed(first, q, k, positions, inv_freq, cos_sin, max_position, heads, kv_heads);
+    // pairs is a whole number of heads, so a thread's W pairs are all there; every row starts
+    // 16-byte aligned when the buffers do and the strides are whole packs (packed rows always are)
+    if (jitk::aligned16(q) && jitk::aligned16(k) && q_stride % W == 0 && k_stride % W == 0 && (kTheta || jitk::aligned16(cos_sin)))
+      return rotate_packed(first, rows, positions, inv_freq, cos_sin, max_position);
   }
-  for (i64 p = first; p < first + W && p < pairs; ++p) rotate_one(p, q, k, positions, inv_freq, cos_sin, max_position, heads, kv_heads);
+  for (i64 p = first; p < first + W && p < pairs; ++p) rotate_one(p, rows, positions, inv_freq, cos_sin, max_position);
 }

@@ -117,10 +117,10 @@ const std::vector<KernelBinding>& kernel_bindings() {
                     "c:out[m,n]; ldc:ld(c); epilogue:chain(c)"),
       bind<k::RotaryEmbedding>("tokens; heads; kv_heads; positions:in[tokens]/i64; q:out[tokens,heads,head_dim]; "
                                "k:out?[tokens,kv_heads,head_dim]; theta:float=10000; cos_sin:in?[max_position,rotary_dim]/acc; "
-                               "max_position"),
+                               "max_position; q_stride:ld(q); k_stride:ld(k)"),
       bind<k::KvCacheAppend>("tokens; kv_heads; num_pages; k:in[tokens,kv_heads,head_dim]; v:in[tokens,kv_heads,head_dim]; "
                              "slots:in[tokens]/i64; k_cache:out[num_pages,page_size,kv_heads,head_dim]; "
-                             "v_cache:out[num_pages,page_size,kv_heads,head_dim]"),
+                             "v_cache:out[num_pages,page_size,kv_heads,head_dim]; k_stride:ld(k); v_stride:ld(v)"),
       bind<k::AttentionPrefill>("batch; kv_heads; max_seqlen_q:int; total_q; total_k; q:in[total_q,kv_heads*group,head_dim]; "
                                 "k:in[total_k,kv_heads,head_dim]; v:in[total_k,kv_heads,head_dim]; "
                                 "o:out[total_q,kv_heads*group,head_dim]; lse:out?[kv_heads*group,total_q]/acc; "
@@ -132,7 +132,7 @@ const std::vector<KernelBinding>& kernel_bindings() {
                                "block_table:in[batch,max_pages]/i32; context_lens:in[batch]/i32; "
                                "o:out[batch*q_len,kv_heads*group,head_dim]; lse:out?[batch*q_len,kv_heads*group]/f32; "
                                "scale:float=1; max_context:int=0; workspace:buf?; workspace_size:nbytes(workspace); "
-                               "host_tables:ishost(block_table)"),
+                               "host_tables:ishost(block_table); q_stride:ld(q)"),
   };
   return table;
 }

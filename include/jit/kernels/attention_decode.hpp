@@ -38,6 +38,10 @@ inline void check_paged_decode(const std::int32_t* block_table, const std::int32
 //   block_table   int32 [batch, max_pages]                       the pages of each sequence, in order
 //   context_lens  int32 [batch]                                  keys of each sequence, its new tokens included
 //   lse           float [batch * q_len, heads] (optional)        log-sum-exp of the scaled scores (natural log)
+// q's token rows may lie further apart than heads x head_dim: q_stride (elements between
+// consecutive tokens, 0: packed, as attention_prefill's) reads q in place as a column slice of one
+// QKV projection's output [tokens, (heads + 2 kv_heads) x head_dim]; o is packed. The GPU reads q
+// in 16-byte packs, so a q_stride other than the packed width must be a multiple of 16 bytes (checked).
 // Query i of a sequence of context c sits at position c - q_len + i and sees keys 0 .. c - q_len + i
 // (causal, aligned to the end); a query that sees no key gets o = 0 and lse = -inf.
 //
@@ -94,6 +98,7 @@ struct AttentionDecode {
     void* workspace = nullptr;
     std::size_t workspace_size = 0;
     bool host_tables = false;  // block_table and context_lens are host memory: checked before the launch
+    std::int64_t q_stride = 0;  // elements between tokens of q; 0: kv_heads x group x head_dim (packed)
   };
 
   static ParamSet to_params(const Params& p) {
@@ -147,6 +152,12 @@ struct AttentionDecode {
     if (a.kv_heads > kMaxIndex / (p.group * p.q_len * p.head_dim))
       fail("kv_heads = " + std::to_string(a.kv_heads) + ": a token's rows of kv_heads x group x head_dim elements pass " + std::to_string(kMaxIndex));
     if (!(a.scale > 0) || !std::isfinite(a.scale)) fail("scale must be a finite number > 0, got " + std::to_string(a.scale));
+    const std::int64_t q_tokens = a.batch * p.q_len;  // fits: batch <= INT32_MAX, q_len <= 8
+    const std::int64_t q_width = a.kv_heads * p.group * p.head_dim;
+    const std::int64_t q_stride = detail::token_stride(name, "q_stride", a.q_stride, q_width, q_tokens, p.dtype);
+    if (q_stride != q_width && (q_stride * static_cast<std::int64_t>(dtype_size(p.dtype))) % 16 != 0)
+      fail("q_stride = " + std::to_string(q_stride) + ": a token's row of q must start 16-byte aligned (the GPU reads 16-byte packs); " +
+           "q_stride x " + std::to_string(dtype_size(p.dtype)) + " bytes is not a multiple of 16");
     const std::int64_t pairs = a.batch * a.kv_heads;
     detail::check_tensors(name, p.dtype, pairs, {{"q", a.q}, {"k_cache", a.k_cache}, {"v_cache", a.v_cache}, {"o", a.o}});
     jit::detail::check_not_null(name, "block_table", a.block_table, a.batch * a.max_pages);
@@ -180,6 +191,7 @@ struct AttentionDecode {
     out.add_i64(s.splits);                 // 12
     out.add_i64(s.pages_per_split);        // 13
     out.add_i64(a.batch);                  // 14
+    out.add_i64(q_stride);                 // 15
     out.work_items = pairs * s.chunks * s.splits;  // (sequence, kv head, row chunk, split), the split fastest
     out.work_columns = 1;
     out.min_grain = 1;

@@ -112,13 +112,10 @@ inline void AttentionPrefill::pack(const Params& p, const Args& a, jit::detail::
     fail("kv_heads = " + std::to_string(a.kv_heads) + ": a token's row of kv_heads x group x head_dim elements passes " + std::to_string(kMaxTokens));
   const std::int64_t heads = a.kv_heads * p.group, row = heads * p.head_dim, kv_row = a.kv_heads * p.head_dim;
   if (!(a.scale > 0) || !std::isfinite(a.scale)) fail("scale must be a finite number > 0, got " + std::to_string(a.scale));
-  const auto stride = [&](const char* arg, std::int64_t given, std::int64_t packed) {
-    if (given != 0 && given < packed)
-      fail(std::string(arg) + " = " + std::to_string(given) + " is less than a token's heads x head_dim = " + std::to_string(packed));
-    return given == 0 ? packed : given;
-  };
-  const std::int64_t q_stride = stride("q_stride", a.q_stride, row), k_stride = stride("k_stride", a.k_stride, kv_row),
-                     v_stride = stride("v_stride", a.v_stride, kv_row);
+  // 0: packed; less than a token's row, or rows past a 64-bit byte offset: refused
+  const std::int64_t q_stride = detail::token_stride(name, "q_stride", a.q_stride, row, a.total_q, p.dtype),
+                     k_stride = detail::token_stride(name, "k_stride", a.k_stride, kv_row, a.total_k, p.dtype),
+                     v_stride = detail::token_stride(name, "v_stride", a.v_stride, kv_row, a.total_k, p.dtype);
   const bool work = a.batch > 0 && a.kv_heads > 0 && a.total_q > 0;
   detail::check_tensors(name, p.dtype, work ? a.total_q : 0, {{"q", a.q}, {"o", a.o}});
   detail::check_tensors(name, p.dtype, work ? a.total_k : 0, {{"k", a.k}, {"v", a.v}});

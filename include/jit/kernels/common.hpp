@@ -2,6 +2,8 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <utility>
 #include <tuple>
@@ -30,6 +32,57 @@ inline void check_tensors(std::string_view kernel, DType dtype, std::int64_t cou
     jit::detail::check_dtype(kernel, arg, dtype, p.dtype);
     jit::detail::check_not_null(kernel, arg, p.data, count);
   }
+}
+// The elements between consecutive token rows of a tensor whose rows hold `packed` elements (heads
+// x head_dim): `given`, or `packed` when given is 0 (the packed layout). A larger stride reads or
+// writes the rows in place inside a wider buffer (q, k and v as column slices of one QKV gemm's
+// output, [tokens, (heads + 2 kv_heads) x head_dim]); the elements between rows are never touched.
+// Throws InvalidArgument for a negative stride, one smaller than the packed row, or one whose rows
+// (tokens of them, of `dtype`) span more bytes than a 64-bit offset holds.
+inline std::int64_t token_stride(std::string_view kernel, const char* arg, std::int64_t given, std::int64_t packed, std::int64_t tokens,
+                                 DType dtype) {
+  const auto fail = [&](const std::string& why) {
+    throw Error(ErrorCode::InvalidArgument, std::string(kernel) + ": " + arg + " = " + std::to_string(given) + " " + why);
+  };
+  if (given < 0) fail("is negative; allowed: 0 (packed rows) or at least a token's heads x head_dim = " + std::to_string(packed));
+  if (given != 0 && given < packed)
+    fail("is less than a token's heads x head_dim = " + std::to_string(packed) + " (rows would overlap); 0 means packed");
+  const std::int64_t stride = given == 0 ? packed : given;
+  // the byte just past the last row, (tokens - 1) * stride + packed elements in, must be a 64-bit offset
+  const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / static_cast<std::int64_t>(std::max<std::size_t>(1, dtype_size(dtype)));
+  if (tokens > 1 && packed <= limit && stride > (limit - packed) / (tokens - 1))
+    fail("over " + std::to_string(tokens) + " tokens spans more than a 64-bit byte offset holds");
+  return stride;
+}
+// Whether two sets of `n` rows share an element: rows t of a at a + t * a_stride, a_width
+// elements long, and likewise b (strides and widths in elements of `elem` bytes, strides at least
+// the widths). Rows that interleave in one buffer (q and k of a fused QKV output) do not.
+inline bool strided_rows_overlap(const void* a, std::int64_t a_width, std::int64_t a_stride, const void* b, std::int64_t b_width,
+                                 std::int64_t b_stride, std::int64_t n, std::size_t elem) {
+  if (!a || !b || n <= 0 || a_width <= 0 || b_width <= 0) return false;
+  const auto e = static_cast<std::int64_t>(elem);
+  const auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
+  // byte spans first (separate buffers end here): [a, a + (n-1) sa + wa) against b's
+  const auto span = [&](std::int64_t width, std::int64_t stride) { return static_cast<std::uintptr_t>(((n - 1) * stride + width) * e); };
+  if (pa + span(a_width, a_stride) <= pb || pb + span(b_width, b_stride) <= pa) return false;
+  // d: b's offset from a in bytes. Row t of a and row u of b meet when -wb < d + (u sb - t sa) < wa.
+  const std::int64_t d = static_cast<std::int64_t>(pb - pa), wa = a_width * e, wb = b_width * e;
+  if (a_stride == b_stride) {  // u - t = j in [-(n-1), n-1]: the first j with d + j s > -wb is the only candidate
+    const std::int64_t s = a_stride * e;
+    const std::int64_t num = -wb - d;  // j > num / s
+    std::int64_t j = num >= 0 ? num / s + 1 : -((-num) / s);
+    if (j * s <= num) ++j;
+    j = std::max(j, -(n - 1));
+    return j <= n - 1 && d + j * s < wa;
+  }
+  for (std::int64_t t = 0; t < n; ++t) {  // rows of a, each against the rows of b that can reach it
+    const std::int64_t at = t * a_stride * e - d;  // row t of a, from b's start
+    const std::int64_t sb = b_stride * e;
+    std::int64_t u = (at - wb) >= 0 ? (at - wb) / sb : 0;
+    for (; u < n && u * sb < at + wa; ++u)
+      if (u * sb + wb > at) return true;
+  }
+  return false;
 }
 // The type of a kernel's scalar arguments (eps, chain numbers): float, double for f64.
 inline DType scalar_type(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }

@@ -14,7 +14,12 @@ namespace jit::kernels {
 // RotaryEmbedding does; Source::Table reads cos and sin from cos_sin [max_position, rotary_dim]
 // (row p: rotary_dim/2 cosines, then rotary_dim/2 sines), f32 (f64 for f64) whatever the dtype.
 // A position outside [0, max_position) leaves its token's heads as they are: positions live in
-// device memory on a GPU, so the host cannot check them. q and k must not overlap.
+// device memory on a GPU, so the host cannot check them.
+// Token rows may lie further apart than heads x head_dim: q_stride and k_stride (elements between
+// consecutive tokens; 0: packed) let q and k be rotated in place as column slices of one QKV
+// projection's output [tokens, (heads + 2 kv_heads) x head_dim] (q = qkv, k = qkv + heads x
+// head_dim, both strides the row's width); the elements between rows are never read or written.
+// q's rows and k's rows must not share an element (checked: InvalidArgument).
 struct RotaryEmbedding {
   static constexpr const char* name = "rotary_embedding";
   // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
@@ -39,6 +44,8 @@ struct RotaryEmbedding {
     double theta = 10000;        // Source::Theta
     ConstPtr cos_sin = {};       // Source::Table; null otherwise
     std::int64_t max_position = 0;  // Source::Table: cos_sin's rows
+    std::int64_t q_stride = 0;      // elements between tokens of q; 0: heads x head_dim (packed)
+    std::int64_t k_stride = 0;      // elements between tokens of k; 0: kv_heads x head_dim (packed)
   };
   static ParamSet to_params(const Params& p) {
     return {{"dtype", std::string(dtype_name(p.dtype))},
@@ -52,10 +59,24 @@ struct RotaryEmbedding {
     jit::detail::check_non_negative(name, "tokens", a.tokens);
     jit::detail::check_non_negative(name, "heads", a.heads);
     jit::detail::check_non_negative(name, "kv_heads", a.kv_heads);
+    // a token's heads x head_dim elements, and the pairs of all tokens, fit 64-bit counts
+    constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+    if (a.heads > kMax / 2 / p.head_dim || a.kv_heads > kMax / 2 / p.head_dim ||
+        (a.tokens > 0 && (a.heads + a.kv_heads) * p.head_dim > kMax / a.tokens))
+      fail("tokens = " + std::to_string(a.tokens) + " x (heads + kv_heads) = " + std::to_string(a.heads) + " + " +
+           std::to_string(a.kv_heads) + " heads of " + std::to_string(p.head_dim) + " elements pass a 64-bit count");
     const std::int64_t pairs = a.tokens * (a.heads + a.kv_heads) * (p.rotary_dim / 2);
+    const std::int64_t q_width = a.heads * p.head_dim, k_width = a.kv_heads * p.head_dim;
+    const std::int64_t q_stride = detail::token_stride(name, "q_stride", a.q_stride, q_width, a.tokens, p.dtype);
+    // k absent: its stride is not used (Python passes 1 for a missing array's)
+    const std::int64_t k_stride = a.kv_heads > 0 && a.k.data ? detail::token_stride(name, "k_stride", a.k_stride, k_width, a.tokens, p.dtype) : 0;
     detail::check_tensors(name, p.dtype, a.tokens * a.heads, {{"q", a.q}});
     if (a.k.data || a.kv_heads > 0) detail::check_tensors(name, p.dtype, a.tokens * a.kv_heads, {{"k", a.k}});  // k may be absent
     jit::detail::check_not_null(name, "positions", a.positions, pairs);
+    if (pairs > 0 && detail::strided_rows_overlap(a.q.data, q_width, q_stride, a.k.data, k_width, k_stride, a.tokens, dtype_size(p.dtype)))
+      fail("q's and k's rows share elements (q_stride = " + std::to_string(q_stride) + ", k_stride = " + std::to_string(k_stride) +
+           ", k " + std::to_string(static_cast<long long>(reinterpret_cast<std::uintptr_t>(a.k.data) - reinterpret_cast<std::uintptr_t>(a.q.data))) +
+           " bytes from q): each would be rotated twice; in a fused QKV row, k starts heads x head_dim elements after q");
     const DType table_type = detail::scalar_type(p.dtype);
     if (p.source == Source::Table) {
       if (pairs > 0 && !a.cos_sin.data) fail("source = table needs the cos_sin table (max_position x rotary_dim), got null");
@@ -73,6 +94,8 @@ struct RotaryEmbedding {
     out.add_i64(a.max_position);
     out.add_i64(a.heads);
     out.add_i64(a.kv_heads);
+    out.add_i64(q_stride);
+    out.add_i64(k_stride);
     out.work_items = pairs;
     out.min_grain = detail::kMinElementsPerTask / 2;  // a pair is two elements
   }
