@@ -57,7 +57,7 @@ inline void check_paged_decode(const std::int32_t* block_table, const std::int32
 struct AttentionDecode {
   static constexpr const char* name = "attention_decode";
   // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
-  static constexpr const char* arg_names = "batch, kv_heads, num_pages, max_pages, q, k_cache, v_cache, block_table, context_lens, o, lse = nullptr, scale = 1.0, max_context = 0, workspace = nullptr, workspace_size = 0, host_tables = false";
+  static constexpr const char* arg_names = "batch, kv_heads, num_pages, max_pages, q, k_cache, v_cache, block_table, context_lens, o, lse = nullptr, scale = 1.0, max_context = 0, workspace = nullptr, workspace_size = 0, host_tables = false, q_stride = 0";
   // Query rows (group heads x new tokens) a block holds; more rows are further blocks over the
   // same pages. The kernel texts define the same number.
   static constexpr std::int64_t kRowsPerItem = 8;

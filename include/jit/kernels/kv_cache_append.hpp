@@ -16,7 +16,7 @@ namespace jit::kernels {
 struct KvCacheAppend {
   static constexpr const char* name = "kv_cache_append";
   // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
-  static constexpr const char* arg_names = "tokens, kv_heads, num_pages, k, v, slots, k_cache, v_cache";
+  static constexpr const char* arg_names = "tokens, kv_heads, num_pages, k, v, slots, k_cache, v_cache, k_stride = 0, v_stride = 0";
   struct Params {
     DType dtype = DType::f32;
     std::int64_t head_dim = 0;

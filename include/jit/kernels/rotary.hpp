@@ -23,7 +23,7 @@ namespace jit::kernels {
 struct RotaryEmbedding {
   static constexpr const char* name = "rotary_embedding";
   // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
-  static constexpr const char* arg_names = "tokens, heads, kv_heads, positions, q, k, theta = 10000, cos_sin = {}, max_position = 0";
+  static constexpr const char* arg_names = "tokens, heads, kv_heads, positions, q, k, theta = 10000, cos_sin = {}, max_position = 0, q_stride = 0, k_stride = 0";
   enum class Style : std::uint8_t { NeoX, GptJ };
   enum class Source : std::uint8_t { Theta, Table };
   struct Params {
