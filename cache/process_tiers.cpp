@@ -128,6 +128,7 @@ ProcessTiers& process_tiers() {
     // Single flight across processes uses the local disk's locks: a process compiles once per
     // machine; a fleet-wide lock is the remote tier's business, if ever.
     TierStack stack(std::move(lookup), [disk](const std::string& key) { return disk->lock(key); });
+    stack.set_request_keys(disk->memos("keys"));
     TuningStore tuning([disk]() -> SqliteIndex& { return disk->index(); },
                        [disk](const std::string& why) { disk->give_up_busy(why); });
     return ProcessTiers{disk, std::move(tuning), std::move(stack), std::move(remote)};
