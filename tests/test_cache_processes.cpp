@@ -15,6 +15,7 @@
 using Catch::Matchers::Contains;
 using jitk_test::run;
 using jitk_test::TempDir;
+namespace fs = std::filesystem;
 
 namespace {
 

@@ -15,6 +15,7 @@
 using jit::detail::CacheRoot;
 using jit::detail::MemoFolder;
 using jitk_test::TempDir;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -132,7 +133,7 @@ TEST_CASE("memos are read and written through the root's handle, never through a
   CHECK(memos.write("one", "text\n"));
   CHECK(memos.read("one", 100) == std::string("text\n"));
   CHECK_FALSE(memos.read("one", 4));  // larger than asked for
-  for (const std::string bad : {"", ".hidden", "a/b", "..", std::string(300, 'n')}) {
+  for (const std::string& bad : std::vector<std::string>{"", ".hidden", "a/b", "..", std::string(300, 'n')}) {
     CHECK_FALSE(memos.write(bad, "x"));
     CHECK_FALSE(memos.read(bad, 100));
   }
