@@ -311,6 +311,7 @@ DiskTier::Cleared DiskTier::clear() {
   std::int64_t rows = idx.remove_all();
   if (rows > c.entries) c.entries = rows;
   blobs_.remove_stale_temp_files();
+  MemoFolder(handle_, "keys", !read_only_).remove_all();  // the keys requests resolved to: none is left
   return c;
 }
 

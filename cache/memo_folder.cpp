@@ -1,12 +1,14 @@
 // Reading and writing memo files through the cache root's handle.
 #include "cache/memo_folder.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <vector>
 
 #include "jit/error.hpp"
 
@@ -73,6 +75,37 @@ bool MemoFolder::write(const std::string& name, std::string_view text) const {
   } catch (const Error&) {
     return false;
   }
+}
+
+int MemoFolder::remove_all() const {
+  if (!writable_ || !root_ || !root_->usable() || root_->read_only()) return 0;
+  int removed = 0;
+  try {
+    bool missing = false;
+    UniqueFd dir = root_->open_dir(folder_, /*create=*/false, &missing);
+    if (!dir) return 0;
+    const int copy = ::fcntl(dir.get(), F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) return 0;
+    DIR* d = ::fdopendir(copy);
+    if (!d) {
+      ::close(copy);
+      return 0;
+    }
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    ::closedir(d);
+    for (const auto& name : names) {
+      struct stat st{};
+      if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+          ::unlinkat(dir.get(), name.c_str(), 0) == 0)
+        ++removed;
+    }
+  } catch (const Error&) {
+  }
+  return removed;
 }
 
 }  // namespace jit::detail

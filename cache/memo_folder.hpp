@@ -19,6 +19,8 @@ class MemoFolder final : public MemoStore {
   MemoFolder(std::shared_ptr<CacheRoot> root, std::string folder, bool writable);
   std::optional<std::string> read(const std::string& name, std::size_t max_bytes) const override;
   bool write(const std::string& name, std::string_view text) const override;
+  // Removes every memo (and leftover temp file) in the folder; how many.
+  int remove_all() const;
 
  private:
   std::shared_ptr<CacheRoot> root_;

@@ -22,7 +22,7 @@ namespace {
 using LoadedPtr = std::shared_ptr<const LoadedKernel>;
 struct Built {
   LoadedPtr kernel;
-  Origin origin;
+  Origin origin = Origin::Compiled;
 };
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -296,7 +296,16 @@ KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const T
     }
 
   Specialization s = specialize_chosen(std::move(c), target, std::move(texts));
-  Built b = loaded_kernels().get_or_build(loaded_key_of(s.key, target), [&] { return build(s, tiers); });
+  Built b;
+  for (;;) {
+    try {
+      b = loaded_kernels().get_or_build(loaded_key_of(s.key, target), [&] { return build(s, tiers); });
+      break;
+    } catch (const NotWarm&) {
+      // Another thread's remembered key found no artifact for this key while this one waited on it:
+      // its entry is gone, so this thread builds (or waits for the next) instead.
+    }
+  }
   // Remembered only where the unrendered texts reach the same toolkit headers as the rendered unit
   // (the prelude includes none of the toolkit's), so that the request key changes whenever the key does.
   if (!request.empty() && unrendered_headers == s.compiler->external_headers_fingerprint(s.unit)) remember_key(*memos, request, s.key);

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "cache/cache_root.hpp"
+#include "cache/disk_tier.hpp"
 #include "cache/memo_folder.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "runtime/request_key.hpp"
@@ -166,4 +167,19 @@ TEST_CASE("a sealed memo is accepted only whole", "[warm]") {
   std::string flipped = sealed;
   flipped[0] = 'A';
   CHECK_FALSE(jit::detail::unseal_memo(flipped));
+}
+
+TEST_CASE("clearing the cache forgets the keys requests resolved to", "[warm]") {
+  TempDir dir;
+  jit::detail::DiskTier cache(dir.path());
+  jit::detail::ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
+  const std::string key(32, 'c');
+  REQUIRE(cache.put(key, meta, std::vector<char>(100, 'p'), jit::detail::PutReason::Compiled));
+  auto memos = cache.memos("keys");
+  REQUIRE(memos);
+  jit::detail::remember_key(*memos, std::string(32, 'a'), key);
+  REQUIRE(jit::detail::remembered_key(*memos, std::string(32, 'a')));
+  cache.clear();
+  CHECK_FALSE(jit::detail::remembered_key(*memos, std::string(32, 'a')));
+  CHECK(fs::is_empty(dir.path() / "keys"));
 }
