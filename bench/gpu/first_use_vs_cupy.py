@@ -11,7 +11,9 @@ ready from its warm disk cache, then (second figure) that plus its first launch 
                     program, once a process: about 20 ms; that and its first module load are not timed)
   cupy_keying       the same without that warm-up: CuPy's keying inside the clock (for reference)
   triton            the first call of a cached Triton kernel
-    python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench [REPS]
+    python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench [REPS] [SIDES]
+SIDES: a comma-separated subset (e.g. jitk,jitk_after_other,cupy), all by default. The environment
+passes through: JITK_CUDA_LOAD=library or JITK_REQUEST_KEYS=0 for A/B runs of jitk's sides.
 One JSON object per line, then lines of text with the medians and ratios.
 """
 import json
@@ -122,6 +124,9 @@ def main():
         "cupy_keying": ([sys.executable, "-c", CUPY_CHILD, "cold"], cupy_cache),
         "triton": ([sys.executable, triton_file], {"TRITON_CACHE_DIR": os.path.join(work, "triton")}),
     }
+    if len(sys.argv) > 3:
+        wanted = sys.argv[3].split(",")
+        sides = {name: side for name, side in sides.items() if name in wanted}
     # A side whose first (compiling) run fails is left out, said on stderr.
     for name in list(sides):
         try:
