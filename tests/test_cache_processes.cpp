@@ -157,7 +157,7 @@ TEST_CASE("JITK_KERNEL_DIR text is used, is part of the key, and unsetting it re
   CHECK(stats(cache)["entries"].get<int>() == 2);
 }
 
-TEST_CASE("a warm get in a new process finds its artifact by the key remembered for the request; an edit in JITK_KERNEL_DIR still recompiles", "[cache][process][warm]") {
+TEST_CASE("a warm get in a new process finds its artifact by the key remembered for the request, and an edit in JITK_KERNEL_DIR still recompiles", "[cache][process][warm]") {
   TempDir cache, kernels;
   const auto env = jitk_test::cache_env(cache) + " JITK_LOG_LEVEL=info";
   const std::string remembered = "(key remembered)";
