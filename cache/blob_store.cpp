@@ -202,8 +202,7 @@ std::int64_t BlobStore::size_on_disk(const std::string& key) const {
   }
 }
 
-std::vector<std::string> BlobStore::keys() const {
-  std::vector<std::string> out;
+void BlobStore::for_each_blob_folder(const std::function<void(int dir, const std::string& prefix)>& fn) const {
   try {
     UniqueFd blobs = root_->open_dir("blobs", false);
     for (const auto& prefix : names_in(blobs.get())) {
@@ -214,43 +213,39 @@ std::vector<std::string> BlobStore::keys() const {
       } catch (const Error&) {
         continue;  // not a folder of ours: nothing in it is ever loaded
       }
-      for (const auto& name : names_in(dir.get())) {
-        struct stat st{};
-        // A key file outside its own 2-hex folder is never loaded (path_for would not find it).
-        // A FIFO or device under a key's name is listed: verify reports it.
-        if (is_cache_key(name) && name.compare(0, 2, prefix) == 0 &&
-            ::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
-          out.push_back(name);
-      }
+      fn(dir.get(), prefix);
     }
   } catch (const Error&) {
   }
+}
+
+std::vector<std::string> BlobStore::keys() const {
+  std::vector<std::string> out;
+  for_each_blob_folder([&](int dir, const std::string& prefix) {
+    for (const auto& name : names_in(dir)) {
+      struct stat st{};
+      // A key file outside its own 2-hex folder is never loaded (path_for would not find it).
+      // A FIFO or device under a key's name is listed: verify reports it.
+      if (is_cache_key(name) && name.compare(0, 2, prefix) == 0 &&
+          ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
+        out.push_back(name);
+    }
+  });
   return out;
 }
 
 int BlobStore::remove_stale_temp_files() const {
   int removed = 0;
   const auto now = std::chrono::system_clock::now();
-  try {
-    UniqueFd blobs = root_->open_dir("blobs", false);
-    for (const auto& prefix : names_in(blobs.get())) {
-      if (!is_prefix_folder(prefix)) continue;
-      UniqueFd dir;
-      try {
-        dir = root_->open_dir("blobs/" + prefix, false);
-      } catch (const Error&) {
-        continue;
-      }
-      for (const auto& name : names_in(dir.get())) {
-        if (name.rfind('.', 0) != 0 || name.find(".tmp.") == std::string::npos) continue;
-        struct stat st{};
-        if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-        auto modified = std::chrono::system_clock::from_time_t(st.st_mtime);
-        if (now - modified > kStaleTempAge && ::unlinkat(dir.get(), name.c_str(), 0) == 0) ++removed;
-      }
+  for_each_blob_folder([&](int dir, const std::string&) {
+    for (const auto& name : names_in(dir)) {
+      if (name.rfind('.', 0) != 0 || name.find(".tmp.") == std::string::npos) continue;
+      struct stat st{};
+      if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      auto modified = std::chrono::system_clock::from_time_t(st.st_mtime);
+      if (now - modified > kStaleTempAge && ::unlinkat(dir, name.c_str(), 0) == 0) ++removed;
     }
-  } catch (const Error&) {
-  }
+  });
   return removed;
 }
 

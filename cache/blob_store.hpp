@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,8 @@ class BlobStore {
  private:
   // The folder blobs/<2 hex> of key; invalid when missing (and not create).
   UniqueFd folder_of(const std::string& key, bool create) const;
+  // Calls fn with each folder blobs/<2 hex> that is one of ours (opened through the root's handle).
+  void for_each_blob_folder(const std::function<void(int dir, const std::string& prefix)>& fn) const;
   // Writes head then body as key's blob: temp file, fsync, rename into place.
   void write_file(const std::string& key, std::string_view head, std::string_view body) const;
   BlobRead read_file(const std::string& key, const ArtifactMeta* expect, std::vector<char>* whole) const;

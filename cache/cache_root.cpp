@@ -66,7 +66,7 @@ bool trusted_owner(uid_t uid) { return uid == our_uid() || uid == 0; }
 // Why a folder on the way to the root lets another user move or replace what is beneath it, or "".
 // Each must be owned by us or root, and writable by group or others only with the sticky bit (then
 // only an entry's owner, us or root as checked one level down, can rename it).
-std::string check_ancestors(const fs::path& dir) {
+std::string check_ancestors(const fs::path& dir, bool* saw_link = nullptr) {
   fs::path prefix;
   for (const auto& part : dir) {
     prefix /= part;
@@ -75,7 +75,10 @@ std::string check_ancestors(const fs::path& dir) {
     if (!trusted_owner(st.st_uid))
       return prefix.string() + " belongs to another user (uid " + std::to_string(st.st_uid) +
              "), who could move or replace the cache beneath it" + kSharedHint;
-    if (S_ISLNK(st.st_mode)) continue;  // owned right; what it names is checked through the canonical path
+    if (S_ISLNK(st.st_mode)) {  // owned right; what it names is checked through the canonical path
+      if (saw_link) *saw_link = true;
+      continue;
+    }
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
       return prefix.string() + " is writable by group or others without the sticky bit: another user could "
              "replace the cache beneath it; chmod go-w (or +t) it, or put the cache elsewhere" + kSharedHint;
@@ -85,7 +88,11 @@ std::string check_ancestors(const fs::path& dir) {
 
 // Both the path as written (its symlinks must be owned right) and the folders it resolves to.
 std::string check_ancestor_chain(const fs::path& dir) {
-  if (std::string why = check_ancestors(dir); !why.empty()) return why;
+  bool saw_link = false;
+  if (std::string why = check_ancestors(dir, &saw_link); !why.empty()) return why;
+  // No symlink on the way of an absolute, normal path: it is its own canonical path (the same
+  // folders were just checked), so resolving it again would only repeat those lstats.
+  if (!saw_link && dir.is_absolute() && dir == dir.lexically_normal()) return "";
   std::error_code ec;
   fs::path real = fs::canonical(dir, ec);
   if (ec) return "cannot resolve " + dir.string() + ": " + ec.message();

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "cache/cache_root.hpp"
+#include "cache/memo_folder.hpp"
 #include "jit/error.hpp"
 #include "support/logging.hpp"
 
@@ -70,6 +71,11 @@ void DiskTier::disable(const std::string& problem, const std::string& advice) {
                 (advice.empty() ? "Free space on its disk, fix its ownership or permissions, or point JITK_CACHE_DIR at "
                                   "another folder of your own."
                                 : advice));
+}
+
+std::shared_ptr<const MemoStore> DiskTier::memos(const std::string& folder) const {
+  if (!root_ok_) return nullptr;
+  return std::make_shared<MemoFolder>(handle_, folder, !read_only_);
 }
 
 bool DiskTier::in_place() {
@@ -319,6 +325,7 @@ DiskTier::Cleared DiskTier::clear() {
   std::int64_t rows = idx.remove_all();
   if (rows > c.entries) c.entries = rows;
   blobs_.remove_stale_temp_files();
+  MemoFolder(handle_, "keys", !read_only_).remove_all();  // the keys requests resolved to: none is left
   return c;
 }
 

@@ -14,6 +14,7 @@
 #include "cache/cache_root.hpp"
 #include "cache/file_lock.hpp"
 #include "cache/sqlite_index.hpp"
+#include "support/memo_store.hpp"
 #include "cache/storage_tier.hpp"
 
 namespace jit::detail {
@@ -62,6 +63,9 @@ class DiskTier final : public StorageTier {
   std::optional<std::vector<char>> read_blob(const std::string& key);
   // A path to rel inside the root that goes through the root's handle (for what opens by name).
   std::string pinned(const std::string& rel) const { return handle_->pinned(rel); }
+  // Memos kept in `folder` beneath the root ("" for the root), through its handle; null when the
+  // root cannot be used. Read-only cache: readable, never written.
+  std::shared_ptr<const MemoStore> memos(const std::string& folder) const;
   // Held while compiling `key` so that one process compiles and the others wait, then load.
   std::unique_ptr<FileLock> lock(const std::string& key);
 

@@ -206,6 +206,11 @@ ProcessTiers& process_tiers() {
     // Single flight across processes uses the local disk's locks: a process compiles once per
     // machine; a fleet-wide lock is the remote tier's business, if ever.
     TierStack stack(std::move(lookup), [disk](const std::string& key) { return disk->lock(key); });
+    // JITK_REQUEST_KEYS=0: every get renders its text (A/B measurements of the warm path).
+    const std::string request_keys = std::getenv("JITK_REQUEST_KEYS") ? std::getenv("JITK_REQUEST_KEYS") : "";
+    if (!request_keys.empty() && request_keys != "0" && request_keys != "1")
+      warn_once("request-keys", "JITK_REQUEST_KEYS='" + printable(request_keys) + "' is neither 0 nor 1; remembered request keys stay on");
+    if (request_keys != "0") stack.set_request_keys(disk->memos("keys"));
     TuningStore tuning([disk]() -> SqliteIndex& { return disk->index(); },
                        [disk](const std::string& why) { disk->give_up_busy(why); });
     return ProcessTiers{disk, std::move(tuning), std::move(stack), std::move(remote)};

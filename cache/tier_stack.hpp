@@ -8,6 +8,7 @@
 
 #include "cache/file_lock.hpp"
 #include "cache/storage_tier.hpp"
+#include "support/memo_store.hpp"
 
 namespace jit::detail {
 
@@ -46,9 +47,15 @@ class TierStack {
 
   const std::vector<std::shared_ptr<StorageTier>>& tiers() const { return tiers_; }
 
+  // Where the key a request resolved to is remembered (runtime/request_key.hpp), so that a later
+  // process's warm get finds its artifact without rendering the kernel text; null: nowhere.
+  void set_request_keys(std::shared_ptr<const MemoStore> memos) { request_keys_ = std::move(memos); }
+  const MemoStore* request_keys() const { return request_keys_.get(); }
+
  private:
   std::vector<std::shared_ptr<StorageTier>> tiers_;
   LockProvider lock_;
+  std::shared_ptr<const MemoStore> request_keys_;
 };
 
 }  // namespace jit::detail

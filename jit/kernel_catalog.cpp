@@ -63,6 +63,7 @@ std::atomic<const Registry*>& current_registry() {
     auto* r = new Registry;
     r->kernels = shipped_kernels();
     r->shipped = r->kernels.size();
+    for (const auto& k : r->kernels) r->shipped_implementations.push_back(k.implementations.size());
     return r;
   }();
   return current;
@@ -86,6 +87,18 @@ bool is_shipped_kernel(std::string_view name) {
   const Registry& r = registry();
   for (std::size_t i = 0; i < r.shipped; ++i)
     if (r.kernels[i].name == name) return true;
+  return false;
+}
+
+bool is_shipped_implementation(std::string_view kernel, std::string_view impl) {
+  const Registry& r = registry();
+  for (std::size_t i = 0; i < r.shipped; ++i) {
+    if (r.kernels[i].name != kernel) continue;
+    const auto& impls = r.kernels[i].implementations;
+    for (std::size_t j = 0; j < r.shipped_implementations[i] && j < impls.size(); ++j)
+      if (impls[j].name == impl) return true;
+    return false;
+  }
   return false;
 }
 

@@ -23,6 +23,7 @@ inline constexpr std::int64_t kGpuMaxHidden = 32768;
 struct Registry {
   std::uint64_t generation = 0;
   std::size_t shipped = 0;  // kernels[0, shipped) are jitk's own
+  std::vector<std::size_t> shipped_implementations;  // of kernels[i]: implementations[0, this) are jitk's own
   std::vector<KernelDef> kernels;
 };
 const Registry& registry();
@@ -40,6 +41,9 @@ bool at_default_tiles(const ParamSet& params);
 const KernelDef& find_kernel(std::string_view name);
 // Whether `name` is one of jitk's own kernels (not a user's).
 bool is_shipped_kernel(std::string_view name);
+// Whether implementation `impl` of kernel `kernel` is jitk's own (not one a user added to it): all
+// its code (validation, layout, tile plan) is then in this build of jitk.
+bool is_shipped_implementation(std::string_view kernel, std::string_view impl);
 
 // Throw Error{InvalidParams} naming what is wrong; publish a new registry view.
 void add_kernel(KernelDef def);

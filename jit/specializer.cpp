@@ -181,14 +181,39 @@ SourceUnit specialize(const KernelDef& def, const ParamSet& params, Backend back
   return specialize(def, generic_implementation(def, backend), params);
 }
 
-SourceUnit specialize(const KernelDef& def, const Implementation& impl, const ParamSet& params) {
-  const bool gpu = impl.backend != Backend::Cpu;
+UnitTexts unit_texts(const KernelDef& def, const Implementation& impl) {
+  UnitTexts t;
+  t.text = !impl.search_path.empty() ? user_kernel_text(def.name, impl, &t.origin)
+                                     : kernel_file(impl.file, &t.origin, impl.text.empty() ? nullptr : &impl.text);
+  if (impl.backend != Backend::Cpu) {
+    for (const char* h : kGpuHeaders) t.headers.push_back(kernel_file(h));
+    for (const char* h : kGpuOptionalHeaders)
+      if (t.text.text.find("#include \"" + std::string(h) + "\"") != std::string::npos) t.headers.push_back(kernel_file(h));
+  } else {
+    for (const char* h : kCpuHeaders) t.headers.push_back(kernel_file(h));
+  }
+  return t;
+}
+
+SourceUnit describe_unit(const KernelDef& def, const Implementation& impl, const ParamSet& params) {
   SourceUnit unit;
   unit.kernel = def.name;
   unit.params_text = params.to_string();
   unit.params = params;
   unit.implementation = impl.name;
   unit.implementation_version = impl.version;
+  if (impl.backend != Backend::Cpu)
+    unit.shape = impl.layout.kind == GpuLayout::Kind::Tile ? tile_shape(def.name, impl, params) : gpu_shape(impl.layout, params);
+  return unit;
+}
+
+SourceUnit specialize(const KernelDef& def, const Implementation& impl, const ParamSet& params) {
+  return specialize(def, impl, params, unit_texts(def, impl));
+}
+
+SourceUnit specialize(const KernelDef& def, const Implementation& impl, const ParamSet& params, UnitTexts texts) {
+  const bool gpu = impl.backend != Backend::Cpu;
+  SourceUnit unit = describe_unit(def, impl, params);
 
   std::ostringstream prelude;
   prelude << "// jitk specialization of " << def.name << " (" << unit.params_text << "), implementation "
@@ -200,7 +225,6 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
   prelude << "#define JITK_IMPLEMENTATION_" << macro_name(impl.name) << " 1\n";
   const bool tiled = impl.layout.kind == GpuLayout::Kind::Tile;
   if (gpu) {
-    unit.shape = tiled ? tile_shape(def.name, impl, params) : gpu_shape(impl.layout, params);
     prelude << "#define JITK_BLOCK " << unit.shape.block << "\n";
     if (tiled) prelude << "#define JITK_SHARED_BYTES " << unit.shape.shared_bytes << "\n";
     if (tiled && unit.shape.blocks_per_sm > 0) prelude << "#define JITK_BLOCKS_PER_SM " << unit.shape.blocks_per_sm << "\n";
@@ -228,8 +252,8 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
     }
   }
   const bool users_text = !impl.search_path.empty();
-  SourceFile text = users_text ? user_kernel_text(def.name, impl, &unit.text_origin)
-                               : kernel_file(impl.file, &unit.text_origin, impl.text.empty() ? nullptr : &impl.text);
+  SourceFile& text = texts.text;
+  unit.text_origin = std::move(texts.origin);
   if (!def.arguments.empty()) prelude << argument_declarations(def.arguments, gpu);
   // Text that fuses chains (jit/chain.hpp) names jitk_chain; only that text gets it, so a user's
   // text keeps a prelude of plain #defines.
@@ -242,13 +266,7 @@ SourceUnit specialize(const KernelDef& def, const Implementation& impl, const Pa
   const std::string rendered = prelude.str();
   unit.text_first_line = 1 + static_cast<int>(std::count(rendered.begin(), rendered.end(), '\n'));
   unit.main = {text.name, rendered + text.text};
-  if (gpu) {
-    for (const char* h : kGpuHeaders) unit.headers.push_back(kernel_file(h));
-    for (const char* h : kGpuOptionalHeaders)
-      if (text.text.find("#include \"" + std::string(h) + "\"") != std::string::npos) unit.headers.push_back(kernel_file(h));
-  } else {
-    for (const char* h : kCpuHeaders) unit.headers.push_back(kernel_file(h));
-  }
+  unit.headers = std::move(texts.headers);
   return unit;
 }
 

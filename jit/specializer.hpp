@@ -61,8 +61,23 @@ struct SourceUnit {
 // `fallback_text`, when given, stands in for the embedded copy (a user's registered text).
 SourceFile kernel_file(const std::string& name, std::string* origin = nullptr, const std::string* fallback_text = nullptr);
 
+// The texts a specialization of `impl` is made of, as read now (kernel_file): the kernel text and
+// the headers handed to the compiler with it.
+struct UnitTexts {
+  SourceFile text;
+  std::string origin;  // kernel_file's origin of text
+  std::vector<SourceFile> headers;
+};
+UnitTexts unit_texts(const KernelDef& def, const Implementation& impl);
+
+// A unit's every field but its texts (main, headers, text_first_line, text_origin): what loading
+// and launching an artifact of it need. params: validated (validate_params).
+SourceUnit describe_unit(const KernelDef& def, const Implementation& impl, const ParamSet& params);
+
 // params: validated (validate_params). The implementation's backend is the unit's.
 SourceUnit specialize(const KernelDef& def, const Implementation& impl, const ParamSet& params);
+// The same from texts already read (unit_texts(def, impl)).
+SourceUnit specialize(const KernelDef& def, const Implementation& impl, const ParamSet& params, UnitTexts texts);
 // The backend's generic implementation (raw baselines in benches and tests).
 SourceUnit specialize(const KernelDef& def, const ParamSet& params, Backend backend);
 

@@ -11,6 +11,7 @@
 #include "jit/specializer.hpp"
 #include "runtime/backend_driver.hpp"
 #include "runtime/get_kernel.hpp"
+#include "runtime/request_key.hpp"
 #include "support/logging.hpp"
 #include "runtime/shipping/record.hpp"
 #include "runtime/selection.hpp"
@@ -21,7 +22,7 @@ namespace {
 using LoadedPtr = std::shared_ptr<const LoadedKernel>;
 struct Built {
   LoadedPtr kernel;
-  Origin origin;
+  Origin origin = Origin::Compiled;
 };
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -154,28 +155,62 @@ std::vector<KeyPart> key_parts(const Specialization& s) {
   return parts;
 }
 
-Specialization resolve(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection) {
-  const KernelDef& def = find_kernel(kernel);
+namespace {
+
+// What a request resolves to short of its text: params validated, the compiler and implementation chosen.
+struct Chosen {
+  const KernelDef* def = nullptr;
+  ParamSet canonical;
+  const BackendDriver* driver = nullptr;
+  const Compiler* compiler = nullptr;
+  Selected selected;
+};
+
+Chosen choose_for(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection) {
+  Chosen c;
+  c.def = &find_kernel(kernel);
+  c.canonical = validate_params(*c.def, params);
+  c.driver = &compiling_driver_for(target);
+  c.compiler = &c.driver->compiler(target);
+  c.selected = select_implementation(*c.def, c.canonical, target, capability_of_arch(c.compiler->arch()), selection);
+  const Implementation& impl = c.selected.impl;
+  // (a target naming "sm_90a" has the suffix already)
+  if (!impl.arch_suffix.empty() && target.backend != Backend::Cpu && !c.compiler->arch().ends_with(impl.arch_suffix))
+    c.compiler = &c.driver->compiler(Target{target.backend, c.compiler->arch() + impl.arch_suffix, target.device});
+  return c;
+}
+
+Specialization specialize_chosen(Chosen c, const Target& target, UnitTexts texts) {
   Specialization s;
   s.target = target;
-  ParamSet canonical = validate_params(def, params);
-  s.driver = &compiling_driver_for(target);
-  s.compiler = &s.driver->compiler(target);
-  Selected chosen = select_implementation(def, canonical, target, capability_of_arch(s.compiler->arch()), selection);
-  s.reason = chosen.reason;
-  // (a target naming "sm_90a" has the suffix already)
-  if (!chosen.impl.arch_suffix.empty() && target.backend != Backend::Cpu && !s.compiler->arch().ends_with(chosen.impl.arch_suffix))
-    s.compiler = &s.driver->compiler(Target{target.backend, s.compiler->arch() + chosen.impl.arch_suffix, target.device});
-  s.unit = specialize(def, chosen.impl, canonical);
-  s.params = std::move(canonical);
+  s.driver = c.driver;
+  s.compiler = c.compiler;
+  s.reason = c.selected.reason;
+  s.unit = specialize(*c.def, c.selected.impl, c.canonical, std::move(texts));
+  s.params = std::move(c.canonical);
   if (logging_at(spdlog::level::info))
-    log().info("{} ({}) for {}: implementation '{}' v{} ({})", def.name, s.unit.params_text, target.to_string(),
-               chosen.impl.name, chosen.impl.version, chosen.reason);
-
+    log().info("{} ({}) for {}: implementation '{}' v{} ({})", c.def->name, s.unit.params_text, target.to_string(),
+               c.selected.impl.name, c.selected.impl.version, c.selected.reason);
   KeyBuilder key;
   for (const auto& part : key_parts(s)) key.add(part.name, part.value);
   s.key = key.finish().hex();
   return s;
+}
+
+// The unit an external-headers fingerprint is taken of before rendering: the texts as they are.
+SourceUnit unrendered(const SourceUnit& described, const UnitTexts& texts) {
+  SourceUnit u = described;
+  u.main = texts.text;
+  u.headers = texts.headers;
+  return u;
+}
+
+}  // namespace
+
+Specialization resolve(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection) {
+  Chosen c = choose_for(kernel, params, target, selection);
+  UnitTexts texts = unit_texts(*c.def, c.selected.impl);
+  return specialize_chosen(std::move(c), target, std::move(texts));
 }
 
 WarmOutcome ensure_on_disk(const Specialization& s, const TierStack& tiers) {
@@ -197,20 +232,84 @@ KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const T
   return get_kernel(kernel, params, target, selection, process_tiers().stack);
 }
 
+namespace {
+
+// A remembered key that did not lead to a loaded kernel: the get takes the whole path.
+struct NotWarm {};
+
+std::string loaded_key_of(const std::string& key, const Target& target) {
+  // The same artifact loaded on two devices is two loaded kernels.
+  return key + "@" + std::string(backend_name(target.backend)) + ":" + std::to_string(target.device);
+}
+
+KernelHandle handle_of(const Specialization& s, Built b) {
+  // The target as compiled for (the device's arch), so the record warms that device elsewhere.
+  Target recorded = s.target;
+  if (recorded.arch.empty() && s.target.backend != Backend::Cpu) recorded.arch = s.compiler->arch();
+  record_use(s.unit.kernel, s.params, recorded);
+  return {std::move(b.kernel), s.key, b.origin, s.unit.implementation};
+}
+
+}  // namespace
+
 KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const Target& target, const Selection& selection,
                         const TierStack& tiers) {
   // No thread is started on this path: opening the cache is a few stats (its index opens at its
   // first use, which a disk hit does not have), and a thread start costs more than that.
-  Specialization s = resolve(kernel, params, target, selection);
+  Chosen c = choose_for(kernel, params, target, selection);
   driver_for(target);  // resolve may compile for a device elsewhere; a get must also run here (throws why not)
-  // The same artifact loaded on two devices is two loaded kernels.
-  std::string loaded_key = s.key + "@" + std::string(backend_name(target.backend)) + ":" + std::to_string(target.device);
-  Built b = loaded_kernels().get_or_build(loaded_key, [&] { return build(s, tiers); });
-  // The target as compiled for (the device's arch), so the record warms that device elsewhere.
-  Target recorded = target;
-  if (recorded.arch.empty() && target.backend != Backend::Cpu) recorded.arch = s.compiler->arch();
-  record_use(s.unit.kernel, s.params, recorded);
-  return {std::move(b.kernel), s.key, b.origin, s.unit.implementation};
+  UnitTexts texts = unit_texts(*c.def, c.selected.impl);
+
+  // A warm get: the key remembered for this request (by its unrendered inputs) names the artifact;
+  // the blob is still verified against the key and what it must be, and loaded like any other.
+  const MemoStore* memos = tiers.request_keys();
+  std::string request;
+  std::string unrendered_headers;  // the toolkit fingerprint the request key holds
+  SourceUnit described = describe_unit(*c.def, c.selected.impl, c.canonical);
+  if (memos) {
+    unrendered_headers = c.compiler->external_headers_fingerprint(unrendered(described, texts));
+    request = request_key(described, texts, target.backend, *c.compiler, unrendered_headers, c.selected.mapped);
+  }
+  if (!request.empty())
+    if (std::optional<std::string> key = remembered_key(*memos, request)) {
+      Specialization s;
+      s.target = target;
+      s.params = c.canonical;
+      s.driver = c.driver;
+      s.compiler = c.compiler;
+      s.unit = described;
+      s.reason = c.selected.reason;
+      s.key = std::move(*key);
+      if (logging_at(spdlog::level::info))
+        log().info("{} ({}) for {}: implementation '{}' v{} ({})", c.def->name, s.unit.params_text, target.to_string(),
+                   c.selected.impl.name, c.selected.impl.version, c.selected.reason);
+      try {
+        Built b = loaded_kernels().get_or_build(loaded_key_of(s.key, target), [&]() -> Built {
+          if (LoadedPtr k = load_from_tiers(tiers, s, Count::Hits, " (key remembered)")) return {k, Origin::DiskCache};
+          throw NotWarm{};
+        });
+        count_remembered_key_hit();
+        return handle_of(s, std::move(b));
+      } catch (const NotWarm&) {
+        log().debug("{} ({}): the remembered key {} found no artifact; resolving it whole", s.unit.kernel, s.unit.params_text, s.key);
+      }
+    }
+
+  Specialization s = specialize_chosen(std::move(c), target, std::move(texts));
+  Built b;
+  for (;;) {
+    try {
+      b = loaded_kernels().get_or_build(loaded_key_of(s.key, target), [&] { return build(s, tiers); });
+      break;
+    } catch (const NotWarm&) {
+      // Another thread's remembered key found no artifact for this key while this one waited on it:
+      // its entry is gone, so this thread builds (or waits for the next) instead.
+    }
+  }
+  // Remembered only where the unrendered texts reach the same toolkit headers as the rendered unit
+  // (the prelude includes none of the toolkit's), so that the request key changes whenever the key does.
+  if (!request.empty() && unrendered_headers == s.compiler->external_headers_fingerprint(s.unit)) remember_key(*memos, request, s.key);
+  return handle_of(s, std::move(b));
 }
 
 }  // namespace jit::detail

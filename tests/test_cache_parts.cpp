@@ -16,6 +16,7 @@
 #include "cache/cache_key.hpp"
 #include "cache/cache_root.hpp"
 #include "cache/file_lock.hpp"
+#include "cache/memo_folder.hpp"
 #include "cache/sqlite_index.hpp"
 #include "jit/cuda/include_scan.hpp"
 #include "test_support.hpp"
@@ -280,15 +281,50 @@ TEST_CASE("the header fingerprint memo is reused while headers are unchanged and
   jitk_test::write_file(inc.path() / "a.h", "#include <b.h>\n");
   jitk_test::write_file(inc.path() / "b.h", "int b = 1;\n");
   std::vector<std::string> roots = {"#include <a.h>\n"};
-  auto memo = (memo_dir.path() / "memo").string();
-  auto first = jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memo);
+  const jit::detail::MemoFolder memos(std::make_shared<jit::detail::CacheRoot>(memo_dir.path()), "toolkit-headers", true);
+  const auto memo = memo_dir.path() / "toolkit-headers" / "memo";
+  auto first = jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memos, "memo");
   CHECK(first == jit::detail::fingerprint_includes(roots, inc.str(), {}));
   CHECK(std::filesystem::exists(memo));
-  CHECK(jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memo) == first);
+  CHECK(jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memos, "memo") == first);
   jitk_test::write_file(inc.path() / "b.h", "int b = 22;\n");  // new size and mtime
-  auto changed = jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memo);
+  auto changed = jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memos, "memo");
   CHECK(changed != first);
   CHECK(changed == jit::detail::fingerprint_includes(roots, inc.str(), {}));
+
+  SECTION("a header added beside them (which could shadow one) redoes it") {
+    const auto before = jitk_test::read_file(memo);
+    jitk_test::write_file(inc.path() / "new.h", "int n;\n");
+    CHECK(jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memos, "memo") == changed);
+    CHECK(jitk_test::read_file(memo) != before);  // rescanned, stamped again
+  }
+  SECTION("a damaged, forged or hostile memo is never trusted: the headers are hashed again") {
+    const std::string good = jitk_test::read_file(memo);
+    const std::string forged_fingerprint = [&] {
+      std::string t = good;
+      const auto at = t.find("fingerprint ") + 12;
+      t[at] = t[at] == '0' ? '1' : '0';  // a lie about the fingerprint, its checksum line left as it was
+      return t;
+    }();
+    std::string other_stamp = good;
+    other_stamp.replace(other_stamp.find("stamp ") + 6, 4, "ffff");
+    const std::vector<std::string> hostile = {"", "garbage\n", good.substr(0, good.size() / 2), good + "path /etc/passwd\n",
+                                              forged_fingerprint, other_stamp, std::string(300 * 1024, 'x')};
+    for (const auto& bytes : hostile) {
+      jitk_test::write_file(memo, bytes);
+      CHECK(jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memos, "memo") == changed);
+      CHECK(jitk_test::read_file(memo) == good);  // written again whole
+    }
+    std::filesystem::remove(memo);
+    REQUIRE(::mkfifo(memo.c_str(), 0600) == 0);  // read, it would block
+    CHECK(jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memos, "memo") == changed);
+    std::filesystem::remove(memo);
+    jitk_test::write_file(memo_dir.path() / "elsewhere", good);
+    std::filesystem::create_symlink(memo_dir.path() / "elsewhere", memo);  // never followed
+    jitk_test::write_file(inc.path() / "b.h", "int b = 333;\n");
+    CHECK(jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memos, "memo") == jit::detail::fingerprint_includes(roots, inc.str(), {}));
+    CHECK(jitk_test::read_file(memo_dir.path() / "elsewhere") == good);  // the file it pointed at is untouched
+  }
 }
 
 TEST_CASE("sizes parse as people write them", "[cache]") {

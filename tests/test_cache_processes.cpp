@@ -15,6 +15,7 @@
 using Catch::Matchers::Contains;
 using jitk_test::run;
 using jitk_test::TempDir;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -154,6 +155,101 @@ TEST_CASE("JITK_KERNEL_DIR text is used, is part of the key, and unsetting it re
   auto back = run(kClient + " saxpy", env);
   CHECK_THAT(back.output, Contains("saxpy disk ok"));
   CHECK(stats(cache)["entries"].get<int>() == 2);
+}
+
+TEST_CASE("a warm get in a new process finds its artifact by the key remembered for the request, and an edit in JITK_KERNEL_DIR still recompiles", "[cache][process][warm]") {
+  TempDir cache, kernels;
+  const auto env = jitk_test::cache_env(cache) + " JITK_LOG_LEVEL=info";
+  const std::string remembered = "(key remembered)";
+  auto first = run(kClient + " saxpy", env);
+  INFO(first.output);
+  CHECK_THAT(first.output, Contains("saxpy compiled ok"));
+  CHECK_THAT(first.output, !Contains(remembered));
+  REQUIRE(fs::is_directory(cache.path() / "keys"));
+
+  auto warm = run(kClient + " saxpy", env);
+  INFO(warm.output);
+  CHECK_THAT(warm.output, Contains("saxpy disk ok"));
+  CHECK_THAT(warm.output, Contains(remembered));  // the fast path: no text rendered
+
+  // The override differs from the shipped text: y = a*x + y + 1 (the client's check then fails, which
+  // proves the override was compiled, not the cached shipped artifact loaded by a remembered key).
+  auto text = jitk_test::read_file(std::string(JITK_SOURCE_DIR) + "/kernel_sources/saxpy/saxpy.cpp");
+  auto pos = text.find("y[i] = a * x[i] + y[i];");
+  REQUIRE(pos != std::string::npos);
+  text.replace(pos, 23, "y[i] = a * x[i] + y[i] + T(1);");
+  const auto file = kernels.path() / "saxpy/saxpy.cpp";
+  jitk_test::write_file(file, text);
+  const std::string with_dir = env + " JITK_KERNEL_DIR='" + kernels.str() + "'";
+  auto edited = run(kClient + " saxpy", with_dir);
+  INFO(edited.output);
+  CHECK_THAT(edited.output, Contains("saxpy compiled WRONG"));
+  auto edited_warm = run(kClient + " saxpy", with_dir);
+  INFO(edited_warm.output);
+  CHECK_THAT(edited_warm.output, Contains("saxpy disk WRONG"));
+  CHECK_THAT(edited_warm.output, Contains(remembered));
+
+  // Edited again in place: same size, same mtime; only the content says it changed.
+  const auto mtime = fs::last_write_time(file);
+  text.replace(text.find("T(1)"), 4, "T(2)");
+  jitk_test::write_file(file, text);
+  fs::last_write_time(file, mtime);
+  auto again = run(kClient + " saxpy", with_dir);
+  INFO(again.output);
+  CHECK_THAT(again.output, Contains("saxpy compiled WRONG"));
+  CHECK_THAT(again.output, !Contains(remembered));
+
+  auto back = run(kClient + " saxpy", env);
+  INFO(back.output);
+  CHECK_THAT(back.output, Contains("saxpy disk ok"));
+  CHECK_THAT(back.output, Contains(remembered));
+  CHECK(stats(cache)["entries"].get<int>() == 3);
+}
+
+TEST_CASE("a damaged, forged or misplaced remembered key is never trusted: the request is resolved whole", "[cache][process][warm][hostile]") {
+  TempDir cache, elsewhere;
+  const auto env = jitk_test::cache_env(cache) + " JITK_LOG_LEVEL=info";
+  REQUIRE(run(kClient + " saxpy rms_norm", env).exit_code == 0);
+  std::vector<fs::path> memos;
+  for (const auto& e : fs::directory_iterator(cache.path() / "keys"))
+    if (e.path().filename().string()[0] != '.') memos.push_back(e.path());
+  REQUIRE(memos.size() == 2);
+  const std::string good = jitk_test::read_file(memos[0]), other = jitk_test::read_file(memos[1]);
+  // other's memo names rms_norm's key (or saxpy's): a memo moved to another request's name.
+  std::string flipped = good;
+  flipped[flipped.find("key ") + 5] ^= 1;
+  const std::vector<std::string> hostile = {"", "garbage", good.substr(0, good.size() - 3), good + "key 0\n", flipped, other,
+                                            std::string(8192, 'k')};
+  for (const auto& bytes : hostile) {
+    jitk_test::write_file(memos[0], bytes);
+    auto r = run(kClient + " saxpy rms_norm", env);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(jitk_test::count_lines_with(r.output, " disk ok") == 2);  // resolved whole: the right artifacts
+    CHECK(jitk_test::count_lines_with(r.output, "(key remembered)") == 1);  // only the intact memo was used
+    CHECK(jitk_test::read_file(memos[0]) == good);  // remembered again, whole
+  }
+  SECTION("a memo that is a symlink or a FIFO is not followed or opened") {
+    fs::rename(memos[0], elsewhere.path() / "memo");
+    fs::create_symlink(elsewhere.path() / "memo", memos[0]);
+    auto r = run(kClient + " saxpy rms_norm", env);
+    CHECK(jitk_test::count_lines_with(r.output, "(key remembered)") == 1);
+    fs::remove(memos[0]);
+    REQUIRE(::mkfifo(memos[0].c_str(), 0600) == 0);
+    auto f = run("timeout 60 " + kClient + " saxpy rms_norm", env);
+    INFO(f.output);
+    CHECK(f.exit_code == 0);
+    CHECK(jitk_test::count_lines_with(f.output, " disk ok") == 2);
+  }
+  SECTION("a memo pointing at an artifact that is gone is a miss, compiled again") {
+    jitk_test::write_file(memos[0], good);
+    for (const auto& e : fs::recursive_directory_iterator(cache.path() / "blobs"))
+      if (e.is_regular_file() && good.find(e.path().filename().string()) != std::string::npos) fs::remove(e.path());
+    auto r = run(kClient + " saxpy rms_norm", env);
+    INFO(r.output);
+    CHECK(jitk_test::count_lines_with(r.output, " compiled ok") == 1);
+    CHECK(jitk_test::count_lines_with(r.output, " disk ok") == 1);
+  }
 }
 
 TEST_CASE("16 processes started together on an empty cache compile each kernel once", "[cache][process][concurrency]") {

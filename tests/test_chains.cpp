@@ -65,7 +65,7 @@ TEST_CASE("rms_norm with prologue add>store is fused_add_rms_norm", "[kernels][c
   CHECK(ref::relative_l2_error(y_chain, y) <= 1e-6);
 }
 
-TEST_CASE("the chain is part of the key; no chain keeps the key of a kernel without one", "[kernels][chains]") {
+TEST_CASE("the chain is part of the key, and no chain keeps the key of a kernel without one", "[kernels][chains]") {
   const auto cpu = jit::Target::cpu();
   auto plain = jit::get<kernels::RmsNorm>({jit::DType::f32, 96}, cpu);
   auto empty = jit::get<kernels::RmsNorm>({jit::DType::f32, 96, "", ""}, cpu);

@@ -59,7 +59,7 @@ TEST_CASE("without jit::configure the environment names the root, and each setti
   CHECK_THAT(r.output, Contains("cache_dir " + dir.str() + "/relative/cache from jit::configure"));
 }
 
-TEST_CASE("cache mode read-only uses a warmed cache and writes nothing; memory-only touches no disk", "[configure]") {
+TEST_CASE("cache mode read-only uses a warmed cache and writes nothing, and memory-only touches no disk", "[configure]") {
   TempDir dir;
   const fs::path warmed = dir.path() / "warmed";
   REQUIRE(probe("--dir '" + warmed.string() + "' --get").exit_code == 0);
@@ -167,7 +167,7 @@ TEST_CASE("JITK_RECORD records the tuned use (winner, base and shape), not the c
   CHECK_THAT(again.output, !Contains("autotuned"));
 }
 
-TEST_CASE("tuning removes the candidates it compiled and lost; the winner and what was cached before stay",
+TEST_CASE("tuning removes the candidates it compiled and lost, keeping the winner and what was cached before stay",
           "[configure][tuning]") {
   TempDir cache, dir;
   const std::string env = jitk_test::cache_env(cache);
@@ -195,7 +195,7 @@ TEST_CASE("tuning removes the candidates it compiled and lost; the winner and wh
   CHECK(ls(env).size() == after.size());
 }
 
-TEST_CASE("a manifest entry may leave out a param with a default; one without a default is still named", "[configure][manifest]") {
+TEST_CASE("a manifest entry may leave out a param with a default, while one without a default is still named", "[configure][manifest]") {
   TempDir cache, dir;
   const auto manifest = dir.path() / "defaults.toml";
   jitk_test::write_file(manifest,

@@ -384,7 +384,7 @@ TEST_CASE("a copy of a launch's arguments holds its own values, and one can be s
   CHECK(i64_at(copy, 2) == 200);
 }
 
-TEST_CASE("the generic CUDA text's f32 gemm at default tiles says which operands it packs; other params pack none", "[kernels][gemm]") {
+TEST_CASE("the generic CUDA text's f32 gemm at default tiles says which operands it packs, and other params pack none", "[kernels][gemm]") {
   const auto& def = jit::detail::find_kernel("gemm");
   const auto& cuda = jit::detail::generic_implementation(def, jit::Backend::Cuda);
   auto launch = [&](jit::DType t, Layout a, Layout b, std::int64_t tile_m = 0) {

@@ -69,6 +69,25 @@ const std::int64_t kRows[] = {1, 7, 33};
 
 }  // namespace
 
+TEST_CASE("GPU kernels load through cuLibraryLoadData (JITK_CUDA_LOAD=library) and by remembered keys in new processes", "[gpu][warm]") {
+  if (!jitk_test::have_gpu()) return;
+  jitk_test::TempDir cache;
+  for (const char* how : {"library", "module"}) {
+    const std::string env = jitk_test::cache_env(cache) + " JITK_LOG_LEVEL=info JITK_CUDA_LOAD=" + how;
+    const std::string kernels = jitk_test::kClient + " saxpy rms_norm softmax silu_and_mul";
+    auto first = jitk_test::run(kernels, env);
+    INFO(how << ":\n" << first.output);
+    CHECK(first.exit_code == 0);
+    CHECK(jitk_test::count_lines_with(first.output, " ok") == 4);
+    CHECK(first.output.find("WRONG") == std::string::npos);
+    CHECK(first.output.find("loading with cuModuleLoadData") == std::string::npos);  // no fallback from library
+    auto warm = jitk_test::run(kernels, env);
+    INFO(warm.output);
+    CHECK(jitk_test::count_lines_with(warm.output, " disk ok") == 4);
+    CHECK(jitk_test::count_lines_with(warm.output, "(key remembered)") == 4);
+  }
+}
+
 TEMPLATE_TEST_CASE("GPU saxpy matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
   if (!have_gpu()) return;
   auto k = jit::get<kernels::Saxpy>({jit::dtype_of<TestType>()}, gpu());

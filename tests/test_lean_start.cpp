@@ -82,7 +82,7 @@ TEST_CASE("a process that gets a CUDA kernel maps no LLVM, whether or not a GPU 
   CHECK(r.output.find("llvm_mapped=0") != std::string::npos);
 }
 
-TEST_CASE("a CPU compile opens the CPU module (LLVM); a kernel found in the cache then runs without it", "[lean]") {
+TEST_CASE("a CPU compile opens the CPU module (LLVM), and a kernel found in the cache then runs without it", "[lean]") {
   TempDir cache;
   auto compiled = run(kProbe + " cpu-get", cache_env(cache));
   INFO(compiled.output);

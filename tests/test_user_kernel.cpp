@@ -276,7 +276,7 @@ TEST_CASE("a declared kernel's includes stay in its folders: escapes and files t
   CHECK(many.message().find("more than 4096 headers inlined into one unit") != std::string::npos);
 }
 
-TEST_CASE("a declared kernel whose text is missing says where it looked; JITK_KERNEL_DIR overrides its text") {
+TEST_CASE("a declared kernel whose text is missing says where it looked, and JITK_KERNEL_DIR overrides its text") {
   const jit::Error missing = error_of([] { jit::get<Missing>({{"dtype", "f32"}}, jit::Target::cpu()); });
   CHECK(missing.message().find("kernel text 'nowhere.cpp' (implementation 'cpu') not found; looked in: " + folder("missing")) !=
         std::string::npos);

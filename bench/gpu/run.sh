@@ -7,7 +7,8 @@
 #   layer      jitk_layer_bench (Llama-3-8B layer) + torch --layer        -> layer.jsonl
 #   bench      jitk_gpu_bench, everything (about 8 min; JITK_BENCH_ONLY=prefill,decode: those) -> gpu_bench.jsonl/.err
 #   torch      torch_baseline.py row kernels + attention + plot           -> torch.jsonl, row_kernels.png
-#   first_use  a warm first use in new processes, with its breakdown, vs CuPy -> first_use.log
+#   first_use  a warm first use in new processes, with its breakdown, vs CuPy, and A/B of
+#              JITK_CUDA_LOAD=library and JITK_REQUEST_KEYS=0                -> first_use.log
 #   python     python/gpu-run.sh (carry .gpu-wheels too): the package's tests on CUDA, launch overhead,
 #              the decoder layer against torch eager and torch.compile in one process -> python/
 # A device call runs at most 10 minutes: the whole check takes three calls on a fresh machine, e.g.
@@ -72,8 +73,14 @@ section_first_use() {
     JITK_CACHE_DIR=$first_use_cache JITK_LOG_LEVEL=info ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use
   done > "$out/first_use.log" 2>&1
   for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use; done >> "$out/first_use.log" 2>&1
+  for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_CUDA_LOAD=library JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use; done >> "$out/first_use.log" 2>&1
   # the same first use against CuPy's RawKernel (and Triton where installed), same run, medians and ratios
   python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 >> "$out/first_use.log" 2>&1
+  # A/B in the same run: cuLibraryLoadData instead of cuModuleLoadData; the text rendered on every get
+  echo "== JITK_CUDA_LOAD=library" >> "$out/first_use.log"
+  JITK_CUDA_LOAD=library python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 jitk,jitk_after_other,cupy >> "$out/first_use.log" 2>&1
+  echo "== JITK_REQUEST_KEYS=0" >> "$out/first_use.log"
+  JITK_REQUEST_KEYS=0 python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 jitk,jitk_after_other,cupy >> "$out/first_use.log" 2>&1
   cat "$out/first_use.log"
 }
 section_python() {  # needs .gpu-wheels carried too (python/fetch-gpu-wheels.sh); builds its own build-gpu-python

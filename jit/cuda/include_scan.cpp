@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
+#include <string_view>
 
 #include "support/hashing.hpp"
 
@@ -68,43 +70,80 @@ std::string fingerprint_includes(const std::vector<std::string>& roots, const st
 
 namespace {
 
-// size, mtime (ns) and inode of each file: what changes when a toolkit is upgraded or edited.
+constexpr std::string_view kMemoHeader = "jitk-toolkit-headers 2\n";
+constexpr std::size_t kMaxMemoBytes = 256 * 1024;
+
+// What changes when a toolkit is upgraded or edited: each header's device, inode, size and mtime (ns),
+// and those of the folders they are in (a header added beside them could shadow one). "" when one
+// cannot be stat'ed (gone: rescan).
 std::string metadata_stamp(const std::vector<std::string>& paths) {
   KeyBuilder stamp;
-  for (const auto& p : paths) {
+  std::set<std::string> folders;
+  auto add = [&](const std::string& p) {
     struct stat st{};
-    if (::stat(p.c_str(), &st) != 0) return "";  // a header went away: rescan
-    stamp.add(p, std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
-                     std::to_string(st.st_mtim.tv_nsec) + " " + std::to_string(st.st_ino));
+    if (::stat(p.c_str(), &st) != 0) return false;
+    stamp.add(p, std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
+                     std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec));
+    return true;
+  };
+  for (const auto& p : paths) {
+    if (!add(p)) return "";
+    folders.insert(std::filesystem::path(p).parent_path().string());
   }
+  for (const auto& f : folders)
+    if (!add(f)) return "";
   return stamp.finish().hex();
+}
+
+// The memo's text: "fingerprint <fp>", "stamp <hex>", then "path <p>" per header; nullopt when it is
+// not exactly that.
+struct ToolkitMemo {
+  std::string fingerprint, stamp;
+  std::vector<std::string> paths;
+};
+
+std::optional<ToolkitMemo> parse_memo(std::string_view text) {
+  if (text.substr(0, kMemoHeader.size()) != kMemoHeader) return std::nullopt;
+  text.remove_prefix(kMemoHeader.size());
+  ToolkitMemo m;
+  int line_no = 0;
+  while (!text.empty()) {
+    const auto end = text.find('\n');
+    if (end == std::string_view::npos) return std::nullopt;
+    const std::string_view line = text.substr(0, end);
+    text.remove_prefix(end + 1);
+    const auto space = line.find(' ');
+    if (space == std::string_view::npos || space + 1 == line.size()) return std::nullopt;
+    const std::string_view name = line.substr(0, space), value = line.substr(space + 1);
+    if (line_no == 0 && name == "fingerprint") m.fingerprint = value;
+    else if (line_no == 1 && name == "stamp") m.stamp = value;
+    else if (line_no >= 2 && name == "path" && value[0] == '/') m.paths.emplace_back(value);
+    else return std::nullopt;
+    ++line_no;
+  }
+  if (line_no < 2) return std::nullopt;
+  return m;
 }
 
 }  // namespace
 
 std::string fingerprint_includes_memoized(const std::vector<std::string>& roots, const std::string& include_dir,
-                                          const std::vector<SourceFile>& unit_headers, const std::string& memo_file) {
-  // memo: line 1 stamp, line 2 fingerprint, then one header path per line
-  if (std::ifstream in(memo_file); in) {
-    std::string stamp, fingerprint, path;
-    std::vector<std::string> paths;
-    std::getline(in, stamp);
-    std::getline(in, fingerprint);
-    while (std::getline(in, path)) paths.push_back(path);
-    if (!stamp.empty() && !fingerprint.empty() && metadata_stamp(paths) == stamp) return fingerprint;
-  }
+                                          const std::vector<SourceFile>& unit_headers, const MemoStore& memos,
+                                          const std::string& memo_name) {
+  if (auto sealed = memos.read(memo_name, kMaxMemoBytes))
+    if (auto text = unseal_memo(*sealed))
+      if (auto memo = parse_memo(*text); memo && metadata_stamp(memo->paths) == memo->stamp) return memo->fingerprint;
   std::vector<std::string> paths;
   std::string fingerprint = fingerprint_includes(roots, include_dir, unit_headers, &paths);
-  std::string stamp = metadata_stamp(paths);
-  // Written to a temp file and renamed: readers see an old memo or a whole new one. A memo that
-  // cannot be written only costs the next process a rescan.
-  std::string temp = memo_file + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << stamp << "\n" << fingerprint << "\n";
-    for (const auto& p : paths) out << p << "\n";
+  const std::string stamp = metadata_stamp(paths);
+  if (stamp.empty()) return fingerprint;  // a header went away while scanning: nothing to remember
+  std::string text(kMemoHeader);
+  text += "fingerprint " + fingerprint + "\nstamp " + stamp + "\n";
+  for (const auto& p : paths) {
+    if (p.empty() || p[0] != '/' || p.find('\n') != std::string::npos) return fingerprint;  // not a line: not remembered
+    text += "path " + p + "\n";
   }
-  if (std::rename(temp.c_str(), memo_file.c_str()) != 0) std::remove(temp.c_str());
+  memos.write(memo_name, seal_memo(text));  // one that cannot be written costs the next process a rescan
   return fingerprint;
 }
 

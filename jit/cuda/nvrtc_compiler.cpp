@@ -98,8 +98,8 @@ std::string toolkit_include_dir() {
 
 std::string NvrtcCompiler::unavailable_reason() { return opened().reason; }
 
-NvrtcCompiler::NvrtcCompiler(std::string arch, bool force_ptx, std::string memo_dir)
-    : arch_(std::move(arch)), memo_dir_(std::move(memo_dir)) {
+NvrtcCompiler::NvrtcCompiler(std::string arch, bool force_ptx, std::shared_ptr<const MemoStore> memos)
+    : arch_(std::move(arch)), memos_(std::move(memos)) {
   const Opened& o = opened();
   if (!o.reason.empty()) throw Error(ErrorCode::BackendUnavailable, o.reason);
   lib_ = &o.lib;
@@ -149,11 +149,9 @@ std::string NvrtcCompiler::external_headers_fingerprint(const SourceUnit& unit) 
     std::vector<std::string> roots;
     for (const auto& h : unit.headers) roots.push_back(h.text);
     roots.push_back(unit.main.text);
-    std::error_code ec;
-    bool usable = !memo_dir_.empty() && (std::filesystem::create_directories(memo_dir_, ec), !ec);
     // The memo is named after everything the scan starts from.
-    fp = !usable ? fingerprint_includes(roots, include_dir_, unit.headers)
-                 : fingerprint_includes_memoized(roots, include_dir_, unit.headers, (std::filesystem::path(memo_dir_) / scan).string());
+    fp = !memos_ ? fingerprint_includes(roots, include_dir_, unit.headers)
+                 : fingerprint_includes_memoized(roots, include_dir_, unit.headers, *memos_, scan);
   }
   return fp;
 }

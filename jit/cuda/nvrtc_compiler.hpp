@@ -2,10 +2,12 @@
 #pragma once
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
 #include "jit/compiler.hpp"
+#include "support/memo_store.hpp"
 
 namespace jit::detail {
 
@@ -15,9 +17,9 @@ class NvrtcCompiler final : public Compiler {
  public:
   // arch like "sm_90"; throws Error{BackendUnavailable} when NVRTC cannot be opened.
   // force_ptx emits PTX even for an arch NVRTC can target (tests of the fallback path).
-  // memo_dir: where the toolkit-header fingerprints are remembered between processes ("" for
+  // memos: where the toolkit-header fingerprints are remembered between processes (null for
   // nowhere: every process hashes the headers again, ~6 ms).
-  explicit NvrtcCompiler(std::string arch, bool force_ptx = false, std::string memo_dir = "");
+  explicit NvrtcCompiler(std::string arch, bool force_ptx = false, std::shared_ptr<const MemoStore> memos = nullptr);
   std::string id() const override { return id_; }
   std::string arch() const override { return arch_; }
   std::string target_fingerprint() const override { return "nvptx64 " + code_target_; }
@@ -37,7 +39,7 @@ class NvrtcCompiler final : public Compiler {
   bool pch_ = true;  // NVRTC's automatic PCH; $JITK_NVRTC_PCH=0 turns it off
   std::vector<std::string> options_;
   std::string include_dir_;  // toolkit headers NVRTC reads ("" when it has its own)
-  std::string memo_dir_;
+  std::shared_ptr<const MemoStore> memos_;
   mutable std::mutex fingerprint_mutex_;
   mutable std::map<std::string, std::string> fingerprints_;  // by the hash of what the scan starts from
 };

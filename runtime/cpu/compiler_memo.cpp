@@ -1,10 +1,6 @@
 // Reading and writing the remembered CPU compiler facts, and the cpuid stamp they are valid for.
 #include "runtime/cpu/compiler_memo.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <fstream>
 #include <string_view>
@@ -18,7 +14,7 @@
 namespace jit::detail {
 namespace {
 
-constexpr const char* kHeader = "jitk-cpu-compiler-facts 1";
+constexpr const char* kHeader = "jitk-cpu-compiler-facts 2";
 constexpr std::size_t kMaxFileBytes = 64 * 1024;
 
 #if defined(__x86_64__)
@@ -73,17 +69,13 @@ std::string compiler_facts_stamp(const std::string& module_identity) {
 #endif
 }
 
-std::optional<CompilerFacts> read_compiler_facts(const std::filesystem::path& file, const std::string& stamp) {
+std::optional<CompilerFacts> read_compiler_facts(const MemoStore& memos, const std::string& stamp) {
   if (stamp.empty()) return std::nullopt;
-  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  struct stat st{};
-  std::string text;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && static_cast<std::size_t>(st.st_size) <= kMaxFileBytes) {
-    text.resize(static_cast<std::size_t>(st.st_size));
-    if (::read(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) text.clear();
-  }
-  ::close(fd);
+  // Sealed with a checksum line: a damaged byte anywhere makes it no memo.
+  const std::string sealed = memos.read(kCompilerFactsMemo, kMaxFileBytes).value_or("");
+  const std::optional<std::string_view> unsealed = unseal_memo(sealed);
+  if (!unsealed) return std::nullopt;
+  const std::string text(*unsealed);
   // Plain string scanning (no stream): this runs on every process's first CPU get.
   std::size_t pos = 0;
   auto next_line = [&](std::string& line) {
@@ -120,7 +112,7 @@ std::optional<CompilerFacts> read_compiler_facts(const std::filesystem::path& fi
   return f;
 }
 
-void write_compiler_facts(const std::filesystem::path& file, const std::string& stamp, const CompilerFacts& f) {
+void write_compiler_facts(const MemoStore& memos, const std::string& stamp, const CompilerFacts& f) {
   if (stamp.empty() || !one_line(f.id) || !one_line(f.arch) || !one_line(f.target_fingerprint)) return;
   std::string text = std::string(kHeader) + "\nstamp " + stamp + "\nid " + f.id + "\narch " + f.arch + "\nfingerprint " +
                      f.target_fingerprint + "\n";
@@ -129,12 +121,7 @@ void write_compiler_facts(const std::filesystem::path& file, const std::string& 
     text += "option " + o + "\n";
   }
   text += "end\n";
-  const std::string temp = file.string() + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return;
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  if (!written || std::rename(temp.c_str(), file.c_str()) != 0) ::unlink(temp.c_str());
+  memos.write(kCompilerFactsMemo, seal_memo(text));
 }
 
 std::string cpu_model_name() {

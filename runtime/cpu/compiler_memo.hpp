@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "support/memo_store.hpp"
+
 namespace jit::detail {
 
 struct CompilerFacts {
@@ -19,10 +21,12 @@ struct CompilerFacts {
 // the CPU cannot be identified that way (not x86-64) or there is no module: nothing is remembered.
 std::string compiler_facts_stamp(const std::string& module_identity);
 
-// The facts remembered under `stamp` in `file`; nullopt when absent, for another stamp, or malformed.
-std::optional<CompilerFacts> read_compiler_facts(const std::filesystem::path& file, const std::string& stamp);
-// Remembers them (temp file + rename); a failure only costs a later process the module.
-void write_compiler_facts(const std::filesystem::path& file, const std::string& stamp, const CompilerFacts& facts);
+// The memo the facts are kept in (in the cache root).
+inline constexpr const char* kCompilerFactsMemo = "cpu-compiler-facts";
+// The facts remembered under `stamp` in memos; nullopt when absent, for another stamp, or malformed.
+std::optional<CompilerFacts> read_compiler_facts(const MemoStore& memos, const std::string& stamp);
+// Remembers them (atomically); a failure only costs a later process the module.
+void write_compiler_facts(const MemoStore& memos, const std::string& stamp, const CompilerFacts& facts);
 
 // The host CPU's model name, from /proc/cpuinfo ("unknown CPU" where it has none).
 std::string cpu_model_name();

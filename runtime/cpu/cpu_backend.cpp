@@ -32,18 +32,15 @@ class RememberedCompiler final : public Compiler {
   std::function<const Compiler&()> real_;
 };
 
-// Where the facts are remembered: the cache root, when this process may write there.
-std::filesystem::path facts_file() {
-  const DiskTier& disk = *process_tiers().disk;
-  return disk.writable() ? disk.root() / "cpu-compiler-facts" : std::filesystem::path();
-}
+// Where the facts are remembered: the cache root, through its handle (null when it cannot be used).
+std::shared_ptr<const MemoStore> facts_memos() { return process_tiers().disk->memos(""); }
 
 class CpuBackend final : public BackendDriver {
  public:
-  CpuBackend() : file_(facts_file()) {
-    if (!file_.empty()) {
+  CpuBackend() : memos_(facts_memos()) {
+    if (memos_) {
       stamp_ = compiler_facts_stamp(cpu_module_identity());
-      if (auto facts = read_compiler_facts(file_, stamp_))
+      if (auto facts = read_compiler_facts(*memos_, stamp_))
         remembered_.emplace(std::move(*facts), [this]() -> const Compiler& { return module().compiler(Target::cpu()); });
     }
     if (!remembered_) opened();  // learns the facts, or why the module cannot open
@@ -79,10 +76,10 @@ class CpuBackend final : public BackendDriver {
   const CpuModule& opened() const {
     std::call_once(open_once_, [this] {
       module_ = open_cpu_module();
-      if (!module_.driver || stamp_.empty()) return;
+      if (!module_.driver || stamp_.empty() || !memos_) return;
       try {  // remembered for the next process
         const Compiler& c = module_.driver->compiler(Target::cpu());
-        write_compiler_facts(file_, stamp_, {c.id(), c.arch(), c.target_fingerprint(), c.options()});
+        write_compiler_facts(*memos_, stamp_, {c.id(), c.arch(), c.target_fingerprint(), c.options()});
       } catch (const Error& e) {
         log().debug("CPU: compiler facts not remembered: {}", e.what());
       }
@@ -95,7 +92,7 @@ class CpuBackend final : public BackendDriver {
     return *m.driver;
   }
 
-  std::filesystem::path file_;
+  std::shared_ptr<const MemoStore> memos_;
   std::string stamp_;
   std::optional<RememberedCompiler> remembered_;
   mutable std::once_flag open_once_;

@@ -19,6 +19,8 @@ using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
 using CUgraph = struct CUgraph_st*;
 using CUgraphExec = struct CUgraphExec_st*;
+using CUlibrary = struct CUlib_st*;
+using CUkernel = struct CUkern_st*;
 inline constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8;
@@ -91,6 +93,12 @@ struct DriverApi {
   CUresult (*cuCtxSynchronize)();
   CUresult (*cuModuleLoadData)(CUmodule*, const void*);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  // Optional (CUDA 12+; nullptr: modules only): context-independent loading, JITK_CUDA_LOAD=library.
+  CUresult (*cuLibraryLoadData)(CUlibrary*, const void*, void*, void**, unsigned, void*, void**, unsigned);
+  CUresult (*cuLibraryGetKernel)(CUkernel*, CUlibrary, const char*);
+  CUresult (*cuKernelGetFunction)(CUfunction*, CUkernel);
+  // Optional (CUDA 11.7+): whether the driver loads kernels lazily (CUDA_MODULE_LOADING), for reports.
+  CUresult (*cuModuleGetLoadingMode)(int*);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              CUstream, void**, void**);
   CUresult (*cuGetErrorString)(CUresult, const char**);

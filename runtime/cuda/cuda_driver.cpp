@@ -1,4 +1,5 @@
 // The CUDA backend: NVRTC as its compiler, modules loaded and launched through the driver API.
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -8,6 +9,8 @@
 #include "runtime/backend_driver.hpp"
 #include "runtime/cuda/cuda_api.hpp"
 #include "runtime/cuda/cuda_kernel.hpp"
+#include "support/logging.hpp"
+#include "support/text.hpp"
 
 namespace jit::detail {
 namespace {
@@ -16,11 +19,75 @@ using namespace cuda;
 
 constexpr const char* kPackSymbol = "jitk_pack";  // gemm.cu's f32 transpose (packing)
 
-// Where NVRTC compilers remember toolkit-header fingerprints: beside the artifacts, when the
-// cache can be written.
-std::string toolkit_memo_dir() {
-  const DiskTier& disk = *process_tiers().disk;
-  return disk.writable() ? disk.pinned("toolkit-headers") : "";  // through the root's handle
+// Where NVRTC compilers remember toolkit-header fingerprints: beside the artifacts, through the
+// root's handle (a read-only cache is read, never written).
+std::shared_ptr<const MemoStore> toolkit_memos() { return process_tiers().disk->memos("toolkit-headers"); }
+
+// How artifacts are loaded: JITK_CUDA_LOAD=module (cuModuleLoadData, the default) or library
+// (cuLibraryLoadData, CUDA 12+: context-independent, loaded lazily where the driver does so). For
+// A/B measurements of a process's first load; a driver without the library API uses modules.
+enum class LoadApi { Module, Library };
+
+LoadApi load_api(const DriverApi& api) {
+  static const LoadApi chosen = [&] {
+    const char* v = std::getenv("JITK_CUDA_LOAD");
+    const std::string want = v ? v : "";
+    if (want.empty() || want == "module") return LoadApi::Module;
+    if (want != "library") {
+      warn_once("cuda-load", "JITK_CUDA_LOAD='" + printable(want) + "' is neither 'module' nor 'library'; loading with cuModuleLoadData");
+      return LoadApi::Module;
+    }
+    if (!api.cuLibraryLoadData || !api.cuLibraryGetKernel || !api.cuKernelGetFunction) {
+      warn_once("cuda-load", "JITK_CUDA_LOAD=library: this CUDA driver has no cuLibraryLoadData (CUDA 12+); loading with cuModuleLoadData");
+      return LoadApi::Module;
+    }
+    return LoadApi::Library;
+  }();
+  return chosen;
+}
+
+struct Entries {
+  CUfunction entry = nullptr;
+  CUfunction pack = nullptr;  // nullptr for texts without one
+};
+
+Entries load_module(const DriverApi& api, const std::vector<char>& image, const std::string& key) {
+  CUmodule module = nullptr;
+  check(api.cuModuleLoadData(&module, image.data()), ("cuModuleLoadData of artifact " + key).c_str(), ErrorCode::LoadFailed);
+  Entries e;
+  check(api.cuModuleGetFunction(&e.entry, module, kEntrySymbol), (std::string("cuModuleGetFunction(") + kEntrySymbol + ")").c_str(),
+        ErrorCode::LoadFailed);
+  if (api.cuModuleGetFunction(&e.pack, module, kPackSymbol) != CUDA_SUCCESS) e.pack = nullptr;
+  return e;
+}
+
+// The functions for the current context of a library's kernels.
+Entries load_library(const DriverApi& api, const std::vector<char>& image, const std::string& key) {
+  CUlibrary library = nullptr;
+  check(api.cuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+        ("cuLibraryLoadData of artifact " + key).c_str(), ErrorCode::LoadFailed);
+  Entries e;
+  CUkernel kernel = nullptr;
+  check(api.cuLibraryGetKernel(&kernel, library, kEntrySymbol), (std::string("cuLibraryGetKernel(") + kEntrySymbol + ")").c_str(),
+        ErrorCode::LoadFailed);
+  check(api.cuKernelGetFunction(&e.entry, kernel), "cuKernelGetFunction", ErrorCode::LoadFailed);
+  CUkernel pack = nullptr;
+  if (api.cuLibraryGetKernel(&pack, library, kPackSymbol) == CUDA_SUCCESS && pack &&
+      api.cuKernelGetFunction(&e.pack, pack) != CUDA_SUCCESS)
+    e.pack = nullptr;
+  return e;
+}
+
+// Libraries and modules live as long as the process: the memory tier hands their functions out.
+Entries load_entries(const DriverApi& api, const std::vector<char>& image, const std::string& key) {
+  if (load_api(api) == LoadApi::Library) {
+    try {
+      return load_library(api, image, key);
+    } catch (const Error& e) {
+      warn_once("cuda-library-load", std::string("JITK_CUDA_LOAD=library: ") + e.what() + "; loading with cuModuleLoadData instead");
+    }
+  }
+  return load_module(api, image, key);
 }
 
 class CudaDriver final : public BackendDriver {
@@ -50,7 +117,7 @@ class CudaDriver final : public BackendDriver {
     }
     std::lock_guard lock(mutex_);
     auto& c = compilers_[arch];
-    if (!c) c = std::make_unique<NvrtcCompiler>(arch, /*force_ptx=*/false, toolkit_memo_dir());
+    if (!c) c = std::make_unique<NvrtcCompiler>(arch, /*force_ptx=*/false, toolkit_memos());
     return *c;
   }
 
@@ -58,14 +125,10 @@ class CudaDriver final : public BackendDriver {
                                            const Target& target, const std::string& key) const override {
     make_current(target.device);
     const DriverApi* api = driver_api();
-    CUmodule module = nullptr;
     std::vector<char> image = artifact;
     image.push_back('\0');  // PTX must be NUL-terminated; a CUBIN ignores the extra byte
-    check(api->cuModuleLoadData(&module, image.data()), ("cuModuleLoadData of artifact " + key).c_str(), ErrorCode::LoadFailed);
-    CUfunction fn = nullptr, pack = nullptr;
-    check(api->cuModuleGetFunction(&fn, module, kEntrySymbol), (std::string("cuModuleGetFunction(") + kEntrySymbol + ")").c_str(),
-          ErrorCode::LoadFailed);
-    if (api->cuModuleGetFunction(&pack, module, kPackSymbol) != CUDA_SUCCESS) pack = nullptr;  // texts without one
+    const Entries entries = load_entries(*api, image, key);
+    CUfunction fn = entries.entry, pack = entries.pack;
     if (unit.shape.shared_bytes > 48 * 1024) {  // over the default a block gets: ask for it
       const auto& dev = devices()[target.device];
       if (unit.shape.shared_bytes > dev.shared_mem_per_block_optin)

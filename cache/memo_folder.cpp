@@ -1,0 +1,111 @@
+// Reading and writing memo files through the cache root's handle.
+#include "cache/memo_folder.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <vector>
+
+#include "jit/error.hpp"
+
+namespace jit::detail {
+
+bool is_memo_name(const std::string& name) {
+  return !name.empty() && name.size() <= 200 && name[0] != '.' && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
+
+MemoFolder::MemoFolder(std::shared_ptr<CacheRoot> root, std::string folder, bool writable)
+    : root_(std::move(root)), folder_(std::move(folder)), writable_(writable) {}
+
+std::optional<std::string> MemoFolder::read(const std::string& name, std::size_t max_bytes) const {
+  if (!root_ || !root_->usable() || !is_memo_name(name)) return std::nullopt;
+  try {
+    bool missing = false;
+    UniqueFd dir = root_->open_dir(folder_, /*create=*/false, &missing);
+    if (!dir) return std::nullopt;
+    std::string problem;
+    struct stat st{};
+    UniqueFd f = open_regular_file(dir.get(), name, O_RDONLY, 0, root_->shown(folder_).string() + "/" + name, &problem, &st);
+    if (!f || st.st_size < 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) return std::nullopt;
+    std::string text(static_cast<std::size_t>(st.st_size), '\0');
+    std::size_t got = 0;
+    while (got < text.size()) {
+      const ssize_t n = ::read(f.get(), text.data() + got, text.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return std::nullopt;  // shorter than its size: changing under us
+      got += static_cast<std::size_t>(n);
+    }
+    return text;
+  } catch (const Error&) {
+    return std::nullopt;  // a folder on the way is not ours: no memo
+  }
+}
+
+bool MemoFolder::write(const std::string& name, std::string_view text) const {
+  if (!writable_ || !root_ || !root_->usable() || root_->read_only() || !is_memo_name(name)) return false;
+  try {
+    UniqueFd dir = root_->open_dir(folder_, /*create=*/true);
+    static std::atomic<unsigned> counter{0};
+    const std::string temp = "." + name + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    UniqueFd f(::openat(dir.get(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!f) return false;
+    const char* p = text.data();
+    std::size_t left = text.size();
+    while (left > 0) {
+      const ssize_t w = ::write(f.get(), p, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        ::unlinkat(dir.get(), temp.c_str(), 0);
+        return false;
+      }
+      p += w;
+      left -= static_cast<std::size_t>(w);
+    }
+    f = UniqueFd();
+    if (::renameat(dir.get(), temp.c_str(), dir.get(), name.c_str()) != 0) {
+      ::unlinkat(dir.get(), temp.c_str(), 0);
+      return false;
+    }
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+int MemoFolder::remove_all() const {
+  if (!writable_ || !root_ || !root_->usable() || root_->read_only()) return 0;
+  int removed = 0;
+  try {
+    bool missing = false;
+    UniqueFd dir = root_->open_dir(folder_, /*create=*/false, &missing);
+    if (!dir) return 0;
+    const int copy = ::fcntl(dir.get(), F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) return 0;
+    DIR* d = ::fdopendir(copy);
+    if (!d) {
+      ::close(copy);
+      return 0;
+    }
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    ::closedir(d);
+    for (const auto& name : names) {
+      struct stat st{};
+      if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+          ::unlinkat(dir.get(), name.c_str(), 0) == 0)
+        ++removed;
+    }
+  } catch (const Error&) {
+  }
+  return removed;
+}
+
+}  // namespace jit::detail
