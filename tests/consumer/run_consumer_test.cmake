@@ -6,33 +6,9 @@
 #     CXX_FLAGS LINKER_FLAGS (the sanitizer flags jitk was built with) BINDIR LIBDIR INCLUDEDIR
 cmake_minimum_required(VERSION 3.22)
 
-foreach(var JITK_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER BINDIR LIBDIR INCLUDEDIR)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "install test: -D${var}=... is missing")
-  endif()
-endforeach()
-
-# Runs a command; on failure stops with its output. The output lands in `out`.
-function(run what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE output ERROR_VARIABLE output)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "install test: ${what} failed (exit ${rc}):\n${output}")
-  endif()
-  set(out "${output}" PARENT_SCOPE)
-endfunction()
-
-function(expect_match what regex text)
-  if(NOT text MATCHES "${regex}")
-    message(FATAL_ERROR "install test: ${what}: expected output matching '${regex}', got:\n${text}")
-  endif()
-endfunction()
-
-function(expect_text what text output)
-  string(FIND "${output}" "${text}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "install test: ${what}: expected output containing '${text}', got:\n${output}")
-  endif()
-endfunction()
+set(TEST_LABEL "install test")
+include("${CMAKE_CURRENT_LIST_DIR}/../install_test_support.cmake")
+require_defined(JITK_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER BINDIR LIBDIR INCLUDEDIR)
 
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
@@ -63,14 +39,7 @@ endif()
 
 # 2. The consumer: configure (finds the package), build (warms), run (loads from disk).
 configure_file("${CONSUMER_SOURCE_DIR}/warm.toml" "${WORK_DIR}/warm.toml" COPYONLY)  # a copy to touch in 3.
-set(configure_args -S "${CONSUMER_SOURCE_DIR}" -B "${consumer_build}" -G "${GENERATOR}"
-    "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON
-    "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
-    "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}" "-DCONSUMER_MANIFEST=${WORK_DIR}/warm.toml")
-if(MAKE_PROGRAM)
-  list(APPEND configure_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
-endif()
-run("configuring the consumer" ${CMAKE_COMMAND} ${configure_args})
+configure_project("configuring the consumer" "${prefix}" "${consumer_build}" "-DCONSUMER_MANIFEST=${WORK_DIR}/warm.toml")
 file(STRINGS "${consumer_build}/CMakeCache.txt" jitk_dir REGEX "^jitk_DIR:")
 if(NOT jitk_dir STREQUAL "jitk_DIR:PATH=${LIBDIR}/cmake/jitk")
   message(FATAL_ERROR "install test: the consumer found jitk elsewhere: ${jitk_dir}, not ${LIBDIR}/cmake/jitk")

@@ -5,25 +5,9 @@
 # -D: JITK_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR MAKE_PROGRAM CXX_COMPILER CXX_FLAGS LINKER_FLAGS
 cmake_minimum_required(VERSION 3.22)
 
-foreach(var JITK_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "own kernel test: -D${var}=... is missing")
-  endif()
-endforeach()
-
-function(run what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE output ERROR_VARIABLE output)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "own kernel test: ${what} failed (exit ${rc}):\n${output}")
-  endif()
-  set(out "${output}" PARENT_SCOPE)
-endfunction()
-
-function(expect_match what regex text)
-  if(NOT text MATCHES "${regex}")
-    message(FATAL_ERROR "own kernel test: ${what}: expected output matching '${regex}', got:\n${text}")
-  endif()
-endfunction()
+set(TEST_LABEL "own kernel test")
+include("${CMAKE_CURRENT_LIST_DIR}/../install_test_support.cmake")
+require_defined(JITK_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
 
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
@@ -32,13 +16,7 @@ set(build "${WORK_DIR}/build")
 
 run("cmake --install ${JITK_BINARY_DIR}" ${CMAKE_COMMAND} --install "${JITK_BINARY_DIR}" --prefix "${prefix}")
 
-set(configure_args -S "${CONSUMER_SOURCE_DIR}" -B "${build}" -G "${GENERATOR}"
-    "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON
-    "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}")
-if(MAKE_PROGRAM)
-  list(APPEND configure_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
-endif()
-run("configuring the project" ${CMAKE_COMMAND} ${configure_args})
+configure_project("configuring the project" "${prefix}" "${build}")
 run("building the project" ${CMAKE_COMMAND} --build "${build}")
 
 # 1. The program's own kernel, compiled at run time from kernels/axpby.cpp and its header.
