@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "jit/kernel_catalog.hpp"
 #include "support/text.hpp"
 
 namespace jit {
@@ -86,6 +87,15 @@ std::string program_folder() {
   return ec ? std::string() : exe.parent_path().string();
 }
 
+// The dtype a get with these params specializes for: the params', else the declaration's default
+// (a get may leave out a parameter that has one: its key is the same either way).
+const ParamValue* dtype_of_get(const char* kernel, const ParamSet& params) {
+  if (const auto* v = params.find("dtype")) return v;
+  for (const auto& spec : find_kernel(kernel).params)
+    if (spec.name == "dtype" && spec.fallback) return &*spec.fallback;
+  return nullptr;
+}
+
 }  // namespace
 
 void check_count(const ArgumentCheck& c, std::int64_t v) {
@@ -98,7 +108,7 @@ void check_pointer(const ArgumentCheck& c, const PassedPointer& p, const ParamSe
   std::optional<DType> expected;
   std::string expected_text = declared_type(c);
   if (element == "T") {
-    const auto* v = params.find("dtype");
+    const auto* v = dtype_of_get(c.kernel, params);
     if (v && std::holds_alternative<std::string>(*v)) {
       expected = dtype_named(std::get<std::string>(*v));
       expected_text += " with T = " + std::get<std::string>(*v) + " (the kernel's dtype)";

@@ -214,6 +214,28 @@ TEST_CASE("a declared kernel's call is checked: the argument, what it is declare
   k(std::int64_t{0}, nullptr, nullptr, nullptr, 1.0);
 }
 
+// dtype with a default: a get may leave it out, and the call is checked against the default.
+struct AddOneDefault : jit::UserKernel<AddOneDefault, jit::count<"n">, jit::in<"x">, jit::out<"y">> {
+  static constexpr const char* name = "test_user_add_one_default";
+  static jit::KernelDeclaration declaration() {
+    return {.summary = "y = x + 1",
+            .params = {jit::dtype_param({"f32", "f64"}, "f64")},
+            .texts = {jit::cpu_text("add_one.cpp", "#include \"jitk_cpu.h\"\nJITK_CPU_KERNEL {\n  JITK_ARGS\n"
+                                                   "  for (i64 i = jitk_begin; i < jitk_end; ++i) y[i] = x[i] + T(1);\n}\n")}};
+  }
+};
+
+TEST_CASE("a declared kernel's call is checked against a dtype left to its default") {
+  auto k = jit::get<AddOneDefault>({}, jit::Target::cpu());
+  std::vector<double> x{1.5, 2.5}, y(2);
+  k(std::int64_t{2}, x.data(), y.data());  // a mutable pointer where const T* is declared, T = the default
+  CHECK(y[1] == 3.5);
+  std::vector<float> narrow(2);
+  const jit::Error wrong = error_of([&] { k(std::int64_t{2}, narrow.data(), y.data()); });
+  CHECK(wrong.message() ==
+        "test_user_add_one_default: argument 'x' (2 of 3) is declared const T* with T = f64 (the kernel's dtype); the call passes f32*");
+}
+
 TEST_CASE("a declared kernel's includes stay in its folders: escapes and files that are not regular are refused") {
   const std::string inside = folder("escape");
   const std::string outside = folder("outside");
