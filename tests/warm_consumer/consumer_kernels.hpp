@@ -1,27 +1,21 @@
-// The consumer's own kernel, add_one: y[i] = x[i] + 1 (its descriptor, and the registration).
+// The consumer's own kernel, add_one: y[i] = x[i] + 1, declared with jitk's public API
+// (jit/user_kernel.hpp), and the registration the program and `jitk warm --kernels` both call.
 #pragma once
-#include <jit/jit.hpp>
+#include <jit/user_kernel.hpp>
 
-struct AddOne {
+struct AddOne : jit::UserKernel<AddOne, jit::count<"n">, jit::in<"x">, jit::out<"y">> {
   static constexpr const char* name = "consumer_add_one";
-  struct Params {
-    jit::DType dtype = jit::DType::f32;
-    auto fields() const { return std::tie(dtype); }
-  };
-  struct Args {
-    std::int64_t n;
-    jit::ConstPtr x;
-    jit::MutPtr y;
-  };
-  static jit::ParamSet to_params(const Params& p) { return {{"dtype", std::string(jit::dtype_name(p.dtype))}}; }
-  static void pack(const Params& p, const Args& a, jit::detail::ArgPack& out) {
-    jit::detail::check_dtype(name, "x", p.dtype, a.x.dtype);
-    jit::detail::check_dtype(name, "y", p.dtype, a.y.dtype);
-    out.add_pointer(a.x.data);
-    out.add_pointer(a.y.data);
-    out.work_items = a.n;
+  static jit::KernelDeclaration declaration() {
+    return {.summary = "y = x + 1",
+            .params = {jit::dtype_param({"f32", "f64"}, "f32")},
+            .texts = {jit::cpu_text("consumer_add_one.cpp", R"(#include "jitk_cpu.h"
+JITK_CPU_KERNEL {
+  JITK_ARGS  // n, x, y
+  for (i64 i = jitk_begin; i < jitk_end; ++i) y[i] = x[i] + T(1);
+}
+)")}};
   }
 };
 
-// Registers consumer_add_one (once per process; the program calls it before its first get).
+// Registers consumer_add_one (the program calls it before its first get; the module exports it).
 void register_consumer_kernels();
