@@ -46,7 +46,7 @@ std::filesystem::path normal_root(const std::filesystem::path& root) {
 
 bool same_remote(const cache::RemoteOptions& a, const cache::RemoteOptions& b) {
   return a.url == b.url && a.mode == b.mode && a.connect_timeout_ms == b.connect_timeout_ms &&
-         a.command_timeout_ms == b.command_timeout_ms && a.lease_ttl_ms == b.lease_ttl_ms && a.wait_ms == b.wait_ms &&
+         a.command_timeout_ms == b.command_timeout_ms && a.lease_ttl_ms == b.lease_ttl_ms && a.wait_ms == b.wait_ms && a.poll_ms == b.poll_ms &&
          a.retry_ms == b.retry_ms && a.max_entry_bytes == b.max_entry_bytes;
 }
 

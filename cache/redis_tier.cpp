@@ -1,6 +1,7 @@
 // The Redis tier: bounded, verified reads; leases with renewal; failures counted, said once, and waited out.
 #include "cache/redis_tier.hpp"
 
+#include <algorithm>
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <signal.h>
@@ -328,7 +329,8 @@ FlightClaim RedisTier::claim(const std::string& key, const ArtifactMeta& meta) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(options_.wait_ms);
   std::minstd_rand jitter(std::random_device{}());
-  auto backoff = std::chrono::milliseconds(5);
+  const auto poll = std::chrono::milliseconds(std::max<std::int64_t>(1, options_.poll_ms));
+  auto backoff = std::min(std::chrono::milliseconds(5), poll);
   bool waited = false;
   for (;;) {
     auto r = writable_ ? command({"SET", lease_key(key), token, "NX", "PX", std::to_string(options_.lease_ttl_ms)})
@@ -370,10 +372,11 @@ FlightClaim RedisTier::claim(const std::string& key, const ArtifactMeta& meta) {
                                           meta.kernel + " (" + meta.params + "); compiling here (JITK_REMOTE_WAIT sets the bound)");
       return {};
     }
-    // Backoff with jitter, doubling to 250 ms: a fleet of waiters polls a few times a second each.
-    auto sleep = std::min<Clock::duration>(backoff + std::chrono::milliseconds(jitter() % (backoff.count() + 1)), deadline - now);
+    // Backoff with up to a quarter of jitter, doubling to poll_ms (100 ms by default): a waiter sees the
+    // holder's result within about poll_ms of its landing, and a fleet of waiters polls ~10 times a second each.
+    auto sleep = std::min<Clock::duration>(backoff + std::chrono::milliseconds(jitter() % (backoff.count() / 4 + 1)), deadline - now);
     std::this_thread::sleep_for(sleep);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(250));
+    backoff = std::clamp(backoff * 2, std::chrono::milliseconds(1), poll);
     auto e = command({"EXISTS", blob_key(key)});
     if (!e) return {};
     if (e->type == REDIS_REPLY_INTEGER && e->integer > 0) {

@@ -50,6 +50,7 @@ RemoteOptions remote_options_from_environment() {
   };
   for (const Setting& s : {Setting{"JITK_REMOTE_CONNECT_TIMEOUT", &o.connect_timeout_ms}, Setting{"JITK_REMOTE_TIMEOUT", &o.command_timeout_ms},
                            Setting{"JITK_REMOTE_LEASE_TTL", &o.lease_ttl_ms}, Setting{"JITK_REMOTE_WAIT", &o.wait_ms},
+                           Setting{"JITK_REMOTE_POLL", &o.poll_ms},
                            Setting{"JITK_REMOTE_RETRY", &o.retry_ms}}) {
     const char* v = std::getenv(s.env);
     if (!v || !*v) continue;

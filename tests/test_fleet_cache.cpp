@@ -1,4 +1,5 @@
 // The fleet cache: many processes, each with its own local cache, sharing one redis-server that the test starts.
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "cache/remote_address.hpp"
@@ -185,6 +186,34 @@ TEST_CASE("a lease holder that died: the others compile once, within the lease t
   CHECK(redis.stat("waits") >= 1);
   CHECK(s >= kTtlMs / 1000.0 - 0.5);  // they waited for the lease...
   CHECK(s < kTtlMs / 1000.0 + 30);    // ...and no longer than it plus one compile (generous: a busy machine)
+}
+
+TEST_CASE("a waiter looks for the holder's result as often as JITK_REMOTE_POLL says, no more", "[fleet][lease]") {
+  REQUIRE_REDIS();
+  RedisServer redis;
+  const std::string key = saxpy_key();
+  // A holder's lease that expires after 1.5 s: the waiter looks for the blob (EXISTS) until then, then
+  // takes the lease and compiles. Its looks start 5 ms apart and double up to the poll interval.
+  struct Case {
+    std::string poll;
+    long at_least, at_most;
+  };
+  for (const Case& c : {Case{"20ms", 20, 200}, Case{"400ms", 1, 15}}) {
+    redis.command({"DEL", "jitk:v1:blob:" + key});
+    redis.command({"CONFIG", "RESETSTAT"});
+    redis.command({"SET", "jitk:v1:lease:" + key, "holder-host:1:1", "PX", "1500"});
+    TempDir fresh;
+    auto r = run(kClient + " saxpy", redis.env(fresh, "JITK_REMOTE_POLL=" + c.poll));
+    INFO(r.output);
+    CHECK_THAT(r.output, Contains("saxpy compiled ok"));
+    const std::string stats = redis.command({"INFO", "commandstats"});
+    const auto at = stats.find("cmdstat_exists:calls=");
+    REQUIRE(at != std::string::npos);
+    const long looks = std::stol(stats.substr(at + std::strlen("cmdstat_exists:calls=")));
+    INFO("JITK_REMOTE_POLL=" << c.poll << ": " << looks << " looks in 1.5 s");
+    CHECK(looks >= c.at_least);
+    CHECK(looks <= c.at_most);
+  }
 }
 
 TEST_CASE("a lease held past the wait bound: the waiters compile for themselves", "[fleet][lease]") {

@@ -14,7 +14,8 @@
 // both); --dump DIR writes the 1 x 2048 prefill's input, weights and output (raw bf16) for its
 // correctness check against PyTorch.
 //   jitk_layer_bench [--json] [--dump DIR] [--prefill-only]
-//   jitk_layer_bench --child-first-forward [--compile-all]   (what the parent runs in children)
+//   jitk_layer_bench --child-first-forward [--compile-all] [--ready-file F --start-file G]
+//     (what the parent, or bench/gpu/fleet.sh, runs in children)
 #include <cuda.h>
 #include <unistd.h>
 
@@ -284,13 +285,33 @@ int bench(const std::string& dump, bool prefill_only) {
 
 // In a child: the process's first forward (prefill 1 x 2048), with every get; with --compile-all
 // every variant is got first, from one thread each (a cold start's compiles in parallel).
-int child_first_forward(bool compile_all) {
+// A fleet's child (bench/gpu/fleet.sh) says it is set up by creating ready_file, then waits (bounded)
+// for start_file, so that every child of the fleet asks for its kernels at the same moment.
+void fleet_barrier(const std::string& ready_file, const std::string& start_file) {
+  if (!ready_file.empty()) std::ofstream(ready_file) << getpid() << "\n";
+  if (start_file.empty()) return;
+  for (int i = 0; access(start_file.c_str(), F_OK) != 0; ++i) {
+    if (i > 600000) throw std::runtime_error("no start file " + start_file + " after 600 s");
+    usleep(1000);
+  }
+}
+
+// FNV-1a of the output's bytes: the fleet's children compare theirs with one node's.
+template <class V> unsigned long long checksum(const V& v) {
+  unsigned long long h = 1469598103934665603ull;
+  const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+  for (std::size_t i = 0; i < v.size() * sizeof(v[0]); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+int child_first_forward(bool compile_all, const std::string& ready_file, const std::string& start_file) {
   const auto& c = kLlama;
   Layer layer(c, llama_weights(), 1, 2049, true);
   auto& step = layer.prepare_prefill(2048);
   step.x.upload(uniform(2048 * c.hidden, -2, 2, 7));
   jit::cuda::synchronize();
   const double setup_ms = ms_since(g_start);
+  fleet_barrier(ready_file, start_file);
   const auto t0 = clock_type::now();
   std::size_t variants = 0;
   if (compile_all) variants = layer.compile_all(2048);
@@ -302,8 +323,10 @@ int child_first_forward(bool compile_all) {
   const auto t1 = clock_type::now();
   layer.run(step, stream);
   stream.synchronize();
+  const double second_ms = ms_since(t1);
   std::printf("setup_ms %.1f compile_all_ms %.1f variants %zu first_forward_ms %.2f second_forward_ms %.2f\n", setup_ms, compile_ms, variants,
-              first_ms, ms_since(t1));
+              first_ms, second_ms);
+  if (!start_file.empty()) std::printf("checksum %016llx\n", checksum(step.y.host()));
   return 0;
 }
 
@@ -398,7 +421,7 @@ void sweep_few_rows() {
 
 int main(int argc, char** argv) {
   try {
-    std::string dump;
+    std::string dump, ready_file, start_file;
     bool child = false, compile_all = false, sweep = false, prefill_only = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -406,6 +429,8 @@ int main(int argc, char** argv) {
       else if (a == "--dump" && i + 1 < argc) dump = argv[++i];
       else if (a == "--child-first-forward") child = true;
       else if (a == "--compile-all") compile_all = true;
+      else if (a == "--ready-file" && i + 1 < argc) ready_file = argv[++i];
+      else if (a == "--start-file" && i + 1 < argc) start_file = argv[++i];
       else if (a == "--sweep-few-rows") sweep = true;
       else if (a == "--prefill-only") prefill_only = true;
       else {
@@ -417,7 +442,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "jitk_layer_bench: no GPU (%s): nothing to measure\n", jit::cuda::unavailable_reason().c_str());
       return 0;
     }
-    if (child) return child_first_forward(compile_all);
+    if (child) return child_first_forward(compile_all, ready_file, start_file);
     if (sweep) {
       sweep_few_rows();
       return 0;

@@ -9,6 +9,8 @@
 #   torch      torch_baseline.py row kernels + attention + plot           -> torch.jsonl, row_kernels.png
 #   first_use  a warm first use in new processes, with its breakdown, vs CuPy, and A/B of
 #              JITK_CUDA_LOAD=library and JITK_REQUEST_KEYS=0                -> first_use.log
+#   fleet      bench/gpu/fleet.sh: JITK_FLEET_N (default 32) processes, empty caches, one redis-server,
+#              the layer's cold start against one node's (carry redis-server: fetch-gpu-deps.sh) -> fleet.log
 #   python     python/gpu-run.sh (carry .gpu-wheels too): the package's tests on CUDA, launch overhead,
 #              the decoder layer against torch eager and torch.compile in one process -> python/
 # A device call runs at most 10 minutes: the whole check takes three calls on a fresh machine, e.g.
@@ -83,6 +85,10 @@ section_first_use() {
   JITK_REQUEST_KEYS=0 python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 jitk,jitk_after_other,cupy >> "$out/first_use.log" 2>&1
   cat "$out/first_use.log"
 }
+section_fleet() {
+  bash bench/gpu/fleet.sh ./build-gpu/bench/gpu/jitk_layer_bench "${JITK_FLEET_N:-32}" > "$out/fleet.log" 2>&1; echo "fleet exit: $?"
+  cat "$out/fleet.log"
+}
 section_python() {  # needs .gpu-wheels carried too (python/fetch-gpu-wheels.sh); builds its own build-gpu-python
   OUT="$out/python" bash python/gpu-run.sh; echo "python exit: $?"
 }
@@ -90,7 +96,7 @@ sections=("$@")
 [ ${#sections[@]} -eq 0 ] && sections=(tests ship layer bench torch first_use python)
 for s in "${sections[@]}"; do
   case $s in
-    tests|ship|layer|bench|torch|first_use|python) echo "== $s"; "section_$s" ;;
-    *) echo "run.sh: unknown section '$s' (tests ship layer bench torch first_use python)"; exit 2 ;;
+    tests|ship|layer|bench|torch|first_use|fleet|python) echo "== $s"; "section_$s" ;;
+    *) echo "run.sh: unknown section '$s' (tests ship layer bench torch first_use fleet python)"; exit 2 ;;
   esac
 done

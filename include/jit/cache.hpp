@@ -95,11 +95,12 @@ struct RemoteOptions {
   std::int64_t command_timeout_ms = 2000;  // any one command's reply
   std::int64_t lease_ttl_ms = 10000;       // a compiling process renews its lease every third of it
   std::int64_t wait_ms = 120000;           // longest wait for another process's compile
+  std::int64_t poll_ms = 100;              // a waiter looks at least this often (its looks start at 5 ms, doubling)
   std::int64_t retry_ms = 5000;            // after a failure, the remote is left alone this long
   std::int64_t max_entry_bytes = std::int64_t{256} << 20;  // larger entries are not read (nor written)
 };
 // From JITK_REMOTE, JITK_REMOTE_MODE (read-write, read-only, off), JITK_REMOTE_CONNECT_TIMEOUT,
-// JITK_REMOTE_TIMEOUT, JITK_REMOTE_LEASE_TTL, JITK_REMOTE_WAIT, JITK_REMOTE_RETRY (ms, or "2s", "500ms")
+// JITK_REMOTE_TIMEOUT, JITK_REMOTE_LEASE_TTL, JITK_REMOTE_WAIT, JITK_REMOTE_POLL, JITK_REMOTE_RETRY (ms, or "2s", "500ms")
 // and JITK_REMOTE_MAX_ENTRY (a size). A value that does not parse is one WARN and its default.
 RemoteOptions remote_options_from_environment();
 // The remote the process uses instead of the environment's. Call before the first jit::get (or
