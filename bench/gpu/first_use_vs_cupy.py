@@ -120,6 +120,10 @@ def main():
     sides = {
         "jitk": ([bench, "--child-first-use"], jitk_cache),
         "jitk_after_other": ([bench, "--child-first-use"], {**jitk_cache, "JITK_BENCH_OTHER_FIRST": "1"}),
+        # issue 27's experiment: the process's first module load paid by a tiny PTX module, before the
+        # clock (sync) or on a thread started at CUDA init and joined after the get (thread)
+        "jitk_tiny_first": ([bench, "--child-first-use"], {**jitk_cache, "JITK_BENCH_TINY_FIRST": "sync"}),
+        "jitk_tiny_thread": ([bench, "--child-first-use"], {**jitk_cache, "JITK_BENCH_TINY_FIRST": "thread"}),
         "cupy": ([sys.executable, "-c", CUPY_CHILD, "warm"], cupy_cache),
         "cupy_keying": ([sys.executable, "-c", CUPY_CHILD, "cold"], cupy_cache),
         "triton": ([sys.executable, triton_file], {"TRITON_CACHE_DIR": os.path.join(work, "triton")}),

@@ -7,6 +7,8 @@
 // in that order). --filter TEXT keeps only the gemm, tuning and block-sparse cases whose names
 // hold TEXT (e.g. --only gemm --filter f32).
 #include <cuda.h>
+
+#include <thread>
 #include <nvrtc.h>
 #include <unistd.h>
 #ifdef JITK_BENCH_CUBLAS
@@ -246,8 +248,32 @@ void first_use_breakdown() {
 // The prefill variant a Llama-3-8B prefill compiles (bf16, head 128, causal, 4 query heads a kv head).
 const kernels::AttentionPrefill::Params kLlamaPrefill{jit::DType::bf16, 128, true, 0, 4};
 
+// A module of one empty kernel in PTX (the driver JIT-compiles it): issue 27's experiment of paying the
+// process's first module load with it, off the clock or on a thread of its own.
+void load_tiny_module(CUcontext ctx) {
+  cuCtxSetCurrent(ctx);
+  static const char ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry jitk_tiny()\n{\n ret;\n}\n";
+  const auto t0 = clock_type::now();
+  CUmodule mod = nullptr;
+  const CUresult r = cuModuleLoadData(&mod, ptx);
+  std::fprintf(stderr, "tiny module: %s in %.4f ms\n", r == CUDA_SUCCESS ? "loaded" : "FAILED", ms_since(t0));
+}
+
 int child_first_use() {
   jit::cuda::available();  // cuInit + primary context: once per process, not the cache's cost
+  std::thread tiny;
+  if (const char* t = std::getenv("JITK_BENCH_TINY_FIRST")) {
+    CUcontext ctx = nullptr;
+    cuCtxGetCurrent(&ctx);
+    CUdevice dev = 0;
+    if (!ctx && cuDeviceGet(&dev, 0) == CUDA_SUCCESS) cuDevicePrimaryCtxRetain(&ctx, dev);
+    if (std::string(t) == "thread") tiny = std::thread(load_tiny_module, ctx);
+    else load_tiny_module(ctx);
+  }
+  struct Join {
+    std::thread& t;
+    ~Join() { if (t.joinable()) t.join(); }
+  } join{tiny};
   if (std::getenv("JITK_BENCH_PREFILL")) {  // the same, for attention_prefill
     auto t0 = clock_type::now();
     auto k = jit::get<kernels::AttentionPrefill>(kLlamaPrefill);

@@ -81,12 +81,15 @@ section_first_use() {
   # A/B in the same run: cuLibraryLoadData instead of cuModuleLoadData; the text rendered on every get
   echo "== JITK_CUDA_LOAD=library" >> "$out/first_use.log"
   JITK_CUDA_LOAD=library python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 jitk,jitk_after_other,cupy >> "$out/first_use.log" 2>&1
+  echo "== CUDA_MODULE_LOADING=EAGER" >> "$out/first_use.log"
+  CUDA_MODULE_LOADING=EAGER python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 jitk,jitk_after_other,cupy >> "$out/first_use.log" 2>&1
   echo "== JITK_REQUEST_KEYS=0" >> "$out/first_use.log"
   JITK_REQUEST_KEYS=0 python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 jitk,jitk_after_other,cupy >> "$out/first_use.log" 2>&1
   cat "$out/first_use.log"
 }
 section_fleet() {
-  bash bench/gpu/fleet.sh ./build-gpu/bench/gpu/jitk_layer_bench "${JITK_FLEET_N:-32}" > "$out/fleet.log" 2>&1; echo "fleet exit: $?"
+  # redis-server and redis-cli carried in .gpu-deps (fetch-gpu-deps.sh redis-server redis-tools ...)
+  PATH="/opt/gpu-deps/usr/bin:$PATH" bash bench/gpu/fleet.sh ./build-gpu/bench/gpu/jitk_layer_bench "${JITK_FLEET_N:-32}" > "$out/fleet.log" 2>&1; echo "fleet exit: $?"
   cat "$out/fleet.log"
 }
 section_python() {  # needs .gpu-wheels carried too (python/fetch-gpu-wheels.sh); builds its own build-gpu-python
