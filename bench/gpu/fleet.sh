@@ -20,15 +20,16 @@ gpus=$(nvidia-smi -L 2> /dev/null | wc -l)
 [ "$gpus" -ge 1 ] || { echo "fleet.sh: SKIPPED: no GPU"; exit 0; }
 work=$(mktemp -d /tmp/jitk-fleet-XXXXXX)
 redis_pid=
-cleanup() { [ -n "$redis_pid" ] && kill -9 "$redis_pid" 2> /dev/null; rm -rf "$work"; }
+cleanup() { [ -n "$redis_pid" ] && { kill -9 "$redis_pid"; wait "$redis_pid"; } 2> /dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 
 # child INDEX START_FILE [ENV...]: one process with empty caches, output in $work/out-INDEX
 child() {
-  local i=$1 start=$2
+  local i=$1 start=$2 gpu=0
   shift 2
+  [[ $i =~ ^[0-9]+$ ]] && gpu=$((i % gpus))
   mkdir -p "$work/c$i/jitk" "$work/c$i/cuda"
-  env JITK_CACHE_DIR="$work/c$i/jitk" CUDA_CACHE_PATH="$work/c$i/cuda" CUDA_VISIBLE_DEVICES=$((i % gpus)) "$@" \
+  env JITK_CACHE_DIR="$work/c$i/jitk" CUDA_CACHE_PATH="$work/c$i/cuda" CUDA_VISIBLE_DEVICES=$gpu "$@" \
     timeout 600 "$bench" --child-first-forward --compile-all --ready-file "$work/ready-$i" --start-file "$start" > "$work/out-$i" 2>&1
 }
 field() { awk -v k="$1" '{for (i = 1; i < NF; i++) if ($i == k) print $(i + 1)}' "$2" | head -1; }
@@ -82,4 +83,4 @@ echo "fleet: kernels compiled in the fleet $kernels (compiled more than once: $o
 echo "fleet: redis stats: $(redis-cli -s "$sock" hgetall jitk:v1:stats | paste -sd' ')"
 printf '{"bench": "fleet_cold_start_%d_processes", "value": %s, "unit": "ms", "baseline": %s, "baseline_name": "one node alone", "ratio": %s, "kernels": %s, "over_once": %s, "failed": %s, "unlike": %s}\n' \
   "$n" "$slowest" "$one" "$(awk -v a="$slowest" -v b="$one" 'BEGIN {printf "%.3f", a / b}')" "$kernels" "$over" "$failed" "$bad"
-[ "$failed" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$over" -eq 0 ]
+[ "$failed" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$over" -eq 0 ] && [ "$kernels" -gt 0 ]
