@@ -402,10 +402,7 @@ template <class T> void check_gpu_rotary_fused(const jitk_test::RotaryShape& s, 
   auto q = random_vector<T>(s.tokens * qw), k = random_vector<T>(s.tokens * kw);
   jitk_test::poison_tails(q, s.head_dim, s.rotary_dim);
   jitk_test::poison_tails(k, s.head_dim, s.rotary_dim);
-  std::vector<T> qkv(static_cast<std::size_t>(s.tokens * stride));
-  std::memset(static_cast<void*>(qkv.data()), kPoison, qkv.size() * sizeof(T));
-  jitk_test::scatter_rows(qkv, q, s.tokens, qw, stride, 0);
-  jitk_test::scatter_rows(qkv, k, s.tokens, kw, stride, qw);
+  const auto qkv = jitk_test::fused_rows<T>(s.tokens, stride, {{q, qw, 0}, {k, kw, qw}});
   std::vector<double> cos_sin;
   if (table) cos_sin = jitk_test::rotary_table(max_position, s.rotary_dim, jitk_test::kRotaryTheta, [](double v) { return double(float(v)); });
   auto q_ref = widen(q), k_ref = widen(k);
@@ -452,10 +449,7 @@ template <class T> void check_gpu_kv_append_fused(const jitk_test::KvShape& s, s
   const auto slots = jitk_test::random_slots(s);
   const std::int64_t kw = s.kv_heads * s.head_dim, qw = q_heads * s.head_dim, stride = qw + 2 * kw + pad;
   const auto k = random_vector<T>(s.row_elements()), v = random_vector<T>(s.row_elements());
-  std::vector<T> qkv(static_cast<std::size_t>(s.tokens * stride));
-  std::memset(static_cast<void*>(qkv.data()), kPoison, qkv.size() * sizeof(T));
-  jitk_test::scatter_rows(qkv, k, s.tokens, kw, stride, qw);
-  jitk_test::scatter_rows(qkv, v, s.tokens, kw, stride, qw + kw);
+  const auto qkv = jitk_test::fused_rows<T>(s.tokens, stride, {{k, kw, qw}, {v, kw, qw + kw}});
   const auto cache = jitk_test::poisoned<T>(s.cache_elements());
   auto k_ref = cache, v_ref = cache;
   ref::kv_cache_append(k_ref, k, slots, s.kv_heads, s.head_dim, s.num_pages, s.page_size);
@@ -529,9 +523,7 @@ template <class T> void check_gpu_decode(const jitk_test::DecodeShape& s, bool s
   const std::int64_t max_context = *std::max_element(s.contexts.begin(), s.contexts.end());
   const std::size_t ws_bytes = split ? Decode::workspace_bytes(params, s.batch(), s.kv_heads, max_context) : 0;
   const std::int64_t q_width = s.heads() * s.head_dim, q_stride = q_extra >= 0 ? q_width + q_extra : q_width;
-  std::vector<T> q_rows(static_cast<std::size_t>(s.batch() * s.q_len * q_stride));
-  std::memset(static_cast<void*>(q_rows.data()), kPoison, q_rows.size() * sizeof(T));
-  jitk_test::scatter_rows(q_rows, q, s.batch() * s.q_len, q_width, q_stride, 0);
+  const auto q_rows = jitk_test::fused_rows<T>(s.batch() * s.q_len, q_stride, {{q, q_width, 0}});
   jit::cuda::DeviceArray<T> dq(q_rows), dk(k), dv(v), dout(static_cast<std::size_t>(s.q_elements()));
   jit::cuda::DeviceArray<float> dlse(static_cast<std::size_t>(s.batch() * s.q_len * s.heads()));
   jit::cuda::DeviceArray<std::int32_t> dtable(tables.block_table), dcontexts(s.contexts);
