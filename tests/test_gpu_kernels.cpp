@@ -157,19 +157,26 @@ TEST_CASE("on the GPU, rms_norm picks the most specialized implementation that s
                     Catch::Matchers::Contains("non-generic"));
 }
 
-TEMPLATE_TEST_CASE("GPU softmax matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
-  if (!have_gpu()) return;
+// A row kernel of one input and one output (softmax, log_softmax) over every hidden size and row
+// count, against `reference(rows, hidden, x)`.
+template <class K, class T, class Reference> void check_gpu_row_kernel(Reference reference) {
   for (std::int64_t hidden : kHidden) {
-    auto k = jit::get<kernels::Softmax>({jit::dtype_of<TestType>(), hidden}, gpu());
+    auto k = jit::get<K>({jit::dtype_of<T>(), hidden}, gpu());
     for (std::int64_t rows : kRows) {
-      auto x = random_vector<TestType>(rows * hidden, -8, 8);
-      jit::cuda::DeviceArray<TestType> dx(x), dy(rows * hidden);
+      auto x = random_vector<T>(rows * hidden, -8, 8);
+      jit::cuda::DeviceArray<T> dx(x), dy(rows * hidden);
       dy.fill_bytes(kPoison);
       k(rows, dx.data(), dy.data());
       INFO("hidden = " << hidden << ", rows = " << rows);
-      CHECK(error_of(dy, ref::softmax(rows, hidden, widen(x))) <= tolerance<TestType>());
+      CHECK(error_of(dy, reference(rows, hidden, widen(x))) <= tolerance<T>());
     }
   }
+}
+
+TEMPLATE_TEST_CASE("GPU softmax matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  check_gpu_row_kernel<kernels::Softmax, TestType>(
+      [](std::int64_t rows, std::int64_t hidden, const std::vector<double>& x) { return ref::softmax(rows, hidden, x); });
 }
 
 TEMPLATE_TEST_CASE("GPU silu_and_mul matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
@@ -189,17 +196,8 @@ TEMPLATE_TEST_CASE("GPU silu_and_mul matches the reference", "[gpu]", float, jit
 
 TEMPLATE_TEST_CASE("GPU log_softmax matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
   if (!have_gpu()) return;
-  for (std::int64_t hidden : kHidden) {
-    auto k = jit::get<kernels::LogSoftmax>({jit::dtype_of<TestType>(), hidden}, gpu());
-    for (std::int64_t rows : kRows) {
-      auto x = random_vector<TestType>(rows * hidden, -8, 8);
-      jit::cuda::DeviceArray<TestType> dx(x), dy(rows * hidden);
-      dy.fill_bytes(kPoison);
-      k(rows, dx.data(), dy.data());
-      INFO("hidden = " << hidden << ", rows = " << rows);
-      CHECK(error_of(dy, ref::log_softmax(rows, hidden, widen(x))) <= tolerance<TestType>());
-    }
-  }
+  check_gpu_row_kernel<kernels::LogSoftmax, TestType>(
+      [](std::int64_t rows, std::int64_t hidden, const std::vector<double>& x) { return ref::log_softmax(rows, hidden, x); });
 }
 
 TEMPLATE_TEST_CASE("GPU layer_norm matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
