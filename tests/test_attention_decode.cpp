@@ -53,8 +53,7 @@ template <class T> void check_decode(const DecodeShape& s, bool split, std::int6
   std::vector<unsigned char> workspace(Decode::workspace_bytes(params, s.batch(), s.kv_heads, max_context));
   const bool splits = !workspace.empty();
   const std::int64_t q_width = s.heads() * s.head_dim, q_stride = q_extra >= 0 ? q_width + q_extra : q_width;
-  std::vector<T> q_rows(static_cast<std::size_t>(s.batch() * s.q_len * q_stride), std::numeric_limits<T>::quiet_NaN());
-  jitk_test::scatter_rows(q_rows, q, s.batch() * s.q_len, q_width, q_stride, 0);
+  const auto q_rows = jitk_test::fused_rows<T>(s.batch() * s.q_len, q_stride, {{q, q_width, 0}});
   Decode::Args args{s.batch(), s.kv_heads, tables.num_pages, tables.max_pages, q_rows.data(), k_cache.data(), v_cache.data(),
                     tables.block_table.data(), s.contexts.data(), o.data(), lse.data(), scale};
   args.host_tables = true;

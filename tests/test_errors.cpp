@@ -11,6 +11,7 @@
 #include "jit/hip/hiprtc_compiler.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "jit/registry.hpp"
+#include "runtime/driver_error.hpp"
 #include "runtime/get_kernel.hpp"
 #include "test_support.hpp"
 
@@ -219,4 +220,10 @@ TEST_CASE("a CUDA graph capture on the default stream, or without a GPU, is refu
     CHECK(e.code() == jit::ErrorCode::BackendUnavailable);
     CHECK_THAT(e.what(), Catch::Matchers::Contains("CUDA"));
   }
+}
+
+TEST_CASE("a GPU driver's failing result reads as its name and number, or the backend's fallback when the driver names none", "[errors]") {
+  CHECK(jit::detail::driver_result_text("CUDA_ERROR_OUT_OF_MEMORY", "CUDA error", 2) == "CUDA_ERROR_OUT_OF_MEMORY (2)");
+  CHECK(jit::detail::driver_result_text(nullptr, "CUDA error", 999) == "CUDA error (999)");
+  CHECK(jit::detail::driver_result_text(nullptr, "hipError", -1) == "hipError (-1)");
 }

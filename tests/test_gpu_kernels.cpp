@@ -157,19 +157,26 @@ TEST_CASE("on the GPU, rms_norm picks the most specialized implementation that s
                     Catch::Matchers::Contains("non-generic"));
 }
 
-TEMPLATE_TEST_CASE("GPU softmax matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
-  if (!have_gpu()) return;
+// A row kernel of one input and one output (softmax, log_softmax) over every hidden size and row
+// count, against `reference(rows, hidden, x)`.
+template <class K, class T, class Reference> void check_gpu_row_kernel(Reference reference) {
   for (std::int64_t hidden : kHidden) {
-    auto k = jit::get<kernels::Softmax>({jit::dtype_of<TestType>(), hidden}, gpu());
+    auto k = jit::get<K>({jit::dtype_of<T>(), hidden}, gpu());
     for (std::int64_t rows : kRows) {
-      auto x = random_vector<TestType>(rows * hidden, -8, 8);
-      jit::cuda::DeviceArray<TestType> dx(x), dy(rows * hidden);
+      auto x = random_vector<T>(rows * hidden, -8, 8);
+      jit::cuda::DeviceArray<T> dx(x), dy(rows * hidden);
       dy.fill_bytes(kPoison);
       k(rows, dx.data(), dy.data());
       INFO("hidden = " << hidden << ", rows = " << rows);
-      CHECK(error_of(dy, ref::softmax(rows, hidden, widen(x))) <= tolerance<TestType>());
+      CHECK(error_of(dy, reference(rows, hidden, widen(x))) <= tolerance<T>());
     }
   }
+}
+
+TEMPLATE_TEST_CASE("GPU softmax matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  check_gpu_row_kernel<kernels::Softmax, TestType>(
+      [](std::int64_t rows, std::int64_t hidden, const std::vector<double>& x) { return ref::softmax(rows, hidden, x); });
 }
 
 TEMPLATE_TEST_CASE("GPU silu_and_mul matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
@@ -189,17 +196,8 @@ TEMPLATE_TEST_CASE("GPU silu_and_mul matches the reference", "[gpu]", float, jit
 
 TEMPLATE_TEST_CASE("GPU log_softmax matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
   if (!have_gpu()) return;
-  for (std::int64_t hidden : kHidden) {
-    auto k = jit::get<kernels::LogSoftmax>({jit::dtype_of<TestType>(), hidden}, gpu());
-    for (std::int64_t rows : kRows) {
-      auto x = random_vector<TestType>(rows * hidden, -8, 8);
-      jit::cuda::DeviceArray<TestType> dx(x), dy(rows * hidden);
-      dy.fill_bytes(kPoison);
-      k(rows, dx.data(), dy.data());
-      INFO("hidden = " << hidden << ", rows = " << rows);
-      CHECK(error_of(dy, ref::log_softmax(rows, hidden, widen(x))) <= tolerance<TestType>());
-    }
-  }
+  check_gpu_row_kernel<kernels::LogSoftmax, TestType>(
+      [](std::int64_t rows, std::int64_t hidden, const std::vector<double>& x) { return ref::log_softmax(rows, hidden, x); });
 }
 
 TEMPLATE_TEST_CASE("GPU layer_norm matches the reference", "[gpu]", float, jit::half, jit::bfloat16) {
@@ -402,10 +400,7 @@ template <class T> void check_gpu_rotary_fused(const jitk_test::RotaryShape& s, 
   auto q = random_vector<T>(s.tokens * qw), k = random_vector<T>(s.tokens * kw);
   jitk_test::poison_tails(q, s.head_dim, s.rotary_dim);
   jitk_test::poison_tails(k, s.head_dim, s.rotary_dim);
-  std::vector<T> qkv(static_cast<std::size_t>(s.tokens * stride));
-  std::memset(static_cast<void*>(qkv.data()), kPoison, qkv.size() * sizeof(T));
-  jitk_test::scatter_rows(qkv, q, s.tokens, qw, stride, 0);
-  jitk_test::scatter_rows(qkv, k, s.tokens, kw, stride, qw);
+  const auto qkv = jitk_test::fused_rows<T>(s.tokens, stride, {{q, qw, 0}, {k, kw, qw}});
   std::vector<double> cos_sin;
   if (table) cos_sin = jitk_test::rotary_table(max_position, s.rotary_dim, jitk_test::kRotaryTheta, [](double v) { return double(float(v)); });
   auto q_ref = widen(q), k_ref = widen(k);
@@ -452,10 +447,7 @@ template <class T> void check_gpu_kv_append_fused(const jitk_test::KvShape& s, s
   const auto slots = jitk_test::random_slots(s);
   const std::int64_t kw = s.kv_heads * s.head_dim, qw = q_heads * s.head_dim, stride = qw + 2 * kw + pad;
   const auto k = random_vector<T>(s.row_elements()), v = random_vector<T>(s.row_elements());
-  std::vector<T> qkv(static_cast<std::size_t>(s.tokens * stride));
-  std::memset(static_cast<void*>(qkv.data()), kPoison, qkv.size() * sizeof(T));
-  jitk_test::scatter_rows(qkv, k, s.tokens, kw, stride, qw);
-  jitk_test::scatter_rows(qkv, v, s.tokens, kw, stride, qw + kw);
+  const auto qkv = jitk_test::fused_rows<T>(s.tokens, stride, {{k, kw, qw}, {v, kw, qw + kw}});
   const auto cache = jitk_test::poisoned<T>(s.cache_elements());
   auto k_ref = cache, v_ref = cache;
   ref::kv_cache_append(k_ref, k, slots, s.kv_heads, s.head_dim, s.num_pages, s.page_size);
@@ -529,9 +521,7 @@ template <class T> void check_gpu_decode(const jitk_test::DecodeShape& s, bool s
   const std::int64_t max_context = *std::max_element(s.contexts.begin(), s.contexts.end());
   const std::size_t ws_bytes = split ? Decode::workspace_bytes(params, s.batch(), s.kv_heads, max_context) : 0;
   const std::int64_t q_width = s.heads() * s.head_dim, q_stride = q_extra >= 0 ? q_width + q_extra : q_width;
-  std::vector<T> q_rows(static_cast<std::size_t>(s.batch() * s.q_len * q_stride));
-  std::memset(static_cast<void*>(q_rows.data()), kPoison, q_rows.size() * sizeof(T));
-  jitk_test::scatter_rows(q_rows, q, s.batch() * s.q_len, q_width, q_stride, 0);
+  const auto q_rows = jitk_test::fused_rows<T>(s.batch() * s.q_len, q_stride, {{q, q_width, 0}});
   jit::cuda::DeviceArray<T> dq(q_rows), dk(k), dv(v), dout(static_cast<std::size_t>(s.q_elements()));
   jit::cuda::DeviceArray<float> dlse(static_cast<std::size_t>(s.batch() * s.q_len * s.heads()));
   jit::cuda::DeviceArray<std::int32_t> dtable(tables.block_table), dcontexts(s.contexts);

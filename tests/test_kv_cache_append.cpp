@@ -102,9 +102,7 @@ template <class T> void check_append_fused(const jitk_test::KvShape& s, std::int
   const auto slots = jitk_test::random_slots(s);
   const std::int64_t kw = s.kv_heads * s.head_dim, qw = q_heads * s.head_dim, stride = qw + 2 * kw + pad;
   const auto k = random_vector<T>(s.row_elements()), v = random_vector<T>(s.row_elements());
-  std::vector<T> qkv(static_cast<std::size_t>(s.tokens * stride), std::numeric_limits<T>::quiet_NaN());
-  jitk_test::scatter_rows(qkv, k, s.tokens, kw, stride, qw);
-  jitk_test::scatter_rows(qkv, v, s.tokens, kw, stride, qw + kw);
+  const auto qkv = jitk_test::fused_rows<T>(s.tokens, stride, {{k, kw, qw}, {v, kw, qw + kw}});
   auto k_cache = jitk_test::poisoned<T>(s.cache_elements()), v_cache = jitk_test::poisoned<T>(s.cache_elements());
   auto k_ref = k_cache, v_ref = v_cache;
   ref::kv_cache_append(k_ref, k, slots, s.kv_heads, s.head_dim, s.num_pages, s.page_size);

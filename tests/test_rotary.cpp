@@ -150,11 +150,10 @@ void check_rotary_strided(const jitk_test::RotaryShape& s, Rotary::Style style, 
   auto q = random_vector<T>(s.tokens * qw), k = random_vector<T>(s.tokens * kw);
   jitk_test::poison_tails(q, s.head_dim, s.rotary_dim);
   jitk_test::poison_tails(k, s.head_dim, s.rotary_dim);
-  std::vector<T> qbuf(static_cast<std::size_t>(s.tokens * q_stride)), kbuf(fused ? 0 : static_cast<std::size_t>(s.tokens * k_stride));
-  std::memset(static_cast<void*>(qbuf.data()), 0xff, qbuf.size() * sizeof(T));  // NaN between and around the rows
-  if (!kbuf.empty()) std::memset(static_cast<void*>(kbuf.data()), 0xff, kbuf.size() * sizeof(T));  // fused: none
-  jitk_test::scatter_rows(qbuf, q, s.tokens, qw, q_stride, 0);
-  jitk_test::scatter_rows(fused ? qbuf : kbuf, k, s.tokens, kw, k_stride, fused ? qw : 0);
+  // NaN between and around the rows; fused: k in q's buffer, and no k buffer
+  auto qbuf = fused ? jitk_test::fused_rows<T>(s.tokens, q_stride, {{q, qw, 0}, {k, kw, qw}})
+                    : jitk_test::fused_rows<T>(s.tokens, q_stride, {{q, qw, 0}});
+  auto kbuf = fused ? std::vector<T>() : jitk_test::fused_rows<T>(s.tokens, k_stride, {{k, kw, 0}});
   const auto qbuf_before = qbuf, kbuf_before = kbuf;
   std::vector<double> cos_sin;
   std::vector<T> cos_sin_t;

@@ -124,6 +124,20 @@ void scatter_rows(std::vector<T>& into, const std::vector<T>& rows, std::int64_t
   for (std::int64_t t = 0; t < tokens; ++t)
     for (std::int64_t i = 0; i < width; ++i) into[static_cast<std::size_t>(t * stride + col + i)] = rows[static_cast<std::size_t>(t * width + i)];
 }
+// One column slice of a fused buffer: packed rows [tokens, width] placed from column `col`.
+template <class T> struct RowSlice {
+  const std::vector<T>& rows;
+  std::int64_t width, col;
+};
+// A fused QKV buffer [tokens, stride] holding the slices, every other element all-ones bits (NaN in
+// f32, f16 and bf16): what a kernel must neither let into its results nor write.
+template <class T>
+std::vector<T> fused_rows(std::int64_t tokens, std::int64_t stride, std::initializer_list<RowSlice<T>> slices) {
+  std::vector<T> out(static_cast<std::size_t>(tokens * stride));
+  std::memset(static_cast<void*>(out.data()), 0xff, out.size() * sizeof(T));
+  for (const auto& s : slices) scatter_rows(out, s.rows, tokens, s.width, stride, s.col);
+  return out;
+}
 // The rows back out, packed.
 template <class T>
 std::vector<T> gather_rows(const std::vector<T>& from, std::int64_t tokens, std::int64_t width, std::int64_t stride, std::int64_t col) {

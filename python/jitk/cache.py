@@ -39,38 +39,32 @@ def clear(kernel: str | None = None) -> dict:
     return _c.clear(kernel)
 
 
-def _size(value, what):
+def _amount(value, what, *, kind: str, unit: str, numbers, parse, examples: tuple[str, ...]):
+    """None, a non-negative number of `unit`, or text `parse` reads ("2G", "30d"), as a whole number."""
     if value is None:
         return None
+    wanted = f"{what} must be {kind} such as '{examples[0]}' or a number of {unit}"
     if isinstance(value, bool):
-        raise TypeError(f"{what} must be a size such as '2G' or a number of bytes, got {value!r}")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"{what} must not be negative, got {value}")
-        return value
-    if isinstance(value, str):
-        parsed = _c.parse_size(value)
-        if parsed is None:
-            raise ValueError(f"{what} '{value}' is not a size (e.g. 2G, 500M, 64K)")
-        return parsed
-    raise TypeError(f"{what} must be a size such as '2G' or a number of bytes, got {type(value).__name__}")
-
-
-def _age(value, what):
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise TypeError(f"{what} must be an age such as '30d' or a number of seconds, got {value!r}")
-    if isinstance(value, (int, float)):
+        raise TypeError(f"{wanted}, got {value!r}")
+    if isinstance(value, numbers):
         if value < 0:
             raise ValueError(f"{what} must not be negative, got {value}")
         return int(value)
     if isinstance(value, str):
-        parsed = _c.parse_age(value)
+        parsed = parse(value)
         if parsed is None:
-            raise ValueError(f"{what} '{value}' is not an age (e.g. 30d, 12h, 45m)")
+            raise ValueError(f"{what} '{value}' is not {kind} (e.g. {', '.join(examples)})")
         return parsed
-    raise TypeError(f"{what} must be an age such as '30d' or a number of seconds, got {type(value).__name__}")
+    raise TypeError(f"{wanted}, got {type(value).__name__}")
+
+
+def _size(value, what):
+    return _amount(value, what, kind="a size", unit="bytes", numbers=int, parse=_c.parse_size, examples=("2G", "500M", "64K"))
+
+
+def _age(value, what):
+    return _amount(value, what, kind="an age", unit="seconds", numbers=(int, float), parse=_c.parse_age,
+                   examples=("30d", "12h", "45m"))
 
 
 def prune(max_size=None, older_than=None, *, stale: bool = False) -> dict:

@@ -84,15 +84,26 @@ def _gated(name: str, x: torch.Tensor, **params) -> torch.Tensor:
     return out
 
 
-@torch.library.custom_op("jitk::silu_and_mul", mutates_args=())
-def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
-    """silu(x[..., :h]) * x[..., h:] with h = x.shape[-1] // 2."""
-    return _gated("silu_and_mul", x)
-
-
-@silu_and_mul.register_fake
-def _(x):
+def _half_last_fake(x, *_args, **_kwargs):  # the op's other arguments do not shape its result
     return x.new_empty(*x.shape[:-1], x.shape[-1] // 2)
+
+
+def _like_fake(x):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _unary_op(name: str, run, fake, doc: str | None = None):
+    """Registers jitk::<name>(x) -> Tensor, computed by run(name, x), with fake(x) as its meta implementation."""
+    def op(x: torch.Tensor) -> torch.Tensor:
+        return run(name, x)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    registered = torch.library.custom_op(f"jitk::{name}", mutates_args=())(op)
+    registered.register_fake(fake)
+    return registered
+
+
+silu_and_mul = _unary_op("silu_and_mul", _gated, _half_last_fake, "silu(x[..., :h]) * x[..., h:] with h = x.shape[-1] // 2.")
 
 
 @torch.library.custom_op("jitk::gelu_and_mul", mutates_args=())
@@ -100,9 +111,7 @@ def gelu_and_mul(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     return _gated("gelu_and_mul", x, approximate=approximate)
 
 
-@gelu_and_mul.register_fake
-def _(x, approximate="none"):
-    return x.new_empty(*x.shape[:-1], x.shape[-1] // 2)
+gelu_and_mul.register_fake(_half_last_fake)
 
 
 @torch.library.custom_op("jitk::layer_norm", mutates_args=())
@@ -126,25 +135,8 @@ def _softmax_like(name: str, x: torch.Tensor) -> torch.Tensor:
     return y
 
 
-@torch.library.custom_op("jitk::softmax", mutates_args=())
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    """softmax over the last dimension."""
-    return _softmax_like("softmax", x)
-
-
-@softmax.register_fake
-def _(x):
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
-
-
-@torch.library.custom_op("jitk::log_softmax", mutates_args=())
-def log_softmax(x: torch.Tensor) -> torch.Tensor:
-    return _softmax_like("log_softmax", x)
-
-
-@log_softmax.register_fake
-def _(x):
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
+softmax = _unary_op("softmax", _softmax_like, _like_fake, "softmax over the last dimension.")
+log_softmax = _unary_op("log_softmax", _softmax_like, _like_fake)
 
 
 # ---- attention and its caches ---------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "jit/error.hpp"
+#include "runtime/driver_error.hpp"
 #include "support/dynamic_library.hpp"
 
 namespace jit::detail::cuda {
@@ -95,7 +96,7 @@ Loaded& loaded() {
     auto describe = [&](CUresult r) {
       const char* s = nullptr;
       a.cuGetErrorString(r, &s);
-      return std::string(s ? s : "unknown error") + " (" + std::to_string(r) + ")";
+      return driver_result_text(s, "unknown error", r);
     };
     if (CUresult r = a.cuInit(0); r != CUDA_SUCCESS) {
       l.reason = "cuInit failed: " + describe(r);
@@ -152,7 +153,7 @@ void check(CUresult r, const char* what, ErrorCode code) {
   if (r == CUDA_SUCCESS) return;
   const char* s = nullptr;
   if (const DriverApi* a = driver_api()) a->cuGetErrorString(r, &s);
-  throw Error(code, std::string(what) + " failed: " + (s ? s : "CUDA error") + " (" + std::to_string(r) + ")");
+  throw Error(code, std::string(what) + " failed: " + driver_result_text(s, "CUDA error", r));
 }
 
 void make_current(int device) {

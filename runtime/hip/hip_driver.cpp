@@ -6,6 +6,7 @@
 
 #include "jit/hip/hiprtc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
+#include "runtime/driver_error.hpp"
 #include "runtime/gpu_launch.hpp"
 #include "support/dynamic_library.hpp"
 
@@ -40,7 +41,7 @@ struct Runtime {
 };
 
 std::string error_text(const HipApi& api, hipError_t r) {
-  return std::string(api.hipGetErrorName ? api.hipGetErrorName(r) : "hipError") + " (" + std::to_string(r) + ")";
+  return driver_result_text(api.hipGetErrorName ? api.hipGetErrorName(r) : nullptr, "hipError", r);
 }
 
 // The gfx target ID in a hipDeviceProp_t read into `props`, or "".
