@@ -3,6 +3,7 @@
 Each function calls the library function the tool calls (jit/cache.hpp), with the same meaning."""
 from __future__ import annotations
 
+import math
 import os
 
 from . import _jitk
@@ -47,8 +48,12 @@ def _amount(value, what, *, kind: str, unit: str, numbers, parse, examples: tupl
     if isinstance(value, bool):
         raise TypeError(f"{wanted}, got {value!r}")
     if isinstance(value, numbers):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{what} must be a finite number of {unit}, got {value}")
         if value < 0:
             raise ValueError(f"{what} must not be negative, got {value}")
+        if value >= 2**63:
+            raise ValueError(f"{what} is too large: {value} {unit} (at most 2^63 - 1)")
         return int(value)
     if isinstance(value, str):
         parsed = parse(value)

@@ -50,11 +50,14 @@ def test_clear_one_kernel_then_everything():
 def test_prune_checks_every_argument_before_removing_anything():
     use_kernel(56)
     before = keys()
-    for bad, err in [("2 gigs", ValueError), (-1, ValueError), (True, TypeError), ([1], TypeError)]:
+    for bad, err in [("2 gigs", ValueError), (-1, ValueError), (True, TypeError), ([1], TypeError), (2**64, ValueError)]:
         with pytest.raises(err):
             jitk.cache.prune(max_size=bad)
         with pytest.raises(err):
             jitk.cache.prune(max_size="1G", older_than=bad)
+    for bad in [float("nan"), float("inf"), -float("inf"), 1e30]:
+        with pytest.raises(ValueError, match="older_than"):
+            jitk.cache.prune(older_than=bad)
     assert keys() == before
     env = os.environ.pop("JITK_CACHE_MAX_SIZE", None)
     try:
