@@ -455,28 +455,30 @@ std::vector<unsigned char> random_values(jit::DType dtype, std::int64_t count, u
   return raw;
 }
 
-// The decode section's check: max |o - float64 attention| over sequences 0, batch / 2 and batch - 1
-// (every head, one new token each) as a fraction of the largest |reference| there; NaN or inf in o:
-// inf. The cache holds kv[i] = values[i % values.size()] (K first, V cache_elems after), q[i] = values[i].
-double decode_error(const std::vector<jit::bfloat16>& o, const std::vector<float>& values, const std::vector<std::int32_t>& pages,
-                    std::int64_t batch, std::int64_t context, std::int64_t max_pages, std::int64_t kv_heads, std::int64_t group,
-                    std::int64_t head_dim, std::int64_t page_size, std::size_t cache_elems, double scale) {
-  const std::size_t n = values.size();
+// The decode section's check: the float64 attention of sequences 0, batch / 2 and batch - 1 (every
+// head, one new token each), [3][heads][head_dim]. The cache holds kv[i] = values[i % values.size()]
+// (K first, V cache_elems after), q[i] = values[i].
+constexpr std::int64_t kDecodeChecked = 3;
+std::array<std::int64_t, kDecodeChecked> decode_checked(std::int64_t batch) { return {0, batch / 2, batch - 1}; }
+std::vector<double> decode_reference(const std::vector<float>& values, const std::vector<std::int32_t>& pages, std::int64_t batch,
+                                     std::int64_t context, std::int64_t max_pages, std::int64_t kv_heads, std::int64_t group,
+                                     std::int64_t head_dim, std::int64_t page_size, std::size_t cache_elems, double scale) {
+  const std::size_t n = values.size();  // a multiple of head_dim: a row never wraps
   const std::int64_t heads = kv_heads * group;
-  double worst = 0, largest = 0;
-  std::vector<double> score(static_cast<std::size_t>(context)), out(static_cast<std::size_t>(head_dim));
-  for (const std::int64_t b : {std::int64_t{0}, batch / 2, batch - 1})
+  std::vector<double> expected, score(static_cast<std::size_t>(context)), out(static_cast<std::size_t>(head_dim));
+  for (const std::int64_t b : decode_checked(batch))
     for (std::int64_t h = 0; h < heads; ++h) {
       const std::int64_t kvh = h / group;
       const float* qrow = values.data() + (b * heads + h) * head_dim;
-      auto at = [&](std::int64_t j) {
+      auto row = [&](std::int64_t j, std::size_t from) {
         const std::int64_t page = pages[static_cast<std::size_t>(b * max_pages + j / page_size)];
-        return static_cast<std::size_t>(((page * page_size + j % page_size) * kv_heads + kvh) * head_dim);
+        return values.data() + (from + static_cast<std::size_t>(((page * page_size + j % page_size) * kv_heads + kvh) * head_dim)) % n;
       };
       double top = -INFINITY;
       for (std::int64_t j = 0; j < context; ++j) {
+        const float* k = row(j, 0);
         double dot = 0;
-        for (std::int64_t d = 0; d < head_dim; ++d) dot += double(qrow[d]) * values[(at(j) + static_cast<std::size_t>(d)) % n];
+        for (std::int64_t d = 0; d < head_dim; ++d) dot += double(qrow[d]) * k[d];
         score[static_cast<std::size_t>(j)] = dot * scale;
         top = std::max(top, dot * scale);
       }
@@ -484,16 +486,25 @@ double decode_error(const std::vector<jit::bfloat16>& o, const std::vector<float
       double sum = 0;
       for (std::int64_t j = 0; j < context; ++j) {
         const double w = std::exp(score[static_cast<std::size_t>(j)] - top);
+        const float* v = row(j, cache_elems);
         sum += w;
-        for (std::int64_t d = 0; d < head_dim; ++d) out[static_cast<std::size_t>(d)] += w * values[(cache_elems + at(j) + static_cast<std::size_t>(d)) % n];
+        for (std::int64_t d = 0; d < head_dim; ++d) out[static_cast<std::size_t>(d)] += w * v[d];
       }
-      for (std::int64_t d = 0; d < head_dim; ++d) {
-        const double expected = out[static_cast<std::size_t>(d)] / sum;
-        const double got = jit::to_float(o[static_cast<std::size_t>((b * heads + h) * head_dim + d)]);
-        if (!std::isfinite(got)) return INFINITY;
-        worst = std::max(worst, std::abs(got - expected));
-        largest = std::max(largest, std::abs(expected));
-      }
+      for (const double x : out) expected.push_back(x / sum);
+    }
+  return expected;
+}
+// max |o - expected| over the checked rows as a fraction of the largest |expected|; NaN or inf in o: inf.
+double decode_error(const std::vector<jit::bfloat16>& o, const std::vector<double>& expected, std::int64_t batch, std::int64_t heads,
+                    std::int64_t head_dim) {
+  double worst = 0, largest = 0;
+  std::size_t at = 0;
+  for (const std::int64_t b : decode_checked(batch))
+    for (std::int64_t e = 0; e < heads * head_dim; ++e, ++at) {
+      const double got = jit::to_float(o[static_cast<std::size_t>(b * heads * head_dim + e)]);
+      if (!std::isfinite(got)) return INFINITY;
+      worst = std::max(worst, std::abs(got - expected[at]));
+      largest = std::max(largest, std::abs(expected[at]));
     }
   return largest > 0 ? worst / largest : worst;
 }
@@ -1475,6 +1486,8 @@ int main(int argc, char** argv) {
         cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(copy_dst.data()), reinterpret_cast<CUdeviceptr>(kv.data()),
                           static_cast<std::size_t>(kv_bytes), nullptr);
       };
+      const std::vector<double> expected = decode_reference(values, pages, shape.batch, shape.context, max_pages, kv_heads, group,
+                                                            head_dim, page_size, cache_elems, 1 / std::sqrt(double(head_dim)));
       for (std::int64_t warps : {4, 8})
         for (bool split : {true, false}) {
           const Decode::Params params{jit::DType::bf16, head_dim, page_size, group, 1, warps};
@@ -1494,8 +1507,7 @@ int main(int argc, char** argv) {
           o.fill_bytes(0xff);  // NaN: a row the kernel does not write fails the check
           k(args);
           CU(cuCtxSynchronize());
-          const double error = decode_error(o.download(), values, pages, shape.batch, shape.context, max_pages, kv_heads, group,
-                                            head_dim, page_size, cache_elems, args.scale);
+          const double error = decode_error(o.download(), expected, shape.batch, kv_heads * group, head_dim);
           if (!(error <= 1e-2)) {
             std::fprintf(stderr, "DECODE CHECK FAILED: %s: max |o - float64 attention| = %g of the largest |o|\n", name.c_str(), error);
             decode_ok = false;
