@@ -27,8 +27,8 @@ constexpr int NW = JITK_BLOCK / 32;
 constexpr int NS = NW * KPW;                  // keys the block takes at once
 // Keys a thread a step (the math of one step overlaps the loads of the next ones): 4 where a thread
 // keeps at most 32 of each row array, else 2, fewer where S = 2 steps of them would not fit kStageBytes.
-constexpr int kKeysWanted = 3;
-constexpr int kWantStages = 3;                // steps staged: S - 1 of them in flight during the math
+constexpr int kKeysWanted = 2;
+constexpr int kWantStages = 4;                // steps staged: S - 1 of them in flight during the math
 constexpr int kStageBytes = 40 * 1024;        // shared memory for them (4 blocks an SM: 160 KB)
 constexpr int step_bytes(int u) { return u * PP * 2 * JITK_BLOCK * 16; }
 constexpr int fit_keys(int u) { return u <= 1 || 2 * step_bytes(u) <= kStageBytes ? u : fit_keys(u / 2); }
@@ -39,6 +39,10 @@ constexpr int S = kWantStages * step_bytes(U) <= kStageBytes ? kWantStages : (kS
 // registers gave: 0.725 -> 0.811 of copy bandwidth at 64 x 4096 in 4 splits, 0.824 unsplit (28 bytes spilled);
 // 8 keys a thread a step instead of 4 (210 registers) read 0.58.
 constexpr int kMinBlocks = ((RC * PP * W <= 32 ? 512 : 256) / JITK_BLOCK) > 0 ? (RC * PP * W <= 32 ? 512 : 256) / JITK_BLOCK : 1;
+constexpr bool kLazy = true;  // a row's sums rescaled only when its max grows
+constexpr int log2_of(int n) { return n <= 1 ? 0 : 1 + log2_of(n / 2); }
+constexpr bool kScatter = RC >= 2 && (RC & (RC - 1)) == 0 && RC <= KL;  // the dot products reduce-scattered
+constexpr int kLogRC = log2_of(RC);
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 static_assert(D % W == 0, "the plan takes head_dim in 16-byte packs");
@@ -219,16 +223,45 @@ JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restr
       for (int p = 0; p < PP; ++p)
 #pragma unroll
         for (int w = 0; w < W; ++w) kf[p][w] = jitk::to_float(kp[u][p].v[w]);
+      float d[RC];  // this lane's share of each row's dot product
 #pragma unroll
       for (int r = 0; r < RC; ++r) {
-        float d = 0.0f;
+        d[r] = 0.0f;
 #pragma unroll
         for (int p = 0; p < PP; ++p)
 #pragma unroll
-          for (int w = 0; w < W; ++w) d += qr[r][p][w] * kf[p][w];
+          for (int w = 0; w < W; ++w) d[r] += qr[r][p][w] * kf[p][w];
+      }
+      if constexpr (kScatter) {
+        // Reduce-scatter over the key's lanes: at each of log2(RC) levels a lane keeps half of its
+        // rows and sends the other half (lanes with the bit set keep the upper half); then the
+        // one row left (row (lane % KL) / (KL / RC)) sums over the remaining lanes, and each row
+        // comes back from a lane that holds it: RC - 1 + log2(KL / RC) + RC shuffles, not RC log2(KL).
 #pragma unroll
-        for (int mask = KL / 2; mask > 0; mask /= 2) d += JITK_SHFL_XOR(d, mask);
-        s[u][r] = ok[u] && step + u * NS + sg < limit[r] ? d : jitk::neg_inf();
+        for (int level = 0; level < kLogRC; ++level) {
+          const int h = RC >> (level + 1), mask = KL >> (level + 1);
+          const bool upper = (lane & mask) != 0;
+#pragma unroll
+          for (int i = 0; i < h; ++i) {
+            const float send = upper ? d[i] : d[i + h], keep = upper ? d[i + h] : d[i];
+            d[i] = keep + JITK_SHFL_XOR(send, mask);
+          }
+        }
+#pragma unroll
+        for (int mask = KL / RC / 2; mask > 0; mask /= 2) d[0] += JITK_SHFL_XOR(d[0], mask);
+        const int mine = (lane % KL) / (KL / RC);
+#pragma unroll
+        for (int r = 0; r < RC; ++r) {
+          const float x = JITK_SHFL_XOR(d[0], (mine ^ r) * (KL / RC));
+          s[u][r] = ok[u] && step + u * NS + sg < limit[r] ? x : jitk::neg_inf();
+        }
+      } else {
+#pragma unroll
+        for (int r = 0; r < RC; ++r) {
+#pragma unroll
+          for (int mask = KL / 2; mask > 0; mask /= 2) d[r] += JITK_SHFL_XOR(d[r], mask);
+          s[u][r] = ok[u] && step + u * NS + sg < limit[r] ? d[r] : jitk::neg_inf();
+        }
       }
     }
 #pragma unroll
@@ -237,20 +270,26 @@ JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restr
 #pragma unroll
       for (int u = 0; u < U; ++u) top = fmaxf(top, s[u][r]);
       if (top == jitk::neg_inf()) continue;  // no key of this step for this row (nor before)
-      const float shrink = weight(m[r], top);
-      float w_u[U], sum = 0.0f;
+      if (!kLazy || top > m[r]) {  // the row's max grew: its sums rescaled (lazily: only then)
+        const float shrink = weight(m[r], top);
+        l[r] *= shrink;
+#pragma unroll
+        for (int p = 0; p < PP; ++p)
+#pragma unroll
+          for (int w = 0; w < W; ++w) acc[r][p][w] *= shrink;
+        m[r] = top;
+      }
+      float w_u[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         w_u[u] = weight(s[u][r], top);
-        sum += w_u[u];
+        l[r] += w_u[u];
       }
-      l[r] = l[r] * shrink + sum;
-      m[r] = top;
 #pragma unroll
       for (int p = 0; p < PP; ++p)
 #pragma unroll
         for (int w = 0; w < W; ++w) {
-          float a = acc[r][p][w] * shrink;
+          float a = acc[r][p][w];
 #pragma unroll
           for (int u = 0; u < U; ++u) a += w_u[u] * jitk::to_float(vp[u][p].v[w]);
           acc[r][p][w] = a;
