@@ -510,9 +510,9 @@ TEMPLATE_TEST_CASE("GPU kv_cache_append writes each token's rows at its slot and
 // and lse, checked against the float64 reference; with and without a workspace (split contexts).
 // q_extra >= 0: q read in place from rows of heads x head_dim + q_extra elements (k's and v's
 // columns of a fused QKV buffer and padding, all NaN: none may reach o).
-template <class T> void check_gpu_decode(const jitk_test::DecodeShape& s, bool split, std::int64_t q_extra = -1) {
+template <class T> void check_gpu_decode(const jitk_test::DecodeShape& s, bool split, std::int64_t q_extra = -1, std::int64_t warps = 0) {
   using jitk_test::Decode;
-  const Decode::Params params{jit::dtype_of<T>(), s.head_dim, s.page_size, s.group, s.q_len};
+  const Decode::Params params{jit::dtype_of<T>(), s.head_dim, s.page_size, s.group, s.q_len, warps};
   auto kernel = jit::get<Decode>(params, gpu());
   const auto tables = jitk_test::decode_tables(s);
   const auto q = random_vector<T>(s.q_elements(), -2, 2);
@@ -539,7 +539,8 @@ template <class T> void check_gpu_decode(const jitk_test::DecodeShape& s, bool s
   const auto expected = ref::attention_decode(widen(q), widen(k), widen(v), tables.block_table, s.contexts, s.q_len, s.kv_heads,
                                               s.group, s.head_dim, s.page_size, tables.max_pages, scale);
   INFO("kv_heads " << s.kv_heads << ", group " << s.group << ", q_len " << s.q_len << ", head_dim " << s.head_dim << ", page_size "
-                   << s.page_size << ", batch " << s.batch() << (ws_bytes ? ", split" : "") << ", q_stride " << q_stride);
+                   << s.page_size << ", batch " << s.batch() << (ws_bytes ? ", split" : "") << ", q_stride " << q_stride << ", warps "
+                   << warps);
   for (int round = 0; round < (ws_bytes ? 2 : 1); ++round) {  // a second launch over the same workspace: counters reset
     kernel(args);
     CHECK(error_of(dout, expected.o) <= tolerance<T>());
@@ -570,6 +571,22 @@ TEMPLATE_TEST_CASE("GPU attention_decode matches the reference over odd contexts
     check_gpu_decode<TestType>(shape, true, kv_columns + 16 / static_cast<std::int64_t>(sizeof(TestType)));
   }
   check_gpu_decode<TestType>({8, 4, 1, 128, 16, {8191, 300, 5000, 1}}, true, 2 * 8 * 128);
+}
+
+// The block's size sets how many steps of K and V the text stages in shared memory and how many
+// keys a thread takes a step (down to one step, each waiting for its own loads: f32, head_dim 256,
+// 16 warps): every depth over odd contexts, pages of 16-64, 1-8 new tokens.
+TEMPLATE_TEST_CASE("GPU attention_decode with 1 to 16 warps a block matches the reference", "[gpu][attention_decode]", float,
+                   jit::bfloat16) {
+  if (!have_gpu()) return;
+  const std::vector<jitk_test::DecodeShape> shapes = {
+      {2, 4, 1, 128, 16, {37, 1, 255, 5, 1000}}, {1, 1, 2, 256, 32, {999, 3, 0}}, {2, 8, 1, 64, 64, {300, 17, 64}},
+      {1, 2, 4, 64, 16, {41, 8, 100}},           {1, 1, 3, 96, 16, {41, 3}}};
+  for (const std::int64_t warps : {1, 2, 8, 16})
+    for (const auto& shape : shapes) {
+      check_gpu_decode<TestType>(shape, false, -1, warps);
+      check_gpu_decode<TestType>(shape, true, -1, warps);
+    }
 }
 
 TEST_CASE("GPU attention_decode masks pages outside the pool and keys past the table, reading nothing there", "[gpu][attention_decode]") {

@@ -8,8 +8,12 @@
 # and abN.err (N = 1 for the built-in texts, 2.. for the DIRs) and ab.txt, a table of every bench's
 # value, baseline and ratio per text. AB_ARGS adds bench arguments (e.g. AB_ARGS="--filter f32"; split
 # at spaces); AB_TESTS=0 skips the tests (and their build) when only the DIRs' texts changed: the bench
-# still checks every result against float64 sums and cuBLAS before timing it. Exits non-zero when the
-# tests or a bench run failed (a failed check, a timeout).
+# still checks every result against float64 sums and cuBLAS before timing it. AB_TEST_BIN picks the
+# GPU test binary (default test_gpu_gemm; e.g. test_gpu_kernels), AB_TEST_ARGS its Catch2 test spec
+# (e.g. "[attention_decode]"); the tests then run on the built-in texts and, at the same time, on each
+# DIR's (tests.log, testsN.log), before any bench. Exits non-zero when the tests or a bench run failed (a failed check, a
+# timeout). Example, decode texts:
+#   AB_TEST_BIN=test_gpu_kernels AB_TEST_ARGS="[attention_decode]" bash bench/gpu/ab.sh decode ab/x ab/y
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -19,16 +23,33 @@ source .gpu-deps/unpack.sh > /dev/null
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 log=/tmp/jitk-gpu-build.log
 tests=${AB_TESTS:-1}
+test_bin=${AB_TEST_BIN:-test_gpu_gemm}
 read -ra bench_args <<< "${AB_ARGS:-}"
+read -ra test_args <<< "${AB_TEST_ARGS:-}"
 targets="jitk_gpu_bench"
-[ "$tests" != 0 ] && targets="test_gpu_gemm $targets"
-{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu --target $targets; } > "$log" 2>&1 ||
+[ "$tests" != 0 ] && targets="$test_bin $targets"
+{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DJITK_BUILD_TESTS=ON -DJITK_BUILD_BENCH=ON &&
+  cmake --build build-gpu --target $targets; } > "$log" 2>&1 ||
   { cp "$log" "$out/build.log"; grep -E "error|Error" -A3 "$log" | head -60; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv
 status=0
 if [ "$tests" != 0 ]; then
-  JITK_CACHE_DIR=$(mktemp -d) timeout 300 build-gpu/tests/test_gpu_gemm > "$out/tests.log" 2>&1 || status=1
-  echo "gemm gpu tests exit: $status"; tail -3 "$out/tests.log"
+  # the built-in texts' run, then (AB_TEST_BIN set) each DIR's, all at once (each its own cache; the
+  # timings come after)
+  dirs=("")
+  [ -n "${AB_TEST_BIN:-}" ] && dirs+=("$@")
+  pids=()
+  for n in "${!dirs[@]}"; do
+    log_n=$out/tests$([ "$n" = 0 ] || echo "$((n + 1))").log
+    JITK_KERNEL_DIR=${dirs[$n]} JITK_CACHE_DIR=$(mktemp -d) timeout 300 "build-gpu/tests/$test_bin" ${test_args[@]+"${test_args[@]}"} > "$log_n" 2>&1 &
+    pids+=($!)
+  done
+  for n in "${!dirs[@]}"; do
+    wait "${pids[$n]}"
+    rc=$?
+    echo "$test_bin (${dirs[$n]:-built-in texts}) exit: $rc"; tail -2 "$out/tests$([ "$n" = 0 ] || echo "$((n + 1))").log"
+    [ "$rc" = 0 ] || status=1
+  done
 fi
 cat > /tmp/jitk-ab-table.py <<'PY'
 import json, sys

@@ -481,6 +481,60 @@ std::vector<unsigned char> random_values(jit::DType dtype, std::int64_t count, u
   return raw;
 }
 
+// The decode section's check: the float64 attention of sequences 0, batch / 2 and batch - 1 (every
+// head, one new token each), [3][heads][head_dim]. The cache holds kv[i] = values[i % values.size()]
+// (K first, V cache_elems after), q[i] = values[i].
+constexpr std::int64_t kDecodeChecked = 3;
+std::array<std::int64_t, kDecodeChecked> decode_checked(std::int64_t batch) { return {0, batch / 2, batch - 1}; }
+std::vector<double> decode_reference(const std::vector<float>& values, const std::vector<std::int32_t>& pages, std::int64_t batch,
+                                     std::int64_t context, std::int64_t max_pages, std::int64_t kv_heads, std::int64_t group,
+                                     std::int64_t head_dim, std::int64_t page_size, std::size_t cache_elems, double scale) {
+  const std::size_t n = values.size();  // a multiple of head_dim: a row never wraps
+  const std::int64_t heads = kv_heads * group;
+  std::vector<double> expected, score(static_cast<std::size_t>(context)), out(static_cast<std::size_t>(head_dim));
+  for (const std::int64_t b : decode_checked(batch))
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const std::int64_t kvh = h / group;
+      const float* qrow = values.data() + (b * heads + h) * head_dim;
+      auto row = [&](std::int64_t j, std::size_t from) {
+        const std::int64_t page = pages[static_cast<std::size_t>(b * max_pages + j / page_size)];
+        return values.data() + (from + static_cast<std::size_t>(((page * page_size + j % page_size) * kv_heads + kvh) * head_dim)) % n;
+      };
+      double top = -INFINITY;
+      for (std::int64_t j = 0; j < context; ++j) {
+        const float* k = row(j, 0);
+        double dot = 0;
+        for (std::int64_t d = 0; d < head_dim; ++d) dot += double(qrow[d]) * k[d];
+        score[static_cast<std::size_t>(j)] = dot * scale;
+        top = std::max(top, dot * scale);
+      }
+      std::fill(out.begin(), out.end(), 0.0);
+      double sum = 0;
+      for (std::int64_t j = 0; j < context; ++j) {
+        const double w = std::exp(score[static_cast<std::size_t>(j)] - top);
+        const float* v = row(j, cache_elems);
+        sum += w;
+        for (std::int64_t d = 0; d < head_dim; ++d) out[static_cast<std::size_t>(d)] += w * v[d];
+      }
+      for (const double x : out) expected.push_back(x / sum);
+    }
+  return expected;
+}
+// max |o - expected| over the checked rows as a fraction of the largest |expected|; NaN or inf in o: inf.
+double decode_error(const std::vector<jit::bfloat16>& o, const std::vector<double>& expected, std::int64_t batch, std::int64_t heads,
+                    std::int64_t head_dim) {
+  double worst = 0, largest = 0;
+  std::size_t at = 0;
+  for (const std::int64_t b : decode_checked(batch))
+    for (std::int64_t e = 0; e < heads * head_dim; ++e, ++at) {
+      const double got = jit::to_float(o[static_cast<std::size_t>(b * heads * head_dim + e)]);
+      if (!std::isfinite(got)) return INFINITY;
+      worst = std::max(worst, std::abs(got - expected[at]));
+      largest = std::max(largest, std::abs(expected[at]));
+    }
+  return largest > 0 ? worst / largest : worst;
+}
+
 // Room on the device for `count` values of dtype.
 jit::cuda::DeviceArray<unsigned char> device_values(jit::DType dtype, std::int64_t count) {
   return jit::cuda::DeviceArray<unsigned char>(static_cast<std::size_t>(count) * jit::dtype_size(dtype));
@@ -1417,7 +1471,9 @@ int main(int argc, char** argv) {
   // ---- attention_decode over a paged cache (32 q heads / 8 kv heads of 128, bf16, pages of 16
   // shuffled over the pool, one new token a sequence): K and V bytes read a second vs a D2D copy of
   // the same bytes (read + write), same run; with the split the descriptor picks (a workspace) and
-  // without one (a block a sequence and kv head), at 4 and 8 warps a block.
+  // without one (a block a sequence and kv head), at 4 and 8 warps a block. Each case's o is first
+  // checked against a float64 attention of three sequences (all 32 heads); a failed check is not timed.
+  bool decode_ok = true;
   if (want("decode")) {
     using Decode = kernels::AttentionDecode;
     const std::int64_t kv_heads = 8, group = 4, head_dim = 128, page_size = 16, tokens = 64 * 4096;
@@ -1425,11 +1481,15 @@ int main(int argc, char** argv) {
     const std::size_t cache_elems = static_cast<std::size_t>(num_pages * page_size * row);
     // K and V one buffer (the copy baseline copies both at once); random values: a chunk uploaded, then repeated
     jit::cuda::DeviceArray<jit::bfloat16> kv(2 * cache_elems), copy_dst(2 * cache_elems), q(64 * group * row), o(64 * group * row);
+    std::vector<float> values(1 << 22);  // kv[i] = values[i % values.size()], q[i] = values[i]
     {
       std::mt19937 gen(7);
       std::uniform_real_distribution<float> d(-2.0f, 2.0f);
-      std::vector<jit::bfloat16> chunk(1 << 22);
-      for (auto& x : chunk) x = jit::to_bfloat16(d(gen));
+      std::vector<jit::bfloat16> chunk(values.size());
+      for (std::size_t i = 0; i < chunk.size(); ++i) {
+        chunk[i] = jit::to_bfloat16(d(gen));
+        values[i] = jit::to_float(chunk[i]);
+      }
       jit::cuda::DeviceArray<jit::bfloat16> part(chunk);
       for (std::size_t at = 0; at < kv.size(); at += chunk.size())
         CU(cuMemcpyDtoD(reinterpret_cast<CUdeviceptr>(kv.data() + at), reinterpret_cast<CUdeviceptr>(part.data()),
@@ -1452,6 +1512,8 @@ int main(int argc, char** argv) {
         cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(copy_dst.data()), reinterpret_cast<CUdeviceptr>(kv.data()),
                           static_cast<std::size_t>(kv_bytes), nullptr);
       };
+      const std::vector<double> expected = decode_reference(values, pages, shape.batch, shape.context, max_pages, kv_heads, group,
+                                                            head_dim, page_size, cache_elems, 1 / std::sqrt(double(head_dim)));
       for (std::int64_t warps : {4, 8})
         for (bool split : {true, false}) {
           const Decode::Params params{jit::DType::bf16, head_dim, page_size, group, 1, warps};
@@ -1465,10 +1527,19 @@ int main(int argc, char** argv) {
             args.workspace = workspace.data();
             args.workspace_size = ws_bytes;
           }
-          const auto ms = device_ms_pair([&] { k(args); }, copy);
           const auto s = Decode::split_for(params, shape.batch, kv_heads, shape.context, ws_bytes > 0);
           const std::string name = "decode_bf16_b" + std::to_string(shape.batch) + "_ctx" + std::to_string(shape.context) + "_w" +
                                    std::to_string(warps) + "_split" + std::to_string(s.splits) + "_GBps";
+          o.fill_bytes(0xff);  // NaN: a row the kernel does not write fails the check
+          k(args);
+          CU(cuCtxSynchronize());
+          const double error = decode_error(o.download(), expected, shape.batch, kv_heads * group, head_dim);
+          if (!(error <= 1e-2)) {
+            std::fprintf(stderr, "DECODE CHECK FAILED: %s: max |o - float64 attention| = %g of the largest |o|\n", name.c_str(), error);
+            decode_ok = false;
+            continue;
+          }
+          const auto ms = device_ms_pair([&] { k(args); }, copy);
           emit(name.c_str(), kv_bytes / ms[0] / 1e6, "GB/s", 2.0 * kv_bytes / ms[1] / 1e6, "D2D copy (read + write), same run");
           std::printf("  %s: %.3f ms\n", name.c_str(), ms[0]);
         }
@@ -1478,6 +1549,7 @@ int main(int argc, char** argv) {
   // ---- GEMM vs cuBLAS, and tuned vs default tiles; then block-sparse matmul vs dense cuBLAS (each
   // runs when the other failed; the exit status says whether either did)
   int rc = 0;
+  if (!decode_ok) rc = 1;
   if (want("gemm") && !gemm_benches()) {
     std::fprintf(stderr, "GEMM CHECK FAILED: see the lines marked above\n");
     rc = 1;

@@ -1,9 +1,13 @@
 // attention_decode on NVIDIA (and, through hipRTC, AMD) GPUs: a block a work item (sequence, kv
 // head, row chunk, split). Its query rows (up to RC of the group's heads x new tokens) live in
 // registers; a key's row of head_dim elements is spread over KL lanes, one 16-byte pack each, so
-// a warp takes 32 / KL keys at once and each thread U of them a step (their K and V loads in
-// flight together). Each thread keeps an online softmax (max, weight, sums of its packs) per row;
-// the warp's key groups merge through shuffles, the warps through shared memory. Without a
+// a warp takes 32 / KL keys at once and each thread U of them a step. A thread's K and V packs go
+// through its own slots of shared memory (cp.async), the next step's in flight during a step's
+// math. The arithmetic, not the loads, bounds it on the H100 (bf16, d128, group 4: more steps in
+// flight did not help, fewer instructions a key did), hence a key's dot products reduce-scattered
+// over its lanes and a row's sums rescaled only when its max grows. Each thread keeps an online
+// softmax (max, weight, sums of its packs) per row; the warp's key groups merge through
+// shuffles, the warps through shared memory. Without a
 // workspace the block writes o (and lse); with one it writes its partial there and the last block
 // of its (sequence, kv head, chunk) to finish merges the splits (an atomic count, reset after).
 // A page outside [0, num_pages) and keys past max_pages * P are masked, never read. q's tokens are
@@ -25,22 +29,60 @@ constexpr int PP = (PACKS + KL - 1) / KL;                     // packs a lane
 constexpr int KPW = 32 / KL;                                  // keys a warp at once
 constexpr int NW = JITK_BLOCK / 32;
 constexpr int NS = NW * KPW;                  // keys the block takes at once
-constexpr int U = RC * PP * W <= 32 ? 4 : 2;  // keys a thread a step: more loads in flight, fewer registers
+// Keys a thread a step (the math of one step overlaps the loads of the next ones): 4 where a thread
+// keeps at most 32 of each row array, else 2, fewer where S = 2 steps of them would not fit kStageBytes.
+constexpr int kKeysWanted = RC * PP * W <= 32 ? 4 : 2;
+constexpr int kWantStages = 2;                // steps staged: S - 1 of them in flight during the math
+constexpr int kStageBytes = 40 * 1024;        // shared memory for them (4 blocks an SM: 160 KB)
+constexpr int step_bytes(int u) { return u * PP * 2 * JITK_BLOCK * 16; }
+constexpr int fit_keys(int u) { return u <= 1 || 2 * step_bytes(u) <= kStageBytes ? u : fit_keys(u / 2); }
+constexpr int U = fit_keys(kKeysWanted);
+constexpr int S = kWantStages * step_bytes(U) <= kStageBytes ? kWantStages : (kStageBytes / step_bytes(U) > 1 ? kStageBytes / step_bytes(U) : 1);
 // Threads an SM should hold: 512 (128 registers a thread) where a thread keeps at most 32 of each
 // row array, else 256. On the H100 (bf16, d128, group 4) 4 blocks of 128 instead of the 3 that 136
 // registers gave: 0.725 -> 0.811 of copy bandwidth at 64 x 4096 in 4 splits, 0.824 unsplit (28 bytes spilled);
-// 8 keys a thread a step instead of 4 (210 registers) read 0.58.
+// 8 keys a thread a step instead of 4 (210 registers) read 0.58. Staged through shared memory with
+// the reduce-scatter and lazy rescaling: 0.864 at 64 x 4096, 0.850 at 8 x 32768 in 8 splits (0.829
+// and 0.818 before); staging alone 0.820 / 0.807; 2 keys a step, 4 or 5 stages: 0.77 / 0.76.
 constexpr int kMinBlocks = ((RC * PP * W <= 32 ? 512 : 256) / JITK_BLOCK) > 0 ? (RC * PP * W <= 32 ? 512 : 256) / JITK_BLOCK : 1;
+constexpr bool kLazy = true;  // a row's sums rescaled only when its max grows
+constexpr int log2_of(int n) { return n <= 1 ? 0 : 1 + log2_of(n / 2); }
+constexpr bool kScatter = RC >= 2 && (RC & (RC - 1)) == 0 && RC <= KL;  // the dot products reduce-scattered
+constexpr int kLogRC = log2_of(RC);
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 static_assert(D % W == 0, "the plan takes head_dim in 16-byte packs");
 
 typedef jitk::Pack<T, W> Row;
 
-// K and V are read once; only blocks of other row chunks read the same pages again (from L2).
-__device__ inline Row load_key(const T* p) {
-  if constexpr (CHUNKS == 1) return jitk::load_stream<W>(p);
-  return jitk::load<W>(p);
+// Staging: a slot is one 16-byte pack of one thread, [stage][u][p][K or V][thread] (a warp's
+// packs side by side: no bank conflicts).
+static_assert(S * U <= 32, "okbits holds a bit a key of each stage");
+constexpr int kAccBytes = NW * RC * static_cast<int>(D) * 4;
+constexpr int kRawBytes = S * step_bytes(U) > kAccBytes ? S * step_bytes(U) : kAccBytes;
+__device__ inline int slot(int stage, int u, int p, int kv) { return (((stage * U + u) * PP + p) * 2 + kv) * JITK_BLOCK + static_cast<int>(threadIdx.x); }
+
+// 16 bytes from global into shared memory, zeros when !read (nothing is read then): cp.async.cg
+// (L2 only; K and V are read once, or again from L2 by the blocks of other row chunks) and its
+// groups on CUDA; a plain copy elsewhere.
+__device__ inline void stage16(Row* dst, const T* src, bool read) {
+#if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
+  const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(at), "l"(src), "r"(read ? 16 : 0) : "memory");
+#else
+  *dst = read ? jitk::load<W>(src) : Row{};
+#endif
+}
+__device__ inline void stage_commit() {
+#if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most N of this thread's groups are in flight.
+template <int N> __device__ inline void wait_stages() {
+#if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
 }
 
 // exp2 of a - b where both may be -inf (a weight of 0 then).
@@ -68,6 +110,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restr
                 const int* __restrict__ block_table, const int* __restrict__ context_lens, T* __restrict__ o,
                 float* __restrict__ lse, char* __restrict__ workspace, float scale, i64 kv_heads, i64 num_pages,
                 i64 max_pages, i64 splits, i64 pages_per_split, i64 batch, i64 q_stride, i64 n) {
+  __shared__ __align__(16) unsigned char s_raw[kRawBytes];  // the staging slots, then the warps' sums
   const i64 item = blockIdx.x;
   if (item >= n) return;
   const i64 split = item % splits, pair = item / splits;  // pair: (sequence, kv head, chunk)
@@ -113,29 +156,69 @@ JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restr
       for (int w = 0; w < W; ++w) acc[r][p][w] = 0.0f;
   }
 
+  // Each thread's K and V packs go through its own slots of shared memory, S steps deep: the loads
+  // of the S - 1 steps ahead are in flight while a step is computed, holding no registers. A slot
+  // is written (cp.async) and read back by the same thread only, so no barrier is needed; a key
+  // past the end, on a page outside the pool, or a lane past head_dim gets zeros (src size 0,
+  // nothing read), its score masked by okbits.
   const int* table = block_table + seq * max_pages;
-  for (int step = begin; step < end; step += NS * U) {  // the same trip count for every lane (shuffles below)
+  const int steps = end > begin ? (end - begin + NS * U - 1) / (NS * U) : 0;  // the same for every lane (shuffles below)
+  Row* slots = reinterpret_cast<Row*>(s_raw);
+  int pages[U];          // the pages of the next step to issue (-1: masked)
+  unsigned okbits = 0;   // bit stage * U + u: key u of the step in that stage is read
+  auto fetch_pages = [&](int t) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = begin + t * NS * U + u * NS + sg;
+      int page = -1;
+      if (t < steps && j < end) {
+        page = table[j / P];
+        page = page >= 0 && page < num_pages ? page : -1;
+      }
+      pages[u] = page;
+    }
+  };
+  auto issue = [&](int t) {
+    if (t < steps) {
+      const int stage = t % S;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int j = begin + t * NS * U + u * NS + sg;
+        const bool ok = pages[u] >= 0;
+        const unsigned bit = 1u << (stage * U + u);
+        okbits = ok ? okbits | bit : okbits & ~bit;
+        const i64 at = ok ? ((static_cast<i64>(pages[u]) * P + j % P) * kv_heads + kvh) * D : 0;
+#pragma unroll
+        for (int p = 0; p < PP; ++p) {
+          const int d0 = (p * KL + kl) * W;
+          const bool read = ok && d0 < D;
+          stage16(slots + slot(stage, u, p, 0), read ? k_cache + at + d0 : k_cache, read);
+          stage16(slots + slot(stage, u, p, 1), read ? v_cache + at + d0 : v_cache, read);
+        }
+      }
+    }
+    stage_commit();  // a group a step, empty past the last: wait_stages counts the same for all
+  };
+#pragma unroll
+  for (int t = 0; t < S - 1; ++t) {
+    fetch_pages(t);
+    issue(t);
+  }
+  fetch_pages(S - 1);
+  for (int t = 0; t < steps; ++t) {
+    issue(t + S - 1);
+    fetch_pages(t + S);  // the table's reads for the step after, behind this step's math
+    wait_stages<S - 1>();  // step t's group has landed
+    const int stage = t % S, step = begin + t * NS * U;
     Row kp[U][PP], vp[U][PP];
     bool ok[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int j = step + u * NS + sg;
-      i64 at = 0;
-      ok[u] = false;
-      if (j < end) {
-        const int page = table[j / P];
-        ok[u] = page >= 0 && page < num_pages;
-        at = ((static_cast<i64>(page) * P + j % P) * kv_heads + kvh) * D;
-      }
+      ok[u] = (okbits >> (stage * U + u)) & 1u;
 #pragma unroll
       for (int p = 0; p < PP; ++p) {
-        const int d0 = (p * KL + kl) * W;
-        kp[u][p] = Row{};
-        vp[u][p] = Row{};
-        if (ok[u] && d0 < D) {
-          kp[u][p] = load_key(k_cache + at + d0);
-          vp[u][p] = load_key(v_cache + at + d0);
-        }
+        kp[u][p] = slots[slot(stage, u, p, 0)];
+        vp[u][p] = slots[slot(stage, u, p, 1)];
       }
     }
     float s[U][RC];
@@ -146,16 +229,45 @@ JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restr
       for (int p = 0; p < PP; ++p)
 #pragma unroll
         for (int w = 0; w < W; ++w) kf[p][w] = jitk::to_float(kp[u][p].v[w]);
+      float d[RC];  // this lane's share of each row's dot product
 #pragma unroll
       for (int r = 0; r < RC; ++r) {
-        float d = 0.0f;
+        d[r] = 0.0f;
 #pragma unroll
         for (int p = 0; p < PP; ++p)
 #pragma unroll
-          for (int w = 0; w < W; ++w) d += qr[r][p][w] * kf[p][w];
+          for (int w = 0; w < W; ++w) d[r] += qr[r][p][w] * kf[p][w];
+      }
+      if constexpr (kScatter) {
+        // Reduce-scatter over the key's lanes: at each of log2(RC) levels a lane keeps half of its
+        // rows and sends the other half (lanes with the bit set keep the upper half); then the
+        // one row left (row (lane % KL) / (KL / RC)) sums over the remaining lanes, and each row
+        // comes back from a lane that holds it: RC - 1 + log2(KL / RC) + RC shuffles, not RC log2(KL).
 #pragma unroll
-        for (int mask = KL / 2; mask > 0; mask /= 2) d += JITK_SHFL_XOR(d, mask);
-        s[u][r] = ok[u] && step + u * NS + sg < limit[r] ? d : jitk::neg_inf();
+        for (int level = 0; level < kLogRC; ++level) {
+          const int h = RC >> (level + 1), mask = KL >> (level + 1);
+          const bool upper = (lane & mask) != 0;
+#pragma unroll
+          for (int i = 0; i < h; ++i) {
+            const float send = upper ? d[i] : d[i + h], keep = upper ? d[i + h] : d[i];
+            d[i] = keep + JITK_SHFL_XOR(send, mask);
+          }
+        }
+#pragma unroll
+        for (int mask = KL / RC / 2; mask > 0; mask /= 2) d[0] += JITK_SHFL_XOR(d[0], mask);
+        const int mine = (lane % KL) / (KL / RC);
+#pragma unroll
+        for (int r = 0; r < RC; ++r) {
+          const float x = JITK_SHFL_XOR(d[0], (mine ^ r) * (KL / RC));
+          s[u][r] = ok[u] && step + u * NS + sg < limit[r] ? x : jitk::neg_inf();
+        }
+      } else {
+#pragma unroll
+        for (int r = 0; r < RC; ++r) {
+#pragma unroll
+          for (int mask = KL / 2; mask > 0; mask /= 2) d[r] += JITK_SHFL_XOR(d[r], mask);
+          s[u][r] = ok[u] && step + u * NS + sg < limit[r] ? d[r] : jitk::neg_inf();
+        }
       }
     }
 #pragma unroll
@@ -164,20 +276,26 @@ JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restr
 #pragma unroll
       for (int u = 0; u < U; ++u) top = fmaxf(top, s[u][r]);
       if (top == jitk::neg_inf()) continue;  // no key of this step for this row (nor before)
-      const float shrink = weight(m[r], top);
-      float w_u[U], sum = 0.0f;
+      if (!kLazy || top > m[r]) {  // the row's max grew: its sums rescaled (lazily: only then)
+        const float shrink = weight(m[r], top);
+        l[r] *= shrink;
+#pragma unroll
+        for (int p = 0; p < PP; ++p)
+#pragma unroll
+          for (int w = 0; w < W; ++w) acc[r][p][w] *= shrink;
+        m[r] = top;
+      }
+      float w_u[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         w_u[u] = weight(s[u][r], top);
-        sum += w_u[u];
+        l[r] += w_u[u];
       }
-      l[r] = l[r] * shrink + sum;
-      m[r] = top;
 #pragma unroll
       for (int p = 0; p < PP; ++p)
 #pragma unroll
         for (int w = 0; w < W; ++w) {
-          float a = acc[r][p][w] * shrink;
+          float a = acc[r][p][w];
 #pragma unroll
           for (int u = 0; u < U; ++u) a += w_u[u] * jitk::to_float(vp[u][p].v[w]);
           acc[r][p][w] = a;
@@ -200,9 +318,11 @@ JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restr
         for (int w = 0; w < W; ++w) acc[r][p][w] = acc[r][p][w] * mine + JITK_SHFL_XOR(acc[r][p][w], mask) * theirs;
     }
 
-  // The warps into one, through shared memory.
+  // The warps into one, through shared memory (the staging slots' bytes, once every warp is done with them).
+  wait_stages<0>();
+  __syncthreads();
   __shared__ float s_m[NW][RC], s_l[NW][RC];
-  __shared__ float s_acc[NW][RC][D];
+  float (*s_acc)[RC][D] = reinterpret_cast<float (*)[RC][D]>(s_raw);
   if (lane < KL) {
 #pragma unroll
     for (int r = 0; r < RC; ++r) {
