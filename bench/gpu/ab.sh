@@ -8,8 +8,11 @@
 # and abN.err (N = 1 for the built-in texts, 2.. for the DIRs) and ab.txt, a table of every bench's
 # value, baseline and ratio per text. AB_ARGS adds bench arguments (e.g. AB_ARGS="--filter f32"; split
 # at spaces); AB_TESTS=0 skips the tests (and their build) when only the DIRs' texts changed: the bench
-# still checks every result against float64 sums and cuBLAS before timing it. Exits non-zero when the
-# tests or a bench run failed (a failed check, a timeout).
+# still checks every result against float64 sums and cuBLAS before timing it (prefill: sampled rows
+# against float64 sums). AB_TEST_BIN names the test binary (default test_gpu_gemm; e.g.
+# test_gpu_kernels) and AB_TEST_FILTER its Catch2 filter (e.g. "[attention]"); AB_TESTS=dirs runs
+# the tests again with each DIR's texts (testsN.log). Exits non-zero when the tests or a bench run
+# failed (a failed check, a timeout).
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -20,15 +23,30 @@ export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 log=/tmp/jitk-gpu-build.log
 tests=${AB_TESTS:-1}
 read -ra bench_args <<< "${AB_ARGS:-}"
+test_bin=${AB_TEST_BIN:-test_gpu_gemm}
+test_filter=${AB_TEST_FILTER:-}
 targets="jitk_gpu_bench"
-[ "$tests" != 0 ] && targets="test_gpu_gemm $targets"
+[ "$tests" != 0 ] && targets="$test_bin $targets"
 { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu --target $targets; } > "$log" 2>&1 ||
   { cp "$log" "$out/build.log"; grep -E "error|Error" -A3 "$log" | head -60; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv
 status=0
+# the tests on the built-in texts (tests.log), and with AB_TESTS=dirs on each DIR's (tests2.log ...)
+run_tests() {  # DIR LOG
+  local rc=0
+  JITK_KERNEL_DIR=$1 JITK_CACHE_DIR=$(mktemp -d) timeout 300 build-gpu/tests/$test_bin ${test_filter:+"$test_filter"} > "$2" 2>&1 || rc=1
+  echo "$test_bin ${test_filter} (${1:-built-in}) exit: $rc"; tail -3 "$2"
+  return $rc
+}
 if [ "$tests" != 0 ]; then
-  JITK_CACHE_DIR=$(mktemp -d) timeout 300 build-gpu/tests/test_gpu_gemm > "$out/tests.log" 2>&1 || status=1
-  echo "gemm gpu tests exit: $status"; tail -3 "$out/tests.log"
+  run_tests "" "$out/tests.log" || status=1
+  if [ "$tests" = dirs ]; then
+    n=1
+    for dir in "$@"; do
+      n=$((n + 1))
+      run_tests "$dir" "$out/tests$n.log" || status=1
+    done
+  fi
 fi
 cat > /tmp/jitk-ab-table.py <<'PY'
 import json, sys

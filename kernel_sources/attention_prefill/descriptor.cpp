@@ -61,7 +61,15 @@ TilePlan attention_sm90a_plan(const ParamSet& p) {
   if (d / 2 + 3 * tn / 4 + 48 > regs)
     return {tile + ": head_dim " + std::to_string(d) + " needs " + std::to_string(d / 2 + 3 * tn / 4 + 48) + " registers a consumer thread; " +
             std::to_string(consumers) + " consumers have " + std::to_string(regs)};
-  const std::int64_t shared = 2 * (tm * d + 2 * 2 * tn * d) + 1024 + 64;
+  // Q's tile and two stages of K and V tiles (each stage with four 8-byte mbarriers), 1024 bytes of
+  // alignment; then as many stages more, up to four, as fit (the text takes those it is built for)
+  const auto shared_of = [&](std::int64_t stages) { return 2 * (tm * d + stages * 2 * tn * d) + stages * 4 * 8 + 1024; };
+  std::int64_t shared = shared_of(2);
+  for (std::int64_t stages = 4; stages > 2; --stages)
+    if (shared_of(stages) <= kMaxSharedBytes) {
+      shared = shared_of(stages);
+      break;
+    }
   if (shared > kMaxSharedBytes)
     return shared_memory_refused(tile + " at head_dim " + std::to_string(d) + " needs " + std::to_string(shared) + " bytes of shared memory",
                                  shared);
