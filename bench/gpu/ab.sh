@@ -48,12 +48,30 @@ if [ "$tests" != 0 ]; then
     done
   fi
 fi
+# AB_TORCH=1: torch SDPA's cuDNN and flash backends on the prefill shapes first (torch.jsonl), shown
+# beside each prefill row of the table with jitk's ratio to cuDNN
+if [ "${AB_TORCH:-0}" != 0 ]; then
+  timeout 240 python3 bench/gpu/torch_baseline.py --attention > "$out/torch.jsonl" 2> "$out/torch.err"
+  echo "torch attention exit: $?"
+fi
 cat > /tmp/jitk-ab-table.py <<'PY'
-import json, sys
+import json, os, re, sys
+torch = {}
+if len(sys.argv) > 2 and os.path.exists(sys.argv[2]):
+    for line in open(sys.argv[2]):
+        if line.startswith("{"):
+            r = json.loads(line)
+            if "value" in r:
+                torch[r["bench"]] = r["value"]
 for line in open(sys.argv[1]):
     if line.startswith("{"):
         r = json.loads(line)
-        print(f"{r['bench']:<58} {r['value']:>10.3f} {r['baseline']:>10.3f} {r['ratio']:>7.3f}")
+        extra = ""
+        m = re.match(r"(prefill_bf16_d\d+_s\d+_h\d+_kv\d+_(?:causal|full))_(?:cuda|cuda-sm90a)$", r["bench"])
+        if m and "torch_cudnn_" + m.group(1) in torch:
+            cudnn, flash = torch["torch_cudnn_" + m.group(1)], torch.get("torch_flash_" + m.group(1), 0)
+            extra = f"  cudnn {cudnn:7.1f} flash {flash:7.1f}  jitk/cudnn {r['value'] / cudnn:5.3f}"
+        print(f"{r['bench']:<58} {r['value']:>10.3f} {r['baseline']:>10.3f} {r['ratio']:>7.3f}{extra}")
 PY
 n=0
 for dir in "" "$@"; do
@@ -66,6 +84,6 @@ for dir in "" "$@"; do
   rm -rf "$cache"
   echo "bench exit: $rc"; [ "$rc" = 0 ] || status=1
   grep -E "FAILED|tuning:" "$out/ab$n.err"
-  python3 /tmp/jitk-ab-table.py "$out/ab$n.jsonl"
+  python3 /tmp/jitk-ab-table.py "$out/ab$n.jsonl" "$out/torch.jsonl"
 done > >(tee "$out/ab.txt") 2>&1
 exit $status

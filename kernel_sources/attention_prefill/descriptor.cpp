@@ -53,7 +53,7 @@ TilePlan attention_sm90a_plan(const ParamSet& p) {
   const std::string tile = "tile_m = " + std::to_string(tm) + ", tile_n = " + std::to_string(tn);
   if (d != 64 && d != 128 && d != 256) return {"head_dim = " + std::to_string(d) + ": cuda-sm90a takes 64, 128 and 256"};
   if (tm != 64 && tm != 128 && tm != 192) return {tile + ": tile_m must be 64, 128 or 192 on cuda-sm90a (64 rows a consumer warpgroup)"};
-  if (tn != 64 && tn != 128 && tn != 192 && tn != 256) return {tile + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
+  if (tn != 64 && tn != 80 && tn != 128 && tn != 192 && tn != 256) return {tile + ": tile_n must be 64, 80, 128, 192 or 256 on cuda-sm90a"};
   // A consumer's registers (the producer keeps 56): O's d / 2, the scores' tile_n / 2 and P's
   // tile_n / 4, with about 48 to spare.
   const std::int64_t consumers = tm / 64, threads = 128 * (consumers + 1);

@@ -155,7 +155,7 @@ using namespace jitk::sm90;
 constexpr int CONSUMERS = TM / 64;
 
 constexpr bool kPingPong = JITK_FA_PINGPONG && CONSUMERS > 1;
-static_assert(TM % 64 == 0 && (D == 64 || D == 128 || D == 256) && TN % 64 == 0 && TN <= 256,
+static_assert(TM % 64 == 0 && (D == 64 || D == 128 || D == 256) && (TN % 64 == 0 || TN == 80) && TN <= 256,
               "attention_prefill sm90a: tiles the host's plan refuses");
 static_assert(JITK_BLOCK == 128 * (CONSUMERS + 1), "attention_prefill sm90a: the plan's threads are a producer and TM / 64 consumers");
 constexpr int REGS_AT_ENTRY = 65536 / JITK_BLOCK / 8 * 8;
