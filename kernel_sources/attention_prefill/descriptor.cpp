@@ -47,7 +47,7 @@ GpuLayout attention_cuda_tiles(const ParamSet& p, GpuLayout l) {
 }
 
 // kernel_sources/attention_prefill/attention_prefill.cu's Hopper path: a producer warpgroup and
-// tile_m / 64 consumer warpgroups (wgmma), K and V in two stages of swizzled 64-element slabs.
+// tile_m / 64 consumer warpgroups (wgmma), K and V in stages of swizzled 64-element slabs.
 TilePlan attention_sm90a_plan(const ParamSet& p) {
   const std::int64_t d = int_param(p, "head_dim"), tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
   const std::string tile = "tile_m = " + std::to_string(tm) + ", tile_n = " + std::to_string(tn);
@@ -105,7 +105,7 @@ std::vector<KernelSpec> attention_prefill_family() {
   GpuLayout hopper_tiles{Kind::Tile, 384, 1, 1, 128, 128, 0, 2};
   hopper_tiles.aligned_rows = true;  // cp.async copies 16 bytes; other rows run the generic text
   Implementation hopper = sm90a_impl(cuda.file, hopper_tiles, attention_sm90a_plan,
-                                     "Hopper: wgmma, a producer warpgroup and 64-row consumer warpgroups, two K/V stages");
+                                     "Hopper: wgmma, a producer warpgroup and 64-row consumer warpgroups taking turns (ping-pong), softmax under P V, 2-3 K/V stages");
   hopper.tile_defaults = [hopper_tiles](const ParamSet& p) { return attention_sm90a_tiles(p, hopper_tiles); };
   Implementation hip = hip_generic(cuda);
   hip.note = "a thread a query row (AMD, hipRTC; compiled in CI, not run)";
