@@ -151,18 +151,6 @@ using namespace jitk::sm90;
 #ifndef JITK_FA_MAX_STAGES
 #define JITK_FA_MAX_STAGES 3
 #endif
-#ifndef JITK_FA_ASYNC_PRODUCER
-#define JITK_FA_ASYNC_PRODUCER 0
-#endif
-#ifndef JITK_FA_RESCALE_EARLY
-#define JITK_FA_RESCALE_EARLY 0
-#endif
-// kAsyncProducer: the producer's threads do not wait for their copies: each arrives on the tile's
-// mbarrier when they land (cp.async.mbarrier.arrive.noinc), and the consumers fence the async proxy
-// after their wait. kRescaleEarly: O's rows are rescaled while Q K^T runs, before P V is issued
-// (FlashAttention-3's order), not after P V is waited for.
-constexpr bool kAsyncProducer = JITK_FA_ASYNC_PRODUCER != 0;
-constexpr bool kRescaleEarly = JITK_FA_RESCALE_EARLY != 0;
 
 constexpr int CONSUMERS = TM / 64;
 
@@ -198,17 +186,6 @@ template <int ROWS, class RowAt> __device__ inline void copy_tile(T* to, int val
 __device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ inline void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 template <int N> __device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-// An arrival on `bar` once this thread's earlier cp.async copies have landed (counted among the
-// barrier's expected arrivals).
-__device__ inline void cp_async_arrive(u64* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-// A consumer's wait for a tile: the barrier, then (copies that landed by cp.async's own arrival)
-// the fence that lets wgmma's async proxy see them.
-__device__ inline void wait_tile(u64* bar, unsigned parity) {
-  bar_wait(bar, parity);
-  if constexpr (kAsyncProducer) fence_async_shared();
-}
 // The consumers' turns (kPingPong): named barriers 4 .. 4 + CONSUMERS - 1, one a consumer, each
 // passed by its owner's bar.sync and the previous consumer's bar.arrive (256 threads).
 constexpr int SCHED_BARRIER = 4;
@@ -333,15 +310,12 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
       const int keys = static_cast<int>(w.lk - n0 < TN ? w.lk - n0 : TN);
       if (i >= STAGES) bar_wait(&empty_k[s], phase);
       copy_tile<TN>(sk + s * KV_ELEMS, keys, [&](int r) { return k_at + r * k_stride; }, tid, 128);
-      if constexpr (kAsyncProducer) cp_async_arrive(&full_k[s]);
       commit();
       if (i >= STAGES) bar_wait(&empty_v[s], phase);
       copy_tile<TN>(sv + s * KV_ELEMS, keys, [&](int r) { return v_at + r * v_stride; }, tid, 128);
-      if constexpr (kAsyncProducer) cp_async_arrive(&full_v[s]);
       commit();
       k_at += TN * k_stride;
       v_at += TN * v_stride;
-      if constexpr (kAsyncProducer) continue;
       cp_async_wait<1>();
       fence_async_shared();  // cp.async wrote through the generic proxy; wgmma reads through the async one
       bar_arrive(&full_k[s]);
@@ -349,7 +323,6 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
       fence_async_shared();
       bar_arrive(&full_v[s]);
     }
-    if constexpr (kAsyncProducer) cp_async_wait<0>();  // no thread leaves with copies in flight
     return;
   }
 
@@ -387,7 +360,7 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
     if (kPingPong && c == 0) asm volatile("bar.arrive %0, 256;\n" ::"r"(SCHED_BARRIER) : "memory");
     float sc[TN / 2];
     unsigned p[TN / 16][4];
-    wait_tile(&full_k[0], 0);
+    bar_wait(&full_k[0], 0);
     turn_wait(c);
     wgmma_fence();
     issue_qk(sc, q_rows, sk);
@@ -401,16 +374,12 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
     // each step: tile i's Q K^T and tile i - 1's P V issued together, tile i's softmax under P V
     for (int i = 1; i < tiles; ++i) {
       const int s = i % STAGES, sp = (i - 1) % STAGES;
-      wait_tile(&full_k[s], (i / STAGES) & 1);
-      wait_tile(&full_v[sp], ((i - 1) / STAGES) & 1);
+      bar_wait(&full_k[s], (i / STAGES) & 1);
+      bar_wait(&full_v[sp], ((i - 1) / STAGES) & 1);
       turn_wait(c);
       wgmma_fence();
       issue_qk(sc, q_rows, sk + s * KV_ELEMS);
       wgmma_commit();
-      if constexpr (kRescaleEarly) {  // tile i - 1's correction, before its P V is added
-        sm.rescale(acc);
-        wgmma_fence();
-      }
       issue_pv(acc, p, sv + sp * KV_ELEMS);
       wgmma_commit();
       if (!(c == CONSUMERS - 1 && i == tiles - 1)) turn_pass(c);  // the last consumer's last pass would have no taker
@@ -422,12 +391,11 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
       keep_registers(acc);
       keep_registers(sc);  // P is packed after the wait, never hoisted above it
       bar_arrive(&empty_v[sp]);
-      if constexpr (!kRescaleEarly) sm.rescale(acc);
+      sm.rescale(acc);
       pack_p(p, sc);
     }
     const int sl = (tiles - 1) % STAGES;
-    wait_tile(&full_v[sl], ((tiles - 1) / STAGES) & 1);
-    if constexpr (kRescaleEarly) sm.rescale(acc);
+    bar_wait(&full_v[sl], ((tiles - 1) / STAGES) & 1);
     wgmma_fence();
     issue_pv(acc, p, sv + sl * KV_ELEMS);
     wgmma_commit();
