@@ -851,7 +851,7 @@ TEMPLATE_TEST_CASE("GPU attention_prefill matches the reference in every impleme
     }
 }
 
-TEMPLATE_TEST_CASE("GPU attention_prefill on Hopper with other tiles and unaligned buffers", "[gpu][attention]", jit::half, jit::bfloat16) {
+TEMPLATE_TEST_CASE("GPU attention_prefill on Hopper with other tiles and unaligned buffers", "[gpu][attention][sm90a]", jit::half, jit::bfloat16) {
   if (!have_gpu()) return;
   const auto impls = jit::implementations_for("attention_prefill", gpu());
   if (std::find(impls.begin(), impls.end(), "cuda-sm90a") == impls.end()) {
@@ -865,6 +865,28 @@ TEMPLATE_TEST_CASE("GPU attention_prefill on Hopper with other tiles and unalign
   check_gpu_prefill<TestType>(causal_gqa, 0, 0, 1, "cuda-sm90a");  // every buffer one element off 16 bytes
   check_gpu_prefill<TestType>({{6, 3}, {2, 0}, 1, 1, 64, true, 0, 0}, 0, 0, 0, "cuda-sm90a");  // rows that see no key
   check_gpu_prefill<TestType>({{2000}, {2000}, 1, 1, 256, false, 0, 0}, 0, 0, 0, "cuda-sm90a");  // many tiles, both stages reused
+}
+
+// The Hopper text's pipeline over many key tiles (every stage reused several times, the consumers
+// taking turns, each tile's Q K^T issued beside the previous one's P V) at each head size: ragged
+// batches whose sequences end inside a tile, queries fewer than keys (bottom-right causal), GQA,
+// a window, padded strides.
+TEMPLATE_TEST_CASE("GPU attention_prefill's Hopper text walks many key tiles at every head size", "[gpu][attention][sm90a]", jit::half,
+                   jit::bfloat16) {
+  if (!have_gpu()) return;
+  const auto impls = jit::implementations_for("attention_prefill", gpu());
+  if (std::find(impls.begin(), impls.end(), "cuda-sm90a") == impls.end()) {
+    std::printf("SKIPPED: no Hopper GPU (cuda-sm90a)\n");
+    return;
+  }
+  for (std::int64_t d : {64, 128, 256}) {
+    check_gpu_prefill<TestType>({{700, 1, 517, 0, 260}, {700, 900, 517, 3, 1000}, 2, 4, d, true, 0, 0}, 0, 0, 0, "cuda-sm90a");
+    check_gpu_prefill<TestType>({{650, 33, 517}, {650, 1200, 517}, 2, 1, d, false, 0, 8}, 0, 0, 0, "cuda-sm90a");
+    check_gpu_prefill<TestType>({{600, 300}, {600, 900}, 1, 3, d, true, 200, 0}, 0, 0, 0, "cuda-sm90a");
+  }
+  // key tiles of 80: five 16-key steps of P V, 80-row slabs (head 256 x 80 keys is refused: its
+  // registers, by the plan's count)
+  check_gpu_prefill<TestType>({{700, 1, 517, 0, 260}, {700, 900, 517, 3, 1000}, 2, 4, 128, true, 0, 0}, 128, 80, 0, "cuda-sm90a");
 }
 
 TEMPLATE_TEST_CASE("GPU attention_prefill's generic text with other tiles, long sequences and unaligned buffers", "[gpu][attention]", jit::half,

@@ -14,6 +14,8 @@
 # DIR's (tests.log, testsN.log), before any bench. Exits non-zero when the tests or a bench run failed (a failed check, a
 # timeout). Example, decode texts:
 #   AB_TEST_BIN=test_gpu_kernels AB_TEST_ARGS="[attention_decode]" bash bench/gpu/ab.sh decode ab/x ab/y
+# AB_TORCH=1 runs torch SDPA's cuDNN and flash backends on the prefill shapes first and shows them,
+# with jitk's ratio to cuDNN, beside each prefill row.
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -25,7 +27,8 @@ log=/tmp/jitk-gpu-build.log
 tests=${AB_TESTS:-1}
 test_bin=${AB_TEST_BIN:-test_gpu_gemm}
 read -ra bench_args <<< "${AB_ARGS:-}"
-read -ra test_args <<< "${AB_TEST_ARGS:-}"
+# AB_TEST_ARGS (or AB_TEST_FILTER): the test binary's Catch2 spec
+read -ra test_args <<< "${AB_TEST_ARGS:-${AB_TEST_FILTER:-}}"
 targets="jitk_gpu_bench"
 [ "$tests" != 0 ] && targets="$test_bin $targets"
 { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DJITK_BUILD_TESTS=ON -DJITK_BUILD_BENCH=ON &&
@@ -37,7 +40,7 @@ if [ "$tests" != 0 ]; then
   # the built-in texts' run, then (AB_TEST_BIN set) each DIR's, all at once (each its own cache; the
   # timings come after)
   dirs=("")
-  [ -n "${AB_TEST_BIN:-}" ] && dirs+=("$@")
+  [ -n "${AB_TEST_BIN:-}" ] || [ "$tests" = dirs ] && dirs+=("$@")
   pids=()
   for n in "${!dirs[@]}"; do
     log_n=$out/tests$([ "$n" = 0 ] || echo "$((n + 1))").log
@@ -51,12 +54,30 @@ if [ "$tests" != 0 ]; then
     [ "$rc" = 0 ] || status=1
   done
 fi
+# AB_TORCH=1: torch SDPA's cuDNN and flash backends on the prefill shapes first (torch.jsonl), shown
+# beside each prefill row of the table with jitk's ratio to cuDNN
+if [ "${AB_TORCH:-0}" != 0 ]; then
+  timeout 240 python3 bench/gpu/torch_baseline.py --attention > "$out/torch.jsonl" 2> "$out/torch.err"
+  echo "torch attention exit: $?"
+fi
 cat > /tmp/jitk-ab-table.py <<'PY'
-import json, sys
+import json, os, re, sys
+torch = {}
+if len(sys.argv) > 2 and os.path.exists(sys.argv[2]):
+    for line in open(sys.argv[2]):
+        if line.startswith("{"):
+            r = json.loads(line)
+            if "value" in r:
+                torch[r["bench"]] = r["value"]
 for line in open(sys.argv[1]):
     if line.startswith("{"):
         r = json.loads(line)
-        print(f"{r['bench']:<58} {r['value']:>10.3f} {r['baseline']:>10.3f} {r['ratio']:>7.3f}")
+        extra = ""
+        m = re.match(r"(prefill_bf16_d\d+_s\d+_h\d+_kv\d+_(?:causal|full))_(?:cuda|cuda-sm90a)$", r["bench"])
+        if m and "torch_cudnn_" + m.group(1) in torch:
+            cudnn, flash = torch["torch_cudnn_" + m.group(1)], torch.get("torch_flash_" + m.group(1), 0)
+            extra = f"  cudnn {cudnn:7.1f} flash {flash:7.1f}  jitk/cudnn {r['value'] / cudnn:5.3f}"
+        print(f"{r['bench']:<58} {r['value']:>10.3f} {r['baseline']:>10.3f} {r['ratio']:>7.3f}{extra}")
 PY
 n=0
 for dir in "" "$@"; do
@@ -69,6 +90,6 @@ for dir in "" "$@"; do
   rm -rf "$cache"
   echo "bench exit: $rc"; [ "$rc" = 0 ] || status=1
   grep -E "FAILED|tuning:" "$out/ab$n.err"
-  python3 /tmp/jitk-ab-table.py "$out/ab$n.jsonl"
+  python3 /tmp/jitk-ab-table.py "$out/ab$n.jsonl" "$out/torch.jsonl"
 done > >(tee "$out/ab.txt") 2>&1
 exit $status

@@ -42,6 +42,7 @@
 #include "runtime/backend_driver.hpp"
 #include "runtime/selection.hpp"
 #include "jit/registry.hpp"
+#include <limits>
 #include <optional>
 
 using clock_type = std::chrono::steady_clock;
@@ -50,7 +51,7 @@ namespace kernels = jit::kernels;
 namespace {
 
 bool g_json = false;
-std::string g_filter;  // --filter: the gemm, tuning and block-sparse cases whose names hold it
+std::string g_filter;  // --filter: the gemm, tuning, block-sparse and prefill cases whose names hold it
 
 bool wanted(const std::string& name) { return name.find(g_filter) != std::string::npos; }
 
@@ -331,14 +332,63 @@ std::string self_path() {
 // shapes come from bench/gpu/torch_baseline.py --attention in the same run (bench/gpu/run.sh).
 // Then a variant's cold compile (empty jitk cache and CUDA_CACHE_PATH) and warm first use, each in
 // a fresh process.
-void prefill_benches() {
+double rel_l2(const std::vector<float>& got, const std::vector<float>& want);
+bool check_error(const std::string& what, double error, double limit, const std::string& section);
+
+// The rows of a prefill bench (q = k = v = `x`, packed, sequences of seqlen) at 24 sampled
+// (token, head) pairs -- first and last tokens of sequences, tile edges, spread heads -- against
+// float64 sums: o's relative L2 error over them and each row's lse.
+bool check_prefill_rows(const std::vector<jit::bfloat16>& x, const std::vector<jit::bfloat16>& o, const std::vector<float>& lse,
+                        std::int64_t d, std::int64_t seqlen, std::int64_t batch, std::int64_t heads, std::int64_t kv_heads, bool causal,
+                        double scale, std::int64_t total, const std::string& what) {
+  const std::int64_t group = heads / kv_heads;
+  std::vector<float> got, want;
+  double lse_err = 0;
+  for (std::int64_t r = 0; r < 24; ++r) {
+    const std::int64_t fixed[] = {0, seqlen - 1, 63, 64, 127, 128, 191, 192};
+    const std::int64_t i = r < 8 ? std::min(fixed[r], seqlen - 1) : (r * 2654435761LL + 977) % seqlen;
+    const std::int64_t b = (r * 5 + 3) % batch, h = (r * 7 + r / 3) % heads, kvh = h / group;
+    const std::int64_t token = b * seqlen + i, keys = causal ? i + 1 : seqlen;
+    const auto at = [&](std::int64_t t, std::int64_t hh, std::int64_t nh, std::int64_t e) {
+      return static_cast<double>(jit::to_float(x[static_cast<std::size_t>((t * nh + hh) * d + e)]));
+    };
+    std::vector<double> s(static_cast<std::size_t>(keys));
+    double mx = -1e300;
+    for (std::int64_t j = 0; j < keys; ++j) {
+      double dot = 0;
+      for (std::int64_t e = 0; e < d; ++e) dot += at(token, h, heads, e) * at(b * seqlen + j, kvh, kv_heads, e);
+      s[j] = dot * scale;
+      mx = std::max(mx, s[j]);
+    }
+    double sum = 0;
+    std::vector<double> acc(static_cast<std::size_t>(d), 0.0);
+    for (std::int64_t j = 0; j < keys; ++j) {
+      const double p = std::exp(s[j] - mx);
+      sum += p;
+      for (std::int64_t e = 0; e < d; ++e) acc[e] += p * at(b * seqlen + j, kvh, kv_heads, e);
+    }
+    for (std::int64_t e = 0; e < d; ++e) {
+      want.push_back(static_cast<float>(acc[e] / sum));
+      got.push_back(jit::to_float(o[static_cast<std::size_t>((token * heads + h) * d + e)]));
+    }
+    const double want_lse = mx + std::log(sum), got_lse = lse[static_cast<std::size_t>(h * total + token)];
+    const double e = std::abs(got_lse - want_lse) / std::max(1.0, std::abs(want_lse));
+    lse_err = e <= lse_err ? lse_err : std::isnan(e) ? std::numeric_limits<double>::infinity() : e;  // NaN anywhere fails
+  }
+  const bool o_ok = check_error(what + " o", rel_l2(got, want), 2e-2, "prefill");
+  return check_error(what + " lse", lse_err, 1e-3, "prefill") && o_ok;
+}
+
+bool prefill_benches() {
+  bool ok = true;
   using Prefill = kernels::AttentionPrefill;
   const std::int64_t tokens = 16384;
   const std::size_t max_elems = static_cast<std::size_t>(tokens) * 4096;  // Llama's 32 heads of 128
   std::vector<jit::bfloat16> host(max_elems);
   std::mt19937 gen(7);
   std::uniform_real_distribution<float> dist(-1.5f, 1.5f);
-  for (auto& x : host) x = jit::bfloat16(dist(gen));
+  // (jit::bfloat16 holds bits: jit::bfloat16(x) would put the float's integer part in them)
+  for (auto& x : host) x = jit::to_bfloat16(dist(gen));
   jit::cuda::DeviceArray<jit::bfloat16> q(host), k(host), v(host), o(max_elems);
   jit::cuda::DeviceArray<float> lse(max_elems / 64);
   struct Case {
@@ -359,9 +409,16 @@ void prefill_benches() {
   // same device as a stand-in for sm_80-sm_89, default tiles
   for (auto [tm, tn] : {std::pair{128, 64}, {192, 64}, {128, 192}}) cases.push_back({64, 8192, 32, 32, false, tm, tn});
   for (auto [tm, tn] : {std::pair{128, 64}, {64, 128}}) cases.push_back({128, 8192, 16, 16, false, tm, tn});
+  cases.push_back({64, 8192, 32, 32, true, 128, 192});
+  cases.push_back({64, 2048, 32, 32, false, 128, 192});
   for (bool causal : {false, true})
     for (std::int64_t d : {64, 128, 256}) cases.push_back({d, 8192, 2048 / d, 2048 / d, causal, 0, 0, "cuda"});
   for (const Case& c : cases) {
+    // --filter: the cases whose names hold it (the implementation named as asked; "" is Hopper's on sm_90)
+    char pre[128];
+    std::snprintf(pre, sizeof pre, "prefill_bf16_d%lld_s%lld_h%lld_kv%lld_%s_%s", (long long)c.head_dim, (long long)c.seqlen,
+                  (long long)c.heads, (long long)c.kv_heads, c.causal ? "causal" : "full", *c.implementation ? c.implementation : "cuda-sm90a");
+    if (!wanted(pre)) continue;
     const std::int64_t batch = tokens / c.seqlen, group = c.heads / c.kv_heads;
     std::vector<std::int32_t> cu(static_cast<std::size_t>(batch + 1));
     for (std::int64_t b = 0; b <= batch; ++b) cu[b] = static_cast<std::int32_t>(b * c.seqlen);
@@ -369,12 +426,26 @@ void prefill_benches() {
     Prefill::Params p{jit::DType::bf16, c.head_dim, c.causal, 0, group, c.tile_m, c.tile_n};
     jit::Selection only;
     only.implementation = c.implementation;
-    auto kernel = jit::get<Prefill>(p, jit::default_target(), only);
+    std::optional<jit::Kernel<Prefill>> got;
+    try {
+      got.emplace(jit::get<Prefill>(p, jit::default_target(), only));
+    } catch (const jit::Error& e) {  // tiles a text (an A/B's older one) does not take: no row
+      std::fprintf(stderr, "prefill bench: %s not run: %.200s\n", pre, e.what());
+      continue;
+    }
+    auto& kernel = *got;
     const double scale = 1.0 / std::sqrt(double(c.head_dim));
     auto run = [&] {
       kernel.launch({batch, c.kv_heads, c.seqlen, tokens, tokens, q.data(), k.data(), v.data(), o.data(), lse.data(), dcu.data(), dcu.data(),
                      scale});
     };
+    // o and lse of sampled rows against float64 sums before the clock (a text that is fast and
+    // wrong must not pass an A/B)
+    run();
+    if (!check_prefill_rows(host, o.download(), lse.download(), c.head_dim, c.seqlen, batch, c.heads, c.kv_heads, c.causal, scale,
+                            tokens, "d" + std::to_string(c.head_dim) + " s" + std::to_string(c.seqlen) + " h" + std::to_string(c.heads) + "/" +
+                                std::to_string(c.kv_heads) + (c.causal ? " causal " : " full ") + kernel.implementation()))
+      ok = false;
     const double ms = device_ms(run, 10, 3);
     const double flops = 4.0 * batch * c.heads * double(c.seqlen) * double(c.seqlen) * c.head_dim / (c.causal ? 2 : 1);
     char name[128];
@@ -399,6 +470,7 @@ void prefill_benches() {
   emit("prefill_cold_compile_ms", median(cold), "ms", 0, "target <= 2000 ms");
   if (!warm.empty()) emit("prefill_first_use_warm_ms", median(warm), "ms", median(cold), "cold compile, fresh process");
   std::system(("rm -rf '" + cache + "' '" + cuda_cache + "'").c_str());
+  return ok;
 }
 
 // ---- GEMM: jitk against cuBLAS on the same inputs, in TFLOP/s --------------------------------------
@@ -1466,7 +1538,11 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (want("prefill")) prefill_benches();
+  int prefill_rc = 0;
+  if (want("prefill") && !prefill_benches()) {
+    std::fprintf(stderr, "PREFILL CHECK FAILED: see the lines marked above\n");
+    prefill_rc = 1;
+  }
 
   // ---- attention_decode over a paged cache (32 q heads / 8 kv heads of 128, bf16, pages of 16
   // shuffled over the pool, one new token a sequence): K and V bytes read a second vs a D2D copy of
@@ -1548,7 +1624,7 @@ int main(int argc, char** argv) {
 
   // ---- GEMM vs cuBLAS, and tuned vs default tiles; then block-sparse matmul vs dense cuBLAS (each
   // runs when the other failed; the exit status says whether either did)
-  int rc = 0;
+  int rc = prefill_rc;
   if (!decode_ok) rc = 1;
   if (want("gemm") && !gemm_benches()) {
     std::fprintf(stderr, "GEMM CHECK FAILED: see the lines marked above\n");

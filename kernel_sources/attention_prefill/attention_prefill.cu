@@ -130,21 +130,32 @@ __device__ inline float exp2_approx(float x) {
 #if JITK_IMPLEMENTATION_CUDA_SM90A
 
 // ---- Hopper (cuda-sm90a): wgmma, a producer warpgroup, TM / 64 consumer warpgroups ----
-// Warpgroup 0 (the producer, 128 threads) copies each K and V tile of TN keys into one of two
+// Warpgroup 0 (the producer, 128 threads) copies each K and V tile of TN keys into one of STAGES
 // shared-memory stages with cp.async, in 128-byte swizzled slabs of 64 elements of the head (the
 // layout wgmma reads), waits for its own copies, fences them to the async proxy and arrives on the
-// stage's `full` mbarrier; a stage is refilled once every consumer has arrived on its `empty` one.
+// tile's `full_k` / `full_v` mbarrier; a stage of K (of V) is refilled once every consumer has
+// arrived on its `empty_k` (`empty_v`) one.
 // Consumer warpgroup c takes rows 64c .. 64c + 63 of the tile: S = Q K^T by wgmma (both from
 // shared memory), the mask and an online softmax in registers, then O += P V by wgmma with P from
 // registers (its accumulator layout is the A fragment's) and V read N-major (transposed by wgmma).
-// The consumers wait on barriers, not on each other, so one's softmax runs beside another's products.
+// As FlashAttention-3 does, a consumer issues tile j + 1's Q K^T and tile j's P V together and runs
+// tile j + 1's softmax while P V is in flight (intra-warpgroup overlap); with kPingPong the
+// consumers take turns issuing their products (named barriers, one a consumer), so that one's
+// softmax runs under the others' products.
 #include "jitk_sm90.h"
 using namespace jitk::sm90;
 
+#ifndef JITK_FA_PINGPONG
+#define JITK_FA_PINGPONG 1
+#endif
+#ifndef JITK_FA_MAX_STAGES
+#define JITK_FA_MAX_STAGES 3
+#endif
+
 constexpr int CONSUMERS = TM / 64;
-constexpr int STAGES = 2;
-constexpr int SLABS = D / 64;  // 64-element (128-byte) slabs of a head
-static_assert(TM % 64 == 0 && (D == 64 || D == 128 || D == 256) && TN % 64 == 0 && TN <= 256,
+
+constexpr bool kPingPong = JITK_FA_PINGPONG && CONSUMERS > 1;
+static_assert(TM % 64 == 0 && (D == 64 || D == 128 || D == 256) && (TN % 64 == 0 || TN == 80) && TN <= 256,
               "attention_prefill sm90a: tiles the host's plan refuses");
 static_assert(JITK_BLOCK == 128 * (CONSUMERS + 1), "attention_prefill sm90a: the plan's threads are a producer and TM / 64 consumers");
 constexpr int REGS_AT_ENTRY = 65536 / JITK_BLOCK / 8 * 8;
@@ -152,7 +163,12 @@ constexpr int PRODUCER_REGS = 56;
 constexpr int CONSUMER_SHARE = (REGS_AT_ENTRY * JITK_BLOCK - 128 * PRODUCER_REGS) / (128 * CONSUMERS) / 8 * 8;
 constexpr int CONSUMER_REGS = CONSUMER_SHARE < 240 ? CONSUMER_SHARE : 240;
 constexpr int Q_ELEMS = TM * D, KV_ELEMS = TN * D;  // a tile's elements; slabs of ROWS x 64 one after another
-static_assert(2 * (Q_ELEMS + 2 * STAGES * KV_ELEMS) + 1024 + 64 <= JITK_SHARED_BYTES, "attention_prefill sm90a: more shared memory than planned");
+// K/V stages: as many as the shared memory the plan gives holds, 2 to JITK_FA_MAX_STAGES
+// (a stage: a K and a V tile and their four 8-byte mbarriers)
+constexpr int FIT_STAGES = (JITK_SHARED_BYTES - 1024 - 2 * Q_ELEMS) / (2 * 2 * KV_ELEMS + 4 * 8);
+constexpr int STAGES = FIT_STAGES < JITK_FA_MAX_STAGES ? FIT_STAGES : JITK_FA_MAX_STAGES;
+static_assert(STAGES >= 2 && 2 * (Q_ELEMS + 2 * STAGES * KV_ELEMS) + 1024 + 4 * 8 * STAGES <= JITK_SHARED_BYTES,
+              "attention_prefill sm90a: more shared memory than planned");
 
 // Row r's 16-byte chunk c (of D / 8) in a tile of ROWS rows stored as swizzled slabs: slab c / 8,
 // row r's 128 bytes, the chunk's place XORed with r % 8 (what wgmma's 128-byte swizzle reads).
@@ -160,6 +176,7 @@ template <int ROWS> __device__ inline int swizzled(int r, int c) { return (c / 8
 
 // Copies rows [0, ROWS) of a tile, `step` threads from `first` on, zeros past `valid_rows`.
 template <int ROWS, class RowAt> __device__ inline void copy_tile(T* to, int valid_rows, RowAt row_at, int first, int step) {
+#pragma unroll 4
   for (int i = first; i < ROWS * (D / 8); i += step) {
     const int r = i / (D / 8), c = i % (D / 8);
     const bool valid = r < valid_rows;
@@ -168,6 +185,89 @@ template <int ROWS, class RowAt> __device__ inline void copy_tile(T* to, int val
 }
 __device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ inline void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
+template <int N> __device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+// The consumers' turns (kPingPong): named barriers 4 .. 4 + CONSUMERS - 1, one a consumer, each
+// passed by its owner's bar.sync and the previous consumer's bar.arrive (256 threads).
+constexpr int SCHED_BARRIER = 4;
+__device__ inline void turn_wait(int c) {
+  if constexpr (kPingPong) asm volatile("bar.sync %0, 256;\n" ::"r"(SCHED_BARRIER + c) : "memory");
+}
+__device__ inline void turn_pass(int c) {
+  if constexpr (kPingPong) asm volatile("bar.arrive %0, 256;\n" ::"r"(SCHED_BARRIER + (c + 1) % CONSUMERS) : "memory");
+}
+
+// S = Q K^T for a consumer's 64 rows and TN keys (issued, not waited for).
+__device__ inline void issue_qk(float (&sc)[TN / 2], const T* q_rows, const T* ks) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const int slab = kk / 4, in = (kk % 4) * 16;
+    Wgmma<TN, 0, 0>::run(sc, descriptor(q_rows + slab * TM * 64 + in, false), descriptor(ks + slab * TN * 64 + in, false), kk > 0);
+  }
+}
+// P = S as A fragments of 16 keys: packed once the previous P V is done with p's registers (a
+// register a wgmma in flight reads, written meanwhile, makes ptxas serialize every wgmma).
+__device__ inline void pack_p(unsigned (&p)[TN / 16][4], const float (&sc)[TN / 2]) {
+#pragma unroll
+  for (int kk = 0; kk < TN / 16; ++kk) {
+    p[kk][0] = pack2(sc[8 * kk + 0], sc[8 * kk + 1]);
+    p[kk][1] = pack2(sc[8 * kk + 2], sc[8 * kk + 3]);
+    p[kk][2] = pack2(sc[8 * kk + 4], sc[8 * kk + 5]);
+    p[kk][3] = pack2(sc[8 * kk + 6], sc[8 * kk + 7]);
+  }
+}
+// O += P V: P's registers as A fragments of 16 keys, V's rows of keys read N-major (issued, not waited for).
+__device__ inline void issue_pv(float (&acc)[D / 2], const unsigned (&p)[TN / 16][4], const T* vs) {
+#pragma unroll
+  for (int kk = 0; kk < TN / 16; ++kk) WgmmaRs<D, 1>::run(acc, p[kk], descriptor(vs + kk * 16 * 64, true, TN * 64 * sizeof(T)), 1);
+}
+
+// A consumer's online softmax state: this thread's rows g and g + 8 of its warp's 16.
+struct Softmax {
+  float row_max[2] = {jitk::neg_inf(), jitk::neg_inf()}, row_sum[2] = {0.0f, 0.0f};
+  float correction[2] = {1.0f, 1.0f};  // what O's rows are multiplied by once the tile's P V is added
+  int at[2];                           // the rows as key positions
+  float scale_log2;
+
+  // The mask where some row of the tile from n0 may not see some key of it, then P = exp2(S - max)
+  // in place with the rows' new max and sum.
+  __device__ inline void step(float (&sc)[TN / 2], const Work& w, i64 n0, int t) {
+    if (needs_mask(w, n0))
+#pragma unroll
+      for (int j = 0; j < TN / 2; ++j)
+        if (!sees(at[(j / 2) % 2], static_cast<int>(n0) + 8 * (j / 4) + 2 * t + (j & 1), static_cast<int>(w.lk))) sc[j] = jitk::neg_inf();
+    // registers 4j, 4j+1 are row g's, 4j+2, 4j+3 row g + 8's (a quad shares a row)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = row_max[h];
+#pragma unroll
+      for (int j = 0; j < TN / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * h], sc[4 * j + 2 * h + 1]) * scale_log2);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // a row that has seen no key yet keeps exp2(-inf - 0) = 0 for every score
+      const float base = mx == jitk::neg_inf() ? 0.0f : mx;
+      correction[h] = exp2_approx(row_max[h] - base);
+      row_max[h] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < TN / 8; ++j)
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          sc[4 * j + e] = exp2_approx(fmaf(sc[4 * j + e], scale_log2, -base));
+          sum += sc[4 * j + e];
+        }
+      row_sum[h] = row_sum[h] * correction[h] + sum;
+    }
+  }
+  __device__ inline void rescale(float (&acc)[D / 2]) const {
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      acc[4 * j] *= correction[0];
+      acc[4 * j + 1] *= correction[0];
+      acc[4 * j + 2] *= correction[1];
+      acc[4 * j + 3] *= correction[1];
+    }
+  }
+};
 
 extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
     JITK_ENTRY(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o, float* __restrict__ lse,
@@ -178,36 +278,50 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
   T* sq = reinterpret_cast<T*>((reinterpret_cast<u64>(shared_raw) + 1023) & ~u64(1023));
   T* sk = sq + Q_ELEMS;                   // STAGES tiles of K
   T* sv = sk + STAGES * KV_ELEMS;         // STAGES tiles of V
-  u64* full = reinterpret_cast<u64*>(sv + STAGES * KV_ELEMS);
-  u64* empty = full + STAGES;
+  u64* full_k = reinterpret_cast<u64*>(sv + STAGES * KV_ELEMS);
+  u64* full_v = full_k + STAGES;
+  u64* empty_k = full_v + STAGES;
+  u64* empty_v = empty_k + STAGES;
   const Work w = find_work(cu_q, cu_k, kv_heads, total_q, total_k, rows);
   if (!w.valid || w.rows == 0) return;
   if (w.overflow) return fill_nan(w, o, lse, kv_heads, total_q);
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      bar_init(&full[s], 128);
-      bar_init(&empty[s], 128 * CONSUMERS);
+      bar_init(&full_k[s], 128);
+      bar_init(&full_v[s], 128);
+      bar_init(&empty_k[s], 128 * CONSUMERS);
+      bar_init(&empty_v[s], 128 * CONSUMERS);
     }
   }
   __syncthreads();
   const i64 first_tile = w.key_begin / TN, end_tile = (w.key_end + TN - 1) / TN;
   const int tiles = static_cast<int>(end_tile - first_tile);
 
-  if (wg == 0) {  // the producer
+  if (wg == 0) {  // the producer: K then V of each tile, each stage refilled once the consumers let it go
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+    const i64 head = static_cast<i64>(w.kv_head) * D;
+    const T* k_at = k + (w.k0 + first_tile * TN) * k_stride + head;
+    const T* v_at = v + (w.k0 + first_tile * TN) * v_stride + head;
     for (int i = 0; i < tiles; ++i) {
       const int s = i % STAGES;
-      if (i >= STAGES) bar_wait(&empty[s], ((i / STAGES) - 1) & 1);
+      const unsigned phase = ((i / STAGES) - 1) & 1;
       const i64 n0 = (first_tile + i) * TN;
       const int keys = static_cast<int>(w.lk - n0 < TN ? w.lk - n0 : TN);
-      const i64 head = static_cast<i64>(w.kv_head) * D;
-      copy_tile<TN>(sk + s * KV_ELEMS, keys, [&](int r) { return k + (w.k0 + n0 + r) * k_stride + head; }, tid, 128);
-      copy_tile<TN>(sv + s * KV_ELEMS, keys, [&](int r) { return v + (w.k0 + n0 + r) * v_stride + head; }, tid, 128);
+      if (i >= STAGES) bar_wait(&empty_k[s], phase);
+      copy_tile<TN>(sk + s * KV_ELEMS, keys, [&](int r) { return k_at + r * k_stride; }, tid, 128);
       commit();
-      wait_all();
+      if (i >= STAGES) bar_wait(&empty_v[s], phase);
+      copy_tile<TN>(sv + s * KV_ELEMS, keys, [&](int r) { return v_at + r * v_stride; }, tid, 128);
+      commit();
+      k_at += TN * k_stride;
+      v_at += TN * v_stride;
+      cp_async_wait<1>();
       fence_async_shared();  // cp.async wrote through the generic proxy; wgmma reads through the async one
-      bar_arrive(&full[s]);
+      bar_arrive(&full_k[s]);
+      cp_async_wait<0>();
+      fence_async_shared();
+      bar_arrive(&full_v[s]);
     }
     return;
   }
@@ -233,83 +347,61 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
     warpgroup_sync(1 + c);
   }
   const i64 shift = w.lk - w.lq;
-  int at[2];  // this thread's rows (g and g + 8 of its warp's 16) as key positions
-  for (int h = 0; h < 2; ++h) at[h] = static_cast<int>((w.row0 + 64 * c + 16 * warp + g + 8 * h) / G + shift);
-  const float scale_log2 = scale * kLog2e;
+  Softmax sm;
+  for (int h = 0; h < 2; ++h) sm.at[h] = static_cast<int>((w.row0 + 64 * c + 16 * warp + g + 8 * h) / G + shift);
+  sm.scale_log2 = scale * kLog2e;
   float acc[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
-  float row_max[2] = {jitk::neg_inf(), jitk::neg_inf()}, row_sum[2] = {0.0f, 0.0f};
   const T* q_rows = sq + 64 * c * 64;  // this consumer's rows in slab 0 (slab s: + s * TM * 64)
 
-  for (int i = 0; i < tiles; ++i) {
-    const int s = i % STAGES;
-    const i64 n0 = (first_tile + i) * TN;
-    bar_wait(&full[s], (i / STAGES) & 1);
-    const T* ks = sk + s * KV_ELEMS;
-    const T* vs = sv + s * KV_ELEMS;
-    // S = Q K^T: 64 rows by TN keys, D / 16 steps
+  if (tiles > 0) {
+    // the first consumer takes the first turn
+    if (kPingPong && c == 0) asm volatile("bar.arrive %0, 256;\n" ::"r"(SCHED_BARRIER) : "memory");
     float sc[TN / 2];
+    unsigned p[TN / 16][4];
+    bar_wait(&full_k[0], 0);
+    turn_wait(c);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int slab = kk / 4, in = (kk % 4) * 16;
-      Wgmma<TN, 0, 0>::run(sc, descriptor(q_rows + slab * TM * 64 + in, false), descriptor(ks + slab * TN * 64 + in, false), kk > 0);
-    }
+    issue_qk(sc, q_rows, sk);
     wgmma_commit();
+    if (!(c == CONSUMERS - 1 && tiles == 1)) turn_pass(c);
     wgmma_wait<0>();
     keep_registers(sc);
-
-    // the mask, where some row of the tile may not see some key of it
-    if (needs_mask(w, n0))
-#pragma unroll
-      for (int j = 0; j < TN / 2; ++j)
-        if (!sees(at[(j / 2) % 2], static_cast<int>(n0) + 8 * (j / 4) + 2 * t + (j & 1), static_cast<int>(w.lk))) sc[j] = jitk::neg_inf();
-
-    // online softmax: registers 4j, 4j+1 are row g's, 4j+2, 4j+3 row g + 8's (a quad shares a row)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = row_max[h];
-#pragma unroll
-      for (int j = 0; j < TN / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * h], sc[4 * j + 2 * h + 1]) * scale_log2);
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float base = mx == jitk::neg_inf() ? 0.0f : mx;
-      const float correction = exp2_approx(row_max[h] - base);
-      row_max[h] = mx;
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < TN / 8; ++j)
-#pragma unroll
-        for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          sc[4 * j + e] = exp2_approx(fmaf(sc[4 * j + e], scale_log2, -base));
-          sum += sc[4 * j + e];
-        }
-      row_sum[h] = row_sum[h] * correction + sum;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        acc[4 * j + 2 * h] *= correction;
-        acc[4 * j + 2 * h + 1] *= correction;
-      }
+    bar_arrive(&empty_k[0]);
+    sm.step(sc, w, first_tile * TN, t);
+    pack_p(p, sc);
+    // each step: tile i's Q K^T and tile i - 1's P V issued together, tile i's softmax under P V
+    for (int i = 1; i < tiles; ++i) {
+      const int s = i % STAGES, sp = (i - 1) % STAGES;
+      bar_wait(&full_k[s], (i / STAGES) & 1);
+      bar_wait(&full_v[sp], ((i - 1) / STAGES) & 1);
+      turn_wait(c);
+      wgmma_fence();
+      issue_qk(sc, q_rows, sk + s * KV_ELEMS);
+      wgmma_commit();
+      issue_pv(acc, p, sv + sp * KV_ELEMS);
+      wgmma_commit();
+      if (!(c == CONSUMERS - 1 && i == tiles - 1)) turn_pass(c);  // the last consumer's last pass would have no taker
+      wgmma_wait<1>();
+      keep_registers(sc);
+      bar_arrive(&empty_k[s]);
+      sm.step(sc, w, (first_tile + i) * TN, t);
+      wgmma_wait<0>();
+      keep_registers(acc);
+      keep_registers(sc);  // P is packed after the wait, never hoisted above it
+      bar_arrive(&empty_v[sp]);
+      sm.rescale(acc);
+      pack_p(p, sc);
     }
-
-    // O += P V: P's registers as A fragments of 16 keys, V's rows of keys read N-major
-    unsigned p[TN / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < TN / 16; ++kk) {
-      p[kk][0] = pack2(sc[8 * kk + 0], sc[8 * kk + 1]);
-      p[kk][1] = pack2(sc[8 * kk + 2], sc[8 * kk + 3]);
-      p[kk][2] = pack2(sc[8 * kk + 4], sc[8 * kk + 5]);
-      p[kk][3] = pack2(sc[8 * kk + 6], sc[8 * kk + 7]);
-    }
+    const int sl = (tiles - 1) % STAGES;
+    bar_wait(&full_v[sl], ((tiles - 1) / STAGES) & 1);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < TN / 16; ++kk)
-      WgmmaRs<D, 1>::run(acc, p[kk], descriptor(vs + kk * 16 * 64, true, TN * 64 * sizeof(T)), 1);
+    issue_pv(acc, p, sv + sl * KV_ELEMS);
     wgmma_commit();
     wgmma_wait<0>();
     keep_registers(acc);
-    bar_arrive(&empty[s]);
+    bar_arrive(&empty_v[sl]);
   }
 
   // O = acc / sum, straight to global memory (a thread's pairs of columns); lse = ln of the sum
@@ -317,7 +409,7 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
   const bool pairs = (reinterpret_cast<u64>(o) & 3) == 0;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float sum = row_sum[h];
+    float sum = sm.row_sum[h];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
@@ -336,7 +428,7 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
         orow[8 * j + 2 * t + 1] = jitk::from_float<T>(x1);
       }
     }
-    if (lse && t == 0) lse[head * total_q + w.q0 + sr / G] = lse_of(row_max[h], sum);
+    if (lse && t == 0) lse[head * total_q + w.q0 + sr / G] = lse_of(sm.row_max[h], sum);
   }
   (void)batch, (void)items;
 }

@@ -47,21 +47,30 @@ GpuLayout attention_cuda_tiles(const ParamSet& p, GpuLayout l) {
 }
 
 // kernel_sources/attention_prefill/attention_prefill.cu's Hopper path: a producer warpgroup and
-// tile_m / 64 consumer warpgroups (wgmma), K and V in two stages of swizzled 64-element slabs.
+// tile_m / 64 consumer warpgroups (wgmma), K and V in stages of swizzled 64-element slabs.
 TilePlan attention_sm90a_plan(const ParamSet& p) {
   const std::int64_t d = int_param(p, "head_dim"), tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
   const std::string tile = "tile_m = " + std::to_string(tm) + ", tile_n = " + std::to_string(tn);
   if (d != 64 && d != 128 && d != 256) return {"head_dim = " + std::to_string(d) + ": cuda-sm90a takes 64, 128 and 256"};
   if (tm != 64 && tm != 128 && tm != 192) return {tile + ": tile_m must be 64, 128 or 192 on cuda-sm90a (64 rows a consumer warpgroup)"};
-  if (tn != 64 && tn != 128 && tn != 192 && tn != 256) return {tile + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
+  if (tn != 64 && tn != 80 && tn != 128 && tn != 192 && tn != 256) return {tile + ": tile_n must be 64, 80, 128, 192 or 256 on cuda-sm90a"};
   // A consumer's registers (the producer keeps 56): O's d / 2, the scores' tile_n / 2 and P's
   // tile_n / 4, with about 48 to spare.
   const std::int64_t consumers = tm / 64, threads = 128 * (consumers + 1);
   const std::int64_t regs = std::min<std::int64_t>(240, (65536 / threads / 8 * 8 * threads - 128 * 56) / (128 * consumers) / 8 * 8);
-  if (d / 2 + 3 * tn / 4 + 48 > regs)
-    return {tile + ": head_dim " + std::to_string(d) + " needs " + std::to_string(d / 2 + 3 * tn / 4 + 48) + " registers a consumer thread; " +
+  const std::int64_t needs = d / 2 + 3 * tn / 4 + 48;
+  if (needs > regs)
+    return {tile + ": head_dim " + std::to_string(d) + " needs " + std::to_string(needs) + " registers a consumer thread; " +
             std::to_string(consumers) + " consumers have " + std::to_string(regs)};
-  const std::int64_t shared = 2 * (tm * d + 2 * 2 * tn * d) + 1024 + 64;
+  // Q's tile and two stages of K and V tiles (each stage with four 8-byte mbarriers), 1024 bytes of
+  // alignment; then as many stages more, up to four, as fit (the text takes those it is built for)
+  const auto shared_of = [&](std::int64_t stages) { return 2 * (tm * d + stages * 2 * tn * d) + stages * 4 * 8 + 1024; };
+  std::int64_t shared = shared_of(2);
+  for (std::int64_t stages = 4; stages > 2; --stages)
+    if (shared_of(stages) <= kMaxSharedBytes) {
+      shared = shared_of(stages);
+      break;
+    }
   if (shared > kMaxSharedBytes)
     return shared_memory_refused(tile + " at head_dim " + std::to_string(d) + " needs " + std::to_string(shared) + " bytes of shared memory",
                                  shared);
@@ -96,7 +105,7 @@ std::vector<KernelSpec> attention_prefill_family() {
   GpuLayout hopper_tiles{Kind::Tile, 384, 1, 1, 128, 128, 0, 2};
   hopper_tiles.aligned_rows = true;  // cp.async copies 16 bytes; other rows run the generic text
   Implementation hopper = sm90a_impl(cuda.file, hopper_tiles, attention_sm90a_plan,
-                                     "Hopper: wgmma, a producer warpgroup and 64-row consumer warpgroups, two K/V stages");
+                                     "Hopper: wgmma, a producer warpgroup and 64-row consumer warpgroups taking turns (ping-pong), softmax under P V, 2-3 K/V stages");
   hopper.tile_defaults = [hopper_tiles](const ParamSet& p) { return attention_sm90a_tiles(p, hopper_tiles); };
   Implementation hip = hip_generic(cuda);
   hip.note = "a thread a query row (AMD, hipRTC; compiled in CI, not run)";
