@@ -1,6 +1,7 @@
 // gemm on Hopper (sm_90a): C = alpha * A B + beta * C, then the epilogue chain, for f16 and bf16,
 // any layout (A row-major and B column-major are K-major, as nn.Linear's x W^T; the others are
-// read M- or N-major, transposed by wgmma); float accumulators.
+// read M- or N-major, transposed by wgmma); float accumulators. Gated (gate = silu, gelu,
+// gelu_tanh): C = act(gate columns) * up columns, M x N / 2, from each thread's registers (store_gated).
 //
 // Blocks of 128 * (TILE_M / 64 + 1) threads in warpgroups (block-sparse forward and backward_input:
 // 384, a producer and two consumers), persistent (at most JITK_BLOCKS_PER_SM an SM, each looping
@@ -261,6 +262,96 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
     for (int i = i0; i < i0 + 2 * EPI_CHUNK; i += 2) finish(i);
 #pragma unroll
     for (int i = i0; i < i0 + 2 * EPI_CHUNK; i += 2) put(i, 1.f);
+  }
+}
+
+// gate = silu / gelu / gelu_tanh (gemm only; include/jit/kernels/gemm.hpp): B's columns come in
+// groups of 16, 8 gate then 8 up, so in the layout above a thread's 8-column groups 2p (gate) and
+// 2p + 1 (up) pair up register for register: 8p + e with 8p + 4 + e (e < 4). C is M x N / 2, the
+// tile's TN / 2 columns from n0 / 2; the thread writes columns 8p + (t % 4) * 2 (+ 1) of them.
+#if JITK_GATE_SILU || JITK_GATE_GELU || JITK_GATE_GELU_TANH
+constexpr bool GATED = true;
+#else
+constexpr bool GATED = false;
+#endif
+__device__ inline float gate_activation(float g) {
+#if JITK_GATE_GELU_TANH
+  return jitk::gelu_tanh(g);
+#elif JITK_GATE_GELU
+  return jitk::gelu(g);
+#else
+  return jitk::silu(g);
+#endif
+}
+// g and u as the unfused pair sees them: stored as T by the gemm, read back by silu_and_mul.
+__device__ inline float rounded(float x) { return jitk::to_float(jitk::from_float<T>(x)); }
+constexpr int GATE_PAIRS = TN / 8;  // gate register pairs a thread: TN / 16 groups, two rows each
+constexpr int GATE_CHUNK = EPI_CHUNK < GATE_PAIRS ? EPI_CHUNK : GATE_PAIRS;
+static_assert(TN % 16 == 0 && GATE_PAIRS % GATE_CHUNK == 0, "gemm_sm90.cu: a gated tile holds whole groups");
+__device__ inline void store_gated(const Plan& plan, float (&d)[TN / 2], int w, int t, float alpha, float beta,
+                                   const jitk_chain& chain) {
+  T* __restrict__ out = plan.c;
+  const i64 ld = plan.ldc, M_out = plan.rows, N_out = plan.cols / 2;  // C's columns: half of B's
+  const i64 r0 = plan.m0 + w * 64 + (t / 32) * 16 + (t % 32) / 4, c0 = plan.n0 / 2 + (t % 4) * 2;
+  // col is even and N_out a multiple of 8: a pair inside C is whole
+  const bool pairs = ld % 2 == 0 && jitk::aligned16(out) && chain.aligned();
+  const bool reads = beta != 0.f || jitk_chain::has_epilogue;
+#pragma unroll
+  for (int i = 0; i < TN / 2; i += 8)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) d[i + e] = gate_activation(rounded(alpha * d[i + e])) * rounded(alpha * d[i + 4 + e]);
+  // Gate pair q: registers i, i + 1 (i = 8 (q / 2) + 2 (q % 2)), row r0 (+ 8 for odd q).
+  auto where = [&](int q, int& i, i64& r, i64& col) {
+    i = 8 * (q / 2) + 2 * (q % 2);
+    r = r0 + 8 * (q % 2), col = c0 + 8 * (q / 2);
+    return r < M_out && col < N_out;
+  };
+  auto finish = [&](int q) {  // beta * C, then the chain
+    int i;
+    i64 r, col;
+    if (!where(q, i, r, col)) return;
+    const i64 at = r * ld + col;
+    if (pairs) {
+      float v[2] = {d[i], d[i + 1]};
+      if (beta != 0.f) {
+        const auto old = jitk::load<2>(out + at);
+        v[0] += beta * jitk::to_float(old.v[0]), v[1] += beta * jitk::to_float(old.v[1]);
+      }
+      chain.epilogue<2>(v, at, col);
+      d[i] = v[0], d[i + 1] = v[1];
+    } else {
+      for (int h = 0; h < 2; ++h) {
+        float v[1] = {d[i + h]};
+        if (beta != 0.f) v[0] += beta * jitk::to_float(out[at + h]);
+        chain.epilogue<1>(v, at + h, col + h);
+        d[i + h] = v[0];
+      }
+    }
+  };
+  auto put = [&](int q) {
+    int i;
+    i64 r, col;
+    if (!where(q, i, r, col)) return;
+    const i64 at = r * ld + col;
+    if (pairs) {
+      jitk::Pack<T, 2> p;
+      p.v[0] = jitk::from_float<T>(d[i]), p.v[1] = jitk::from_float<T>(d[i + 1]);
+      jitk::store<2>(out + at, p);
+    } else {
+      for (int h = 0; h < 2; ++h) out[at + h] = jitk::from_float<T>(d[i + h]);
+    }
+  };
+  if (!reads) {
+#pragma unroll
+    for (int q = 0; q < GATE_PAIRS; ++q) put(q);
+    return;
+  }
+#pragma unroll
+  for (int q0 = 0; q0 < GATE_PAIRS; q0 += GATE_CHUNK) {  // reads in flight together (EPI_CHUNK, above)
+#pragma unroll
+    for (int q = q0; q < q0 + GATE_CHUNK; ++q) finish(q);
+#pragma unroll
+    for (int q = q0; q < q0 + GATE_CHUNK; ++q) put(q);
   }
 }
 
@@ -573,6 +664,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
       if (plan.slices > 0) release(&empty[(it - 1) % STAGES]);  // the tile's last slot
       if (PINGPONG) bar_arrive(&turn[1 - w]);
       if (SWAPPED) store_transposed(plan, d, t, w, alpha, beta, chain, staging);
+      else if (GATED) store_gated(plan, d, part, t, alpha, beta, chain);
       else store(plan, d, part, t, alpha, beta, chain);
     }
   }
