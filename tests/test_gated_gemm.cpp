@@ -13,6 +13,7 @@
 #include "jit/kernel_catalog.hpp"
 #include "jit/kernels.hpp"
 #include "jit/registry.hpp"
+#include "jit/tuning.hpp"
 #include "runtime/get_kernel.hpp"
 #include "test_support.hpp"
 
@@ -201,4 +202,19 @@ TEST_CASE("the gated gemm on CUDA: cuda-sm90a and the generic text's 16-bit tile
     INFO("tile_n " << tn);
     CHECK(jit::detail::params_problem(*generic, kernels::Gemm::to_params(p)).empty());
   }
+}
+
+TEST_CASE("a gated gemm tunes its tiles for a shape it can run, and refuses one it cannot before timing anything",
+          "[kernels][gemm][gate][tuning]") {
+  const auto p = gated(jit::DType::f32, Gate::Silu);
+  CHECK_THROWS_WITH(jit::get_tuned<kernels::Gemm>(p, {64, 40, 32}, jit::Target::cpu()),
+                    Contains("n = 40") && Contains("multiple of 16"));
+  auto tuned = jit::get_tuned<kernels::Gemm>(p, {33, 96, 20}, jit::Target::cpu());
+  CHECK(tuned.params().gate == Gate::Silu);
+  CHECK(tuned.params().tile_n % 16 == 0);
+  const auto a = random_vector<float>(33 * 20), b = random_vector<float>(20 * 96);
+  std::vector<float> got(33 * 48, NAN), want(33 * 48, NAN);
+  tuned(33, 96, 20, 1.0, a.data(), 20, b.data(), 96, 0.0, got.data(), 48);
+  jit::get<kernels::Gemm>(p, jit::Target::cpu())(33, 96, 20, 1.0, a.data(), 20, b.data(), 96, 0.0, want.data(), 48);
+  CHECK(ref::relative_l2_error(got, std::vector<double>(want.begin(), want.end())) <= 1e-5);
 }

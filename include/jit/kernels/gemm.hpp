@@ -255,6 +255,10 @@ struct Gemm {
   static TuningData tuning_data(const Params& p, const Shape& s, const Target& target) {
     if (target.backend != Backend::Cpu && target.backend != Backend::Cuda)
       throw Error(ErrorCode::BackendUnavailable, "gemm: tuning on " + target.to_string() + ": gemm runs on the CPU and CUDA");
+    // a shape no candidate could run: refused here, before every candidate is timed and left out
+    if (p.gate != Gate::None && s.n % (2 * kGateBlock) != 0)
+      throw Error(ErrorCode::InvalidArgument, "gemm: tuning for n = " + std::to_string(s.n) + ": gate = " + gate_name(p.gate) +
+                                                  " needs n a multiple of " + std::to_string(2 * kGateBlock));
     return TuningData(p, s, target);
   }
 };
