@@ -275,6 +275,44 @@ TEST_CASE("gemm's cluster_m: Hopper runs pairs of blocks, the other implementati
   CHECK_NOTHROW(jit::get<kernels::Gemm>(cpu, jit::Target::cpu()));
 }
 
+TEST_CASE("cuda-sm90a's plans: 64-row tiles of 128 columns and more take two consumers in turn, C staged where it fits",
+          "[kernels][gemm]") {
+  const auto& def = jit::detail::find_kernel("gemm");
+  const jit::Implementation* sm90 = nullptr;
+  for (const auto& i : def.implementations)
+    if (i.name == "cuda-sm90a") sm90 = &i;
+  REQUIRE(sm90 != nullptr);
+  auto plan = [&](std::int64_t tm, std::int64_t tn, std::int64_t stages, std::int64_t cluster = 0) {
+    kernels::Gemm::Params p{jit::DType::bf16};
+    p.tile_m = tm, p.tile_n = tn, p.tile_k = 64, p.stages = stages, p.cluster_m = cluster;
+    return jit::detail::tile_plan(*sm90, jit::detail::validate_params(def, kernels::Gemm::to_params(p), jit::Backend::Cuda));
+  };
+  using jit::detail::sm90_shared_bytes;
+  const std::int64_t staged = jit::detail::kSm90EpilogueRows;
+  // PINGPONG: a producer and two consumers, one block an SM
+  for (std::int64_t tn : {128, 192, 256}) {
+    INFO("64 x " << tn);
+    CHECK(plan(64, tn, 4).threads == 384);
+    CHECK(plan(64, tn, 4).blocks_per_sm == 1);
+    CHECK(plan(64, tn, 4, 2).threads == 256);  // in clusters: one consumer
+  }
+  CHECK(plan(64, 64, 4).threads == 256);  // two blocks an SM instead
+  CHECK(plan(64, 64, 4).blocks_per_sm == 2);
+  CHECK(plan(128, 256, 4).threads == 384);  // two consumers sharing each tile
+  // shared memory: the slots, and the epilogue's staging where it fits (twice for two blocks an SM)
+  CHECK(plan(128, 256, 4).shared_bytes == sm90_shared_bytes(4, 128, 256, staged));
+  CHECK(plan(64, 256, 5).shared_bytes == sm90_shared_bytes(5, 64, 256, staged));
+  CHECK(plan(64, 64, 4).shared_bytes == sm90_shared_bytes(4, 64, 64, staged));
+  CHECK(plan(64, 64, 6).shared_bytes == sm90_shared_bytes(6, 64, 64, staged));  // 2 x 113 KB
+  CHECK(plan(64, 64, 7).blocks_per_sm == 2);  // 2 x 129 KB with the staging would not fit: without it
+  CHECK(plan(64, 64, 7).shared_bytes == sm90_shared_bytes(7, 64, 64));
+  // 128 x 128 x 6: 198 KB of slots, 214 KB with the staging; x 7 stages: 231 KB of slots alone
+  CHECK(plan(128, 128, 6).shared_bytes == sm90_shared_bytes(6, 128, 128, staged));
+  CHECK(plan(128, 128, 7).shared_bytes == sm90_shared_bytes(7, 128, 128));
+  CHECK(plan(128, 128, 7).problem.empty());
+  CHECK(sm90_shared_bytes(7, 128, 128, staged) > jit::detail::kMaxSharedBytes);
+}
+
 TEST_CASE("a launch in clusters covers every tile row pair: odd numbers of tile rows round up", "[kernels][gemm]") {
   jit::detail::LaunchShape shape;
   shape.tile_m = 128, shape.tile_n = 256, shape.block = 384;

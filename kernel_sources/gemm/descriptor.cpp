@@ -49,7 +49,7 @@ TilePlan gemm_cuda_plan(const ParamSet& p) {
 }
 // kernel_sources/gemm/gemm_sm90.cu: a producer warpgroup loads A and B tiles (64 elements of K, or 64 of M
 // or N for a transposed operand, in 128-byte swizzled rows) through tensor maps; tile_m / 64 consumer warpgroups each multiply 64 rows by
-// the whole tile_n with wgmma.
+// the whole tile_n with wgmma (64-row tiles of 128 columns and more: two consumers taking tiles in turn).
 TilePlan gemm_sm90a_plan(const ParamSet& p) {
   const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n"), tk = int_param(p, "tile_k");
   const std::int64_t stages = int_param(p, "stages");
@@ -59,11 +59,21 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
   const std::int64_t cluster = cluster_of(p);
   if (cluster != 1 && cluster != 2) return {"cluster_m = " + std::to_string(cluster) + ": 1 or 2 on cuda-sm90a"};
-  const std::int64_t shared = sm90_shared_bytes(stages, tm, tn);  // tk is 64 (checked above)
+  const std::int64_t base = sm90_shared_bytes(stages, tm, tn);  // tk is 64 (checked above)
   // Two blocks an SM for 64-wide tiles (few accumulators) where their shared memory fits twice
   // (not in clusters: the text takes those one an SM).
-  const bool two = cluster == 1 && tn <= 64 && 2 * shared <= kMaxSharedBytes;
-  TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, tn, tk, two ? 2 : 1, static_cast<int>(cluster)};
+  const bool two = cluster == 1 && tn <= 64 && 2 * base <= kMaxSharedBytes;
+  // Room for the epilogue's staging (each consumer's 64 x 64 piece of C, kSm90EpilogueRows rows)
+  // where it fits beside the slots (and twice, for two blocks an SM); the text stages C through it
+  // only when the plan gave it (JITK_SHARED_BYTES), storing from registers otherwise.
+  const std::int64_t staged = sm90_shared_bytes(stages, tm, tn, kSm90EpilogueRows);
+  const std::int64_t shared = staged * (two ? 2 : 1) <= kMaxSharedBytes ? staged : base;
+  // 64-row tiles of 128 columns and more, one block an SM and not in clusters: two consumers
+  // taking tiles in turn (PINGPONG), one storing its tile while the other multiplies; otherwise
+  // one consumer warpgroup per 64 rows of the tile.
+  const bool pingpong = tm == 64 && tn >= 128 && cluster == 1 && !two;
+  const int threads = pingpong ? 384 : static_cast<int>(128 * (tm / 64 + 1));
+  TilePlan plan{"", threads, shared, tm, tn, tk, two ? 2 : 1, static_cast<int>(cluster)};
   if (plan.shared_bytes > kMaxSharedBytes)
     return shared_memory_refused(tile_text(p) + " x " + std::to_string(stages) + " stages needs " +
                                      std::to_string(plan.shared_bytes) + " bytes of shared memory; at most " +

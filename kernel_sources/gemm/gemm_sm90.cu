@@ -2,16 +2,18 @@
 // any layout (A row-major and B column-major are K-major, as nn.Linear's x W^T; the others are
 // read M- or N-major, transposed by wgmma); float accumulators.
 //
-// Blocks of 128 * (TILE_M / 64 + 1) threads in warpgroups (block-sparse forward and backward_input:
-// 384, a producer and two consumers), persistent (at most JITK_BLOCKS_PER_SM an SM, each looping
-// over TILE_M x TILE_N tiles of C):
+// Blocks of 128 * (TILE_M / 64 + 1) threads in warpgroups (block-sparse forward and backward_input,
+// and gemm's 64-row tiles of 128 columns and more: 384, a producer and two consumers taking tiles
+// in turn), persistent (at most JITK_BLOCKS_PER_SM an SM, each looping over TILE_M x TILE_N tiles
+// of C):
 //   warpgroup 0 (the producer; one thread works, a warp where block-sparse's indexes are read)
 //     loads 64-wide K slices of A (TILE_M rows) and B (TILE_N rows) through the copy engine (TMA,
 //     tensor maps made by the host at each launch) into STAGES shared-memory slots of 128-byte
 //     swizzled rows, each slot completing on a `full` mbarrier;
 //   warpgroups 1.. (consumers) each multiply 64 rows of the tile by all TILE_N columns with wgmma
 //     (A and B straight from shared memory), then release the slot on its `empty` mbarrier
-//     (block-sparse forward and backward_input: two consumers taking whole tiles in turn, below).
+//     (block-sparse forward and backward_input, gemm's PINGPONG: two consumers taking whole tiles
+//     in turn, below).
 // The copy engine zero-fills what lies outside A and B, so edge tiles and any K need no branches;
 // stores to C are bounds-checked. setmaxnreg moves registers from the producer to the consumers.
 // gemm with JITK_CLUSTER_M = 2: blocks run in clusters of two that take vertically neighbouring
@@ -64,7 +66,10 @@ constexpr int TB = 1;
 #else
 constexpr int TB = 0;
 #endif
-constexpr bool SWAPPED = false, PINGPONG = false;
+// PINGPONG where the host's plan gives a 64-row tile two consumers (gemm_sm90a_plan: 64 x 128
+// and wider, one block an SM, no cluster): they take whole tiles in turn, one storing its tile
+// while the other multiplies, as block-sparse's below.
+constexpr bool SWAPPED = false, PINGPONG = TM == 64 && JITK_BLOCK == 384;
 #endif
 constexpr int STAGES = JITK_STAGES;
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
