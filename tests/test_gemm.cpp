@@ -9,6 +9,7 @@
 #include "jit/cache.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "kernel_sources/gemm/routes.hpp"
+#include "kernel_sources/gemm/tile_plans.hpp"
 #include "runtime/gpu_launch.hpp"
 #include "jit/kernels.hpp"
 #include "jit/registry.hpp"

@@ -347,7 +347,7 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
 // r at p ^ (r % 8): conflict-free both ways) through stmatrix's transpose, then from there to C,
 // 8 threads a 128-byte row.
 __device__ inline void store_transposed(const Plan& plan, float (&d)[TN / 2], int t, int w, float alpha, float beta,
-                                        const jitk_chain& chain, T* staging, int consumer) {
+                                        const jitk_chain& chain, T* staging) {
   T* __restrict__ out = plan.c;
   const i64 ld = plan.ldc, M_out = plan.rows, N_out = plan.cols;
   const int lane = t % 32, warp = t / 32;
