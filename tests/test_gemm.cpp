@@ -276,8 +276,7 @@ TEST_CASE("gemm's cluster_m: Hopper runs pairs of blocks, the other implementati
   CHECK_NOTHROW(jit::get<kernels::Gemm>(cpu, jit::Target::cpu()));
 }
 
-TEST_CASE("cuda-sm90a's plans: 64-row tiles of 128 columns and more take two consumers in turn, C staged where it fits",
-          "[kernels][gemm]") {
+TEST_CASE("cuda-sm90a's plans give the epilogue room to stage C where it fits beside the stages", "[kernels][gemm]") {
   const auto& def = jit::detail::find_kernel("gemm");
   const jit::Implementation* sm90 = nullptr;
   for (const auto& i : def.implementations)
@@ -290,19 +289,13 @@ TEST_CASE("cuda-sm90a's plans: 64-row tiles of 128 columns and more take two con
   };
   using jit::detail::sm90_shared_bytes;
   const std::int64_t staged = jit::detail::kSm90EpilogueRows;
-  // PINGPONG: a producer and two consumers, one block an SM
-  for (std::int64_t tn : {128, 192, 256}) {
-    INFO("64 x " << tn);
-    CHECK(plan(64, tn, 4).threads == 384);
-    CHECK(plan(64, tn, 4).blocks_per_sm == 1);
-    CHECK(plan(64, tn, 4, 2).threads == 256);  // in clusters: one consumer
-  }
-  CHECK(plan(64, 64, 4).threads == 256);  // two blocks an SM instead
-  CHECK(plan(64, 64, 4).blocks_per_sm == 2);
-  CHECK(plan(128, 256, 4).threads == 384);  // two consumers sharing each tile
+  CHECK(staged == 64);  // the text's EPI_BYTES: two consumers' 64 x 64
+  CHECK(sm90_shared_bytes(4, 128, 256, staged) - sm90_shared_bytes(4, 128, 256) == 2 * 64 * 64 * 2);
   // shared memory: the slots, and the epilogue's staging where it fits (twice for two blocks an SM)
   CHECK(plan(128, 256, 4).shared_bytes == sm90_shared_bytes(4, 128, 256, staged));
+  CHECK(plan(128, 256, 4, 2).shared_bytes == sm90_shared_bytes(4, 128, 256, staged));  // clusters too
   CHECK(plan(64, 256, 5).shared_bytes == sm90_shared_bytes(5, 64, 256, staged));
+  CHECK(plan(64, 64, 4).blocks_per_sm == 2);
   CHECK(plan(64, 64, 4).shared_bytes == sm90_shared_bytes(4, 64, 64, staged));
   CHECK(plan(64, 64, 6).shared_bytes == sm90_shared_bytes(6, 64, 64, staged));  // 2 x 113 KB
   CHECK(plan(64, 64, 7).blocks_per_sm == 2);  // 2 x 129 KB with the staging would not fit: without it

@@ -49,7 +49,7 @@ TilePlan gemm_cuda_plan(const ParamSet& p) {
 }
 // kernel_sources/gemm/gemm_sm90.cu: a producer warpgroup loads A and B tiles (64 elements of K, or 64 of M
 // or N for a transposed operand, in 128-byte swizzled rows) through tensor maps; tile_m / 64 consumer warpgroups each multiply 64 rows by
-// the whole tile_n with wgmma (64-row tiles of 128 columns and more: two consumers taking tiles in turn).
+// the whole tile_n with wgmma.
 TilePlan gemm_sm90a_plan(const ParamSet& p) {
   const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n"), tk = int_param(p, "tile_k");
   const std::int64_t stages = int_param(p, "stages");
@@ -68,12 +68,7 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   // only when the plan gave it (JITK_SHARED_BYTES), storing from registers otherwise.
   const std::int64_t staged = sm90_shared_bytes(stages, tm, tn, kSm90EpilogueRows);
   const std::int64_t shared = staged * (two ? 2 : 1) <= kMaxSharedBytes ? staged : base;
-  // 64-row tiles of 128 columns and more, one block an SM and not in clusters: two consumers
-  // taking tiles in turn (PINGPONG), one storing its tile while the other multiplies; otherwise
-  // one consumer warpgroup per 64 rows of the tile.
-  const bool pingpong = tm == 64 && tn >= 128 && cluster == 1 && !two;
-  const int threads = pingpong ? 384 : static_cast<int>(128 * (tm / 64 + 1));
-  TilePlan plan{"", threads, shared, tm, tn, tk, two ? 2 : 1, static_cast<int>(cluster)};
+  TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, tn, tk, two ? 2 : 1, static_cast<int>(cluster)};
   if (plan.shared_bytes > kMaxSharedBytes)
     return shared_memory_refused(tile_text(p) + " x " + std::to_string(stages) + " stages needs " +
                                      std::to_string(plan.shared_bytes) + " bytes of shared memory; at most " +

@@ -2,18 +2,16 @@
 // any layout (A row-major and B column-major are K-major, as nn.Linear's x W^T; the others are
 // read M- or N-major, transposed by wgmma); float accumulators.
 //
-// Blocks of 128 * (TILE_M / 64 + 1) threads in warpgroups (block-sparse forward and backward_input,
-// and gemm's 64-row tiles of 128 columns and more: 384, a producer and two consumers taking tiles
-// in turn), persistent (at most JITK_BLOCKS_PER_SM an SM, each looping over TILE_M x TILE_N tiles
-// of C):
+// Blocks of 128 * (TILE_M / 64 + 1) threads in warpgroups (block-sparse forward and backward_input:
+// 384, a producer and two consumers), persistent (at most JITK_BLOCKS_PER_SM an SM, each looping
+// over TILE_M x TILE_N tiles of C):
 //   warpgroup 0 (the producer; one thread works, a warp where block-sparse's indexes are read)
 //     loads 64-wide K slices of A (TILE_M rows) and B (TILE_N rows) through the copy engine (TMA,
 //     tensor maps made by the host at each launch) into STAGES shared-memory slots of 128-byte
 //     swizzled rows, each slot completing on a `full` mbarrier;
 //   warpgroups 1.. (consumers) each multiply 64 rows of the tile by all TILE_N columns with wgmma
 //     (A and B straight from shared memory), then release the slot on its `empty` mbarrier
-//     (block-sparse forward and backward_input, gemm's PINGPONG: two consumers taking whole tiles
-//     in turn, below).
+//     (block-sparse forward and backward_input: two consumers taking whole tiles in turn, below).
 // The copy engine zero-fills what lies outside A and B, so edge tiles and any K need no branches;
 // stores to C are bounds-checked. setmaxnreg moves registers from the producer to the consumers.
 // gemm with JITK_CLUSTER_M = 2: blocks run in clusters of two that take vertically neighbouring
@@ -66,10 +64,7 @@ constexpr int TB = 1;
 #else
 constexpr int TB = 0;
 #endif
-// PINGPONG where the host's plan gives a 64-row tile two consumers (gemm_sm90a_plan: 64 x 128
-// and wider, one block an SM, no cluster): they take whole tiles in turn, one storing its tile
-// while the other multiplies, as block-sparse's below.
-constexpr bool SWAPPED = false, PINGPONG = TM == 64 && JITK_BLOCK == 384;
+constexpr bool SWAPPED = false, PINGPONG = false;
 #endif
 constexpr int STAGES = JITK_STAGES;
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
@@ -79,9 +74,7 @@ constexpr int CLUSTER = JITK_CLUSTER_M;  // blocks a cluster, along M, sharing B
 #endif
 // Consumers: TM / 64 sharing each tile (64 rows each), or two taking tiles in turn.
 constexpr int CONSUMERS = PINGPONG ? 2 : TM / 64;
-// Arrivals that free a slot (of every block of the cluster): one a consumer warp, its lane 0 once
-// the warp's products are done (wgmma.wait_group, then __syncwarp).
-constexpr unsigned SLOT_USERS = (PINGPONG ? 4 : CONSUMERS * 4) * CLUSTER;
+constexpr unsigned SLOT_USERS = (PINGPONG ? 128 : CONSUMERS * 128) * CLUSTER;  // arrivals that free a slot (of every block of the cluster)
 // Registers: a 64-wide tile needs few accumulators (32 a thread), so two blocks share an SM and
 // one's pipeline fill and epilogue hide behind the other's products (gemm's 64-wide tiles and
 // block-sparse backward_weight; forward and backward_input hide them with PINGPONG in one block
@@ -99,14 +92,8 @@ static_assert(JITK_BLOCK == 128 * (CONSUMERS + 1), "gemm_sm90.cu: the host's til
 constexpr int A_SLOT = TM * TK, B_SLOT = TN * TK;  // elements; every slot is a multiple of 1024 bytes
 constexpr unsigned SLOT_BYTES = (A_SLOT + B_SLOT) * sizeof(T);
 // SWAPPED: each consumer stages its tile's transpose (TN rows of C by the 64-wide block) in shared
-// memory after the slots, so that C is written in 16-byte pieces of its rows. Otherwise (gemm)
-// each consumer stages its 64 rows 64 columns at a time (EPI_STAGED), where the host's plan left
-// room for it after the slots (tile_plans.hpp, kSm90EpilogueRows): C is then written in 16-byte
-// pieces of its rows too, 8 threads a 128-byte row, where from registers each store was 4 bytes
-// (a warp's 8 rows 16 bytes each).
-constexpr unsigned EPI_BYTES = 2 * 64 * 64 * sizeof(T);
-constexpr bool EPI_STAGED = !SWAPPED && STAGES * SLOT_BYTES + EPI_BYTES + 1024 + 16 * STAGES + 16 <= JITK_SHARED_BYTES;
-constexpr unsigned STAGING_BYTES = SWAPPED ? 2 * TN * 64 * sizeof(T) : EPI_STAGED ? EPI_BYTES : 0;
+// memory after the slots, so that C is written in 16-byte pieces of its rows.
+constexpr unsigned STAGING_BYTES = SWAPPED ? 2 * TN * 64 * sizeof(T) : 0;
 static_assert(STAGES * SLOT_BYTES + STAGING_BYTES + 1024 + 16 * STAGES + 16 <= JITK_SHARED_BYTES,
               "gemm_sm90.cu: more shared memory than planned");
 
@@ -208,29 +195,6 @@ struct Plan {
 #endif
 };
 
-// Two values of T in one register, `lo` at the lower address.
-__device__ inline unsigned bits16(jitk_half x) { return __half_as_ushort(x); }
-__device__ inline unsigned bits16(jitk_bfloat16 x) { return __bfloat16_as_ushort(x); }
-__device__ inline unsigned pack2(float lo, float hi) {
-  return bits16(jitk::from_float<T>(lo)) | bits16(jitk::from_float<T>(hi)) << 16;
-}
-// Four 8x8 matrices of 16-bit values from the mma fragment layout (thread l: row l / 4, columns
-// 2 (l % 4) and + 1 of matrix i in register i) into shared memory transposed: thread l gives the
-// address of row l % 8 of matrix l / 8, which receives that matrix's column.
-__device__ inline void stmatrix_trans(const T* row, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(row)), "r"(r0), "r"(r1),
-               "r"(r2), "r"(r3)
-               : "memory");
-}
-// The consumers' own barrier (ids 1 and 2; 0 is __syncthreads): its 128 threads only.
-__device__ inline void consumer_sync(int w) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + w) : "memory"); }
-// The same matrices into shared memory as they are (thread l: row l % 8 of matrix l / 8).
-__device__ inline void stmatrix(const T* row, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(row)), "r"(r0), "r"(r1), "r"(r2),
-               "r"(r3)
-               : "memory");
-}
-
 // Thread t of consumer w holds, for each 8-column group j, rows w*64 + (t/32)*16 + (t%32)/4 (+8)
 // and columns j*8 + (t%4)*2 (+1): registers 4j + {0, 1} and 4j + {2, 3}. Pairs of columns are
 // stored together where C and the chain's tensors allow.
@@ -245,7 +209,7 @@ __device__ inline void stmatrix(const T* row, unsigned r0, unsigned r1, unsigned
 constexpr int EPI_CHUNK = 4 < TN / 4 ? 4 : TN / 4;
 static_assert((TN / 2) % (2 * EPI_CHUNK) == 0, "gemm_sm90.cu: the epilogue's chunks tile the registers");
 __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t, float alpha, float beta,
-                             const jitk_chain& chain, T* staging, int consumer) {
+                             const jitk_chain& chain) {
   T* __restrict__ out = plan.c;
   const i64 ld = plan.ldc, M_out = plan.rows, N_out = plan.cols;
   const i64 r0 = plan.m0 + w * 64 + (t / 32) * 16 + (t % 32) / 4;
@@ -286,48 +250,6 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
       for (int h = 0; h < 2 && col + h < N_out; ++h) out[at + h] = jitk::from_float<T>(scale * d[i + h]);
     }
   };
-  if constexpr (EPI_STAGED) {
-    // 64 columns at a time: finished 4 register pairs at a time (two 8-column groups: one
-    // stmatrix of four 8 x 8 matrices, the groups' top and bottom 8 rows of the warp's 16) into
-    // the consumer's 64 x 64 staging area (the 16-byte piece p of row r at p ^ (r % 8):
-    // conflict-free both ways), then from there to C.
-    static_assert(EPI_CHUNK == 4, "gemm_sm90.cu: the staged epilogue finishes 4 pairs a stmatrix");
-    const int lane = t % 32, warp = t / 32;
-    T* st = staging + consumer * 64 * 64;  // the consumer's (w: the 64 rows of the tile it holds)
-    const int srow = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8, sgroup = lane / 16;  // this lane's stmatrix row
-    const float scale = reads ? 1.f : alpha;
-    const bool vectors = ld % 8 == 0 && jitk::aligned16(out);
-#pragma unroll
-    for (int c = 0; c < TN / 64; ++c) {
-#pragma unroll
-      for (int j = 0; j < 8; j += 2) {
-        const int i0 = (c * 8 + j) * 4;  // registers of groups c * 8 + j and + 1
-        if (reads) {
-#pragma unroll
-          for (int i = i0; i < i0 + 8; i += 2) finish(i);
-        }
-        __syncwarp();  // stmatrix is .aligned: the whole warp, past finish()'s branches
-        stmatrix(st + srow * 64 + (((j + sgroup) ^ (srow % 8)) * 8), pack2(scale * d[i0], scale * d[i0 + 1]),
-                 pack2(scale * d[i0 + 2], scale * d[i0 + 3]), pack2(scale * d[i0 + 4], scale * d[i0 + 5]),
-                 pack2(scale * d[i0 + 6], scale * d[i0 + 7]));
-      }
-      consumer_sync(consumer);
-#pragma unroll
-      for (int q = t; q < 64 * 8; q += 128) {
-        const int row = q / 8, p = q % 8;
-        const i64 r = plan.m0 + w * 64 + row, col = plan.n0 + c * 64 + p * 8;
-        if (r >= M_out) break;  // q rises with the row
-        const T* from = st + row * 64 + ((p ^ (row % 8)) * 8);
-        if (vectors && col + 8 <= N_out) {
-          jitk::store<8>(out + r * ld + col, *reinterpret_cast<const jitk::Pack<T, 8>*>(from));
-        } else {
-          for (int e = 0; e < 8 && col + e < N_out; ++e) out[r * ld + col + e] = from[e];
-        }
-      }
-      consumer_sync(consumer);  // the staging area is read before this consumer writes it again
-    }
-    return;
-  }
   if (!reads) {
 #pragma unroll
     for (int i = 0; i < TN / 2; i += 2) put(i, alpha);
@@ -341,6 +263,23 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
     for (int i = i0; i < i0 + 2 * EPI_CHUNK; i += 2) put(i, 1.f);
   }
 }
+
+// Two values of T in one register, `lo` at the lower address.
+__device__ inline unsigned bits16(jitk_half x) { return __half_as_ushort(x); }
+__device__ inline unsigned bits16(jitk_bfloat16 x) { return __bfloat16_as_ushort(x); }
+__device__ inline unsigned pack2(float lo, float hi) {
+  return bits16(jitk::from_float<T>(lo)) | bits16(jitk::from_float<T>(hi)) << 16;
+}
+// Four 8x8 matrices of 16-bit values from the mma fragment layout (thread l: row l / 4, columns
+// 2 (l % 4) and + 1 of matrix i in register i) into shared memory transposed: thread l gives the
+// address of row l % 8 of matrix l / 8, which receives that matrix's column.
+__device__ inline void stmatrix_trans(const T* row, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(row)), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+// The consumers' own barrier (ids 1 and 2; 0 is __syncthreads): its 128 threads only.
+__device__ inline void consumer_sync(int w) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + w) : "memory"); }
 
 // SWAPPED: the accumulators hold the tile's transpose, wgmma's rows (above) being columns of C
 // (of the block) and its columns rows of C: thread t holds C[r][col] and C[r + 1][col], r =
@@ -467,7 +406,7 @@ struct Tiles {
   // Units in groups of 8 unit rows, column by column within a group (neighbours share A and B in L2).
   __device__ Plan plan(i64 unit) const {
     const i64 units_m = ((M + TM - 1) / TM + CLUSTER - 1) / CLUSTER, tiles_n = (N + TN - 1) / TN;
-    const i64 group = 16, per_group = group * tiles_n;
+    const i64 group = 8, per_group = group * tiles_n;
     const i64 first = unit / per_group * group, in_group = units_m - first < group ? units_m - first : group;
     const i64 u = first + (unit % per_group) % in_group;
     return {(u * CLUSTER + rank) * TM, (unit % per_group) / in_group * TN, c, ldc, M, N, static_cast<int>((K + TK - 1) / TK)};
@@ -627,16 +566,14 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
         // One slice's products stay in flight while the next slice is awaited: once the previous
         // slice's are done, its slot goes back to the producer.
         wgmma_wait<1>();
-        __syncwarp();
-        if (kt > 0 && t % 32 == 0) release(&empty[(it - 1) % STAGES]);
+        if (kt > 0) release(&empty[(it - 1) % STAGES]);
       }
       wgmma_wait<0>();
       keep_registers(d);
-      __syncwarp();
-      if (plan.slices > 0 && t % 32 == 0) release(&empty[(it - 1) % STAGES]);  // the tile's last slot
+      if (plan.slices > 0) release(&empty[(it - 1) % STAGES]);  // the tile's last slot
       if (PINGPONG) bar_arrive(&turn[1 - w]);
       if (SWAPPED) store_transposed(plan, d, t, w, alpha, beta, chain, staging);
-      else store(plan, d, part, t, alpha, beta, chain, staging, w);
+      else store(plan, d, part, t, alpha, beta, chain);
     }
   }
   // The other block may still arrive on this block's barriers and write into its slots: neither
