@@ -316,6 +316,39 @@ TEST_CASE("GPU gemm in clusters of two blocks (B multicast to both) matches the 
   CHECK(gemm_error<jit::bfloat16>(p, "cuda-sm90a", c, "add_vec>gelu") <= tolerance<jit::bfloat16>());
 }
 
+TEST_CASE("GPU gemm on cuda-sm90a stages C through shared memory where its plan has room, stores from registers where not, and matches",
+          "[gpu][gemm]") {
+  if (!have_gpu() || !have_hopper()) return;
+  // Staged: the default 128 x 256 x 4, 64 x 64 x 4 (two blocks an SM, both staging), 128 x 64 x 6.
+  // From registers: 128 x 128 x 7 and 64 x 64 x 7 (no room beside the stages; test_gemm.cpp checks
+  // the plans). Odd sizes and edge tiles (rows past M, columns past N: a 16-byte piece cut short),
+  // leading dimensions that are not a multiple of 8 (each element stored alone) or 16-byte aligned
+  // ones padded, beta over C and beta = 0 over poisoned C.
+  const Case cases[] = {{1, 1, 1, 0, 1, 0}, {65, 129, 70, 8, 1, 0}, {257, 300, 200, 0, 0.5, -1.5}, {130, 260, 333, 1, 1, 0.25}};
+  using Tile = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
+      for (auto [tm, tn, stages] : {Tile{0, 0, 0}, {64, 64, 4}, {128, 64, 6}, {128, 128, 7}, {64, 64, 7}}) {
+        auto q = params(jit::DType::bf16, la, lb);
+        q.tile_m = tm, q.tile_n = tn, q.tile_k = tm ? 64 : 0, q.stages = stages;
+        for (const Case& c : cases) {
+          INFO("a " << (la == Layout::RowMajor ? "row" : "col") << " b " << (lb == Layout::RowMajor ? "row" : "col") << " tile " << tm
+                    << "x" << tn << " x " << stages << " m " << c.m << " n " << c.n << " k " << c.k << " pad " << c.pad << " beta "
+                    << c.beta);
+          CHECK(gemm_error<jit::bfloat16>(q, "cuda-sm90a", c) <= tolerance<jit::bfloat16>());
+        }
+      }
+  // an epilogue chain over beta * C, staged and not; f16
+  for (std::int64_t stages : {4, 7}) {
+    auto q = params(jit::DType::bf16, Layout::RowMajor, Layout::RowMajor);
+    q.tile_m = 128, q.tile_n = 128, q.tile_k = 64, q.stages = stages;
+    INFO("128 x 128 x " << stages);
+    CHECK(gemm_error<jit::bfloat16>(q, "cuda-sm90a", {300, 333, 200, 8, 1, 0.5}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
+    q.dtype = jit::DType::f16;
+    CHECK(gemm_error<jit::half>(q, "cuda-sm90a", {300, 333, 200, 8, 1, 0}) <= tolerance<jit::half>());
+  }
+}
+
 TEST_CASE("GPU gemm with few tiles splits K over a cluster's blocks and matches the reference", "[gpu][gemm]") {
   if (!have_gpu()) return;
   const std::string arch = jit::cuda::devices()[0].arch;
