@@ -1,7 +1,7 @@
 // gemm on Hopper (sm_90a): C = alpha * A B + beta * C, then the epilogue chain, for f16 and bf16,
 // any layout (A row-major and B column-major are K-major, as nn.Linear's x W^T; the others are
 // read M- or N-major, transposed by wgmma); float accumulators. Gated (gate = silu, gelu,
-// gelu_tanh): C = act(gate columns) * up columns, M x N / 2, from each thread's registers (store_gated).
+// gelu_tanh): C = act(gate columns) * up columns, M x N / 2, paired in each thread's registers (store_gated).
 //
 // Blocks of 128 * (TILE_M / 64 + 1) threads in warpgroups (block-sparse forward and backward_input:
 // 384, a producer and two consumers), persistent (at most JITK_BLOCKS_PER_SM an SM, each looping
