@@ -43,6 +43,7 @@ template <class T> int run(bool gpu) {
   std::printf("hidden %lld: prefill %lld x %lld: first forward %.1f ms, rel. error %.1e; decode step rel. error %.1e  %s\n",
               static_cast<long long>(small.hidden), static_cast<long long>(batch), static_cast<long long>(seqlen), first_ms, prefill_error,
               decode_error, prefill_error <= tolerance && decode_error <= tolerance ? "OK" : "WRONG");
+  std::printf("MLP: %s\n", layer.fused_mlp() ? "one gated gemm (SiLU-and-mul in its epilogue)" : "gate/up gemm, then silu_and_mul");
   if (prefill_error > tolerance || decode_error > tolerance) return 1;
   if (!gpu) return 0;
   LayerConfig llama{4096, 32, 8, 128, 14336};

@@ -4,7 +4,8 @@
 // v read from it and appended into a paged KV cache, attention (prefill over the batch's
 // sequences, or one decode step over the cache) reading q (prefill: k and v too) there with the
 // row's width as token stride, the output projection with the residual added by the gemm
-// (beta = 1), RMSNorm, the gate/up projection, SiLU-and-mul, the down projection + residual.
+// (beta = 1), RMSNorm, the gate/up projection with SiLU-and-mul in its epilogue (a gated gemm, where the
+// target has one; else the gemm, then silu_and_mul), the down projection + residual.
 // T is float on the CPU backend, jit::bfloat16 (or jit::half) on a GPU; the same code runs both.
 // Shared by examples/decoder_layer.cpp (the program) and tests/test_decoder_layer.cpp, which
 // holds it to layer_reference() below, in float64.
@@ -16,19 +17,22 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "../examples/reference_kernels.hpp"
 #include "jit/cuda.hpp"
 #include "jit/kernels.hpp"
+#include "jit/registry.hpp"
 #include "jit/tuning.hpp"
 
 namespace jitk_example {
 
 struct LayerConfig {
   std::int64_t hidden = 256, heads = 4, kv_heads = 2, head_dim = 64, mlp = 512;
-  std::int64_t page_size = 16;
+  std::int64_t page_size = 16;  // mlp: a multiple of 8 (the gate/up weight's groups, below)
   double eps = 1e-5, theta = 500000;
   std::int64_t q_width() const { return heads * head_dim; }
   std::int64_t kv_width() const { return kv_heads * head_dim; }
@@ -71,7 +75,10 @@ template <class E> class Array {
 };
 
 // The layer's weights in float64 (the reference's) and as T (the kernels'): rounded once, so the
-// reference reads exactly what the kernels read.
+// reference reads exactly what the kernels read. wgu [hidden, 2 mlp] is in the gated gemm's layout
+// (jit::kernels::Gemm, gate = silu): its columns in groups of 16, 8 gate columns then the 8 up
+// columns they pair with -- jitk_reference::interleave_gate_up() of a [gate | up] weight, which
+// deinterleave_gate_up() gives back (bench/gpu/layer_bench.cpp hands PyTorch that).
 struct LayerWeights {
   std::vector<double> norm1, wqkv, wo, norm2, wgu, wd;  // wqkv [hidden, qkv_width], wo [q_width, hidden], wgu [hidden, 2 mlp], wd [mlp, hidden]
 };
@@ -117,7 +124,12 @@ template <class T> class DecoderLayer {
         norm2_(std::move(w.norm2), gpu), wgu_(std::move(w.wgu), gpu), wd_(std::move(w.wd), gpu),
         k_cache_(static_cast<std::size_t>(num_pages_ * c.page_size * c.kv_width()), gpu),
         v_cache_(static_cast<std::size_t>(num_pages_ * c.page_size * c.kv_width()), gpu), table_(block_table(), gpu),
-        dtype_(jit::dtype_of<T>()) {}
+        dtype_(jit::dtype_of<T>()) {
+    if (c.mlp <= 0 || c.mlp % 8 != 0)
+      throw std::invalid_argument("DecoderLayer: mlp = " + std::to_string(c.mlp) +
+                                  " must be a positive multiple of 8 (the gate/up weight's groups of 8 gate and 8 up columns)");
+    fused_mlp_available_ = !jit::implementations_for("gemm", jit::default_target(), jit::kernels::Gemm::to_params(gated_gemm_params())).empty();
+  }
 
   // A step's device-side state: inputs, intermediates and output (y), made once per shape and kept
   // (a GPU's allocations would cost more than some of the kernels).
@@ -129,7 +141,7 @@ template <class T> class DecoderLayer {
           cu_seqlens(n(batch + 1), gpu), context_lens(n(batch), gpu) {}
     static std::size_t n(std::int64_t v) { return static_cast<std::size_t>(v); }
     std::int64_t tokens, seqlen;  // seqlen 0: a decode step (one token a sequence)
-    Array<T> x, normed, qkv, o, y, gu, act;  // qkv [tokens, qkv_width]: a token's q, k and v heads, in that order
+    Array<T> x, normed, qkv, o, y, gu, act;  // qkv [tokens, qkv_width]: a token's q, k and v heads, in that order; gu: unfused MLP only
     Array<std::int64_t> positions, slots;
     Array<std::int32_t> cu_seqlens, context_lens;
     std::vector<std::int32_t> host_cu_seqlens;
@@ -240,8 +252,13 @@ template <class T> class DecoderLayer {
            Gemm::Args{tokens, h, c_.q_width(), 1.0, s.o.data(), c_.q_width(), wo_.data(), h, 0.0, s.y.data(), h,
                       jit::Operands{static_cast<const T*>(s.x.data())}});
     launch("rms_norm", norm, RmsNorm::Args{tokens, s.y.data(), norm2_.data(), s.normed.data(), c_.eps});
-    matmul("gemm gate/up", s.normed.data(), h, wgu_.data(), 2 * c_.mlp, 2 * c_.mlp, 0, s.gu.data());
-    launch("silu_and_mul", jit::get<SiluAndMul>({dtype_, c_.mlp}), SiluAndMul::Args{tokens, s.gu.data(), s.act.data()});
+    if (fused_mlp()) {  // act [tokens, mlp] = silu(gate) * up straight from the gemm's accumulators
+      launch("gemm gate/up + silu", gemm(gated_gemm_params(), tokens, 2 * c_.mlp, h),
+             Gemm::Args{tokens, 2 * c_.mlp, h, 1.0, s.normed.data(), h, wgu_.data(), 2 * c_.mlp, 0.0, s.act.data(), c_.mlp});
+    } else {  // the same from gu [tokens, 2 mlp]: each row is 2 mlp / 16 rows of [8 gate | 8 up] for silu_and_mul
+      matmul("gemm gate/up", s.normed.data(), h, wgu_.data(), 2 * c_.mlp, 2 * c_.mlp, 0, s.gu.data());
+      launch("silu_and_mul", jit::get<SiluAndMul>(unfused_silu_params()), SiluAndMul::Args{tokens * c_.mlp / 8, s.gu.data(), s.act.data()});
+    }
     matmul("gemm down + residual", s.act.data(), c_.mlp, wd_.data(), h, h, 1, s.y.data());  // y += act Wd (beta = 1)
     if (mark) mark(nullptr);
   }
@@ -253,6 +270,12 @@ template <class T> class DecoderLayer {
   // columns of the same qkv rows: ldc = the row's width) instead of one, as the layer ran before:
   // the bench's same-run baseline for the one gemm. Everything after it is the same.
   void use_three_qkv_gemms(bool on) { three_qkv_gemms_ = on; }
+  // The MLP's gate/up projection as a gemm into gu, then silu_and_mul into act, instead of one gated
+  // gemm (SiLU-and-mul in its epilogue): the bench's same-run baseline for the fused one, and what
+  // runs anyway where the target has no gated gemm (f32 on a GPU). The same weight either way.
+  void use_unfused_mlp(bool on) { unfused_mlp_ = on; }
+  // Whether run() takes the gated gemm (the target has one and use_unfused_mlp is off).
+  bool fused_mlp() const { return fused_mlp_available_ && !unfused_mlp_; }
 
   // Gets every kernel variant a prefill of `seqlen` and a decode step use, from one thread each:
   // on an empty cache their compiles run in parallel (what a cold start waits for is the slowest,
@@ -265,7 +288,10 @@ template <class T> class DecoderLayer {
         [&] { jit::get<Gemm>(residual_gemm_params()); },
         [&] { jit::get<RotaryEmbedding>(rotary_params()); },
         [&] { jit::get<KvCacheAppend>({dtype_, c_.head_dim, c_.page_size}); },
-        [&] { jit::get<SiluAndMul>({dtype_, c_.mlp}); },
+        [&] {
+          if (fused_mlp()) jit::get<Gemm>(gated_gemm_params());
+          else jit::get<SiluAndMul>(unfused_silu_params());
+        },
         [&] { jit::get<AttentionDecode>(decode_params()); },
     };
     if (seqlen > 0) gets.push_back([&] { jit::get<AttentionPrefill>(prefill_params()); });
@@ -300,6 +326,12 @@ template <class T> class DecoderLayer {
     p.epilogue = "add";
     return p;
   }
+  jit::kernels::Gemm::Params gated_gemm_params() const {
+    jit::kernels::Gemm::Params p{dtype_};
+    p.gate = jit::kernels::Gemm::Gate::Silu;
+    return p;
+  }
+  jit::kernels::SiluAndMul::Params unfused_silu_params() const { return {dtype_, 8}; }
 
  private:
   jit::Kernel<jit::kernels::Gemm> gemm(const jit::kernels::Gemm::Params& p, std::int64_t m, std::int64_t n, std::int64_t k) const {
@@ -327,6 +359,8 @@ template <class T> class DecoderLayer {
   jit::DType dtype_;
   bool tuned_ = false;
   bool three_qkv_gemms_ = false;
+  bool unfused_mlp_ = false;
+  bool fused_mlp_available_ = false;
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<Step>> steps_;
 };
 
@@ -380,7 +414,7 @@ inline std::vector<double> layer_reference(const LayerConfig& c, const LayerWeig
   for (std::size_t i = 0; i < y.size(); ++i) y[i] += x[i];
   const auto normed2 = jitk_reference::rms_norm(tokens, h, y, w.norm2, c.eps);
   const auto gu = matmul(normed2, tokens, h, w.wgu, 0, 2 * c.mlp, 2 * c.mlp);
-  const auto act = jitk_reference::silu_and_mul(tokens, c.mlp, gu);
+  const auto act = jitk_reference::silu_and_mul_interleaved(tokens, c.mlp, gu);  // wgu's layout (LayerWeights)
   const auto down = matmul(act, tokens, c.mlp, w.wd, 0, h, h);
   for (std::size_t i = 0; i < y.size(); ++i) y[i] += down[i];
   return y;

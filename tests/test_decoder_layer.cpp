@@ -1,6 +1,7 @@
 // A Llama-style decoder layer on jitk's CPU kernels (examples/decoder_layer.hpp) against the same
 // layer in float64: a prefill of three sequences, then two decode steps over the paged KV cache
 // the prefill wrote.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "../examples/decoder_layer.hpp"
@@ -52,4 +53,58 @@ TEST_CASE("the decoder layer's QKV projection as three gemms into column slices 
   const std::vector<std::int32_t> context(batch, static_cast<std::int32_t>(seqlen));
   CHECK(jitk_reference::relative_l2_error(one.decode(jitk_example::narrowed<float>(xd), context), want) <= 1e-4);
   CHECK(jitk_reference::relative_l2_error(three.decode(jitk_example::narrowed<float>(xd), context), want) <= 1e-4);
+}
+
+TEST_CASE("the decoder layer's MLP as one gated gemm (SiLU-and-mul in its epilogue) or unfused gives the same layer", "[kernels][layer]") {
+  // the gate/up weight in the gated gemm's layout serves both: the gated gemm, or the gemm into gu
+  // and silu_and_mul over its rows of [8 gate | 8 up] (use_unfused_mlp: the bench's baseline)
+  using jitk_example::LayerConfig;
+  const LayerConfig c{256, 4, 2, 64, 336};  // MLP 336: 21 groups of 16 columns, not a power of two
+  const std::int64_t batch = 2, seqlen = 23;
+  const auto w = jitk_example::random_weights<float>(c, 5);
+  jitk_example::DecoderLayer<float> fused(c, w, batch, seqlen + 1, false), unfused(c, w, batch, seqlen + 1, false);
+  unfused.use_unfused_mlp(true);
+  CHECK(fused.fused_mlp());  // the CPU has the gated gemm
+  CHECK(!unfused.fused_mlp());
+  jitk_example::ReferenceCache cache;
+  const auto x = jitk_test::random_values<double>(static_cast<std::size_t>(batch * seqlen * c.hidden), -2, 2,
+                                                  [](double v) { return double(float(v)); });
+  const auto expected = jitk_example::layer_reference(c, w, x, batch, seqlen, {0, 0}, cache);
+  const auto got_fused = fused.prefill(jitk_example::narrowed<float>(x), seqlen);
+  const auto got_unfused = unfused.prefill(jitk_example::narrowed<float>(x), seqlen);
+  CHECK(jitk_reference::relative_l2_error(got_fused, expected) <= 1e-4);
+  CHECK(jitk_reference::relative_l2_error(got_unfused, expected) <= 1e-4);
+  CHECK(jitk_reference::relative_l2_error(got_fused, std::vector<double>(got_unfused.begin(), got_unfused.end())) <= 1e-5);
+  // what each launches: the gated gemm alone, or the gemm and silu_and_mul
+  auto launched = [&](jitk_example::DecoderLayer<float>& layer) {
+    std::vector<std::string> names;
+    auto& step = layer.prepare_prefill(seqlen);
+    step.x.upload(jitk_example::narrowed<float>(x));
+    layer.run(step, {}, [&](const char* what) {
+      if (what) names.emplace_back(what);
+    });
+    return names;
+  };
+  const auto fused_names = launched(fused), unfused_names = launched(unfused);
+  CHECK(std::count(fused_names.begin(), fused_names.end(), "gemm gate/up + silu") == 1);
+  CHECK(std::count(fused_names.begin(), fused_names.end(), "silu_and_mul") == 0);
+  CHECK(std::count(unfused_names.begin(), unfused_names.end(), "gemm gate/up") == 1);
+  CHECK(std::count(unfused_names.begin(), unfused_names.end(), "silu_and_mul") == 1);
+  CHECK(fused_names.size() + 1 == unfused_names.size());
+  // a decode step over the cache the prefill wrote, both ways
+  const auto xd = jitk_test::random_values<double>(static_cast<std::size_t>(batch * c.hidden), -2, 2, [](double v) { return double(float(v)); });
+  const auto want = jitk_example::layer_reference(c, w, xd, batch, 1, {seqlen, seqlen}, cache);
+  const std::vector<std::int32_t> context(batch, static_cast<std::int32_t>(seqlen));
+  CHECK(jitk_reference::relative_l2_error(fused.decode(jitk_example::narrowed<float>(xd), context), want) <= 1e-4);
+  CHECK(jitk_reference::relative_l2_error(unfused.decode(jitk_example::narrowed<float>(xd), context), want) <= 1e-4);
+}
+
+TEST_CASE("the decoder layer refuses an MLP width its gate/up weight's layout cannot hold", "[kernels][layer]") {
+  using jitk_example::LayerConfig;
+  for (std::int64_t mlp : {0, 12, 340}) {
+    INFO("mlp " << mlp);
+    const LayerConfig c{256, 4, 2, 64, mlp};
+    const auto w = jitk_example::random_weights<float>(c, 5);
+    CHECK_THROWS_WITH((jitk_example::DecoderLayer<float>(c, w, 1, 8, false)), Catch::Matchers::Contains("multiple of 8"));
+  }
 }

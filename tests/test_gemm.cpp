@@ -9,6 +9,7 @@
 #include "jit/cache.hpp"
 #include "jit/kernel_catalog.hpp"
 #include "kernel_sources/gemm/routes.hpp"
+#include "kernel_sources/gemm/tile_plans.hpp"
 #include "runtime/gpu_launch.hpp"
 #include "jit/kernels.hpp"
 #include "jit/registry.hpp"
@@ -176,7 +177,7 @@ TEST_CASE("a tuning decision is reused by the next process, shown by jitk ls --t
   auto choice = [](const std::string& out) { return out.substr(out.find("gemm-tuned ")); };
   CHECK(choice(second.output) == choice(first.output));
   auto ls = jitk_test::run(jitk_test::kTool + " ls --tuning", jitk_test::cache_env(cache));
-  CHECK_THAT(ls.output, Contains("gemm (dtype=f32,a_layout=row,b_layout=row,tile_m=0,tile_n=0,tile_k=0,stages=0,cluster_m=0) for m<=512,n<=256,k<=128") &&
+  CHECK_THAT(ls.output, Contains("gemm (dtype=f32,a_layout=row,b_layout=row,tile_m=0,tile_n=0,tile_k=0,stages=0,cluster_m=0,gate=none) for m<=512,n<=256,k<=128") &&
                             Contains("1 tuning decisions"));
   CHECK(jitk_test::run(jitk_test::kTool + " clear", jitk_test::cache_env(cache)).exit_code == 0);
   CHECK_THAT(jitk_test::run(jitk_test::kTool + " ls --tuning", jitk_test::cache_env(cache)).output, Contains("0 tuning decisions"));
@@ -218,7 +219,7 @@ TEST_CASE("gemm's tile params may be left out of a params set: they mean 0, the 
       if (k.name == "gemm") return k;
     throw std::runtime_error("no gemm");
   }();
-  CHECK(spec.params.size() == 9);
+  CHECK(spec.params.size() == 10);
   // the type-erased path a manifest takes: only dtype and layouts given
   jit::ParamSet given{{"dtype", std::string("f32")}, {"a_layout", std::string("row")}, {"b_layout", std::string("col")}};
   jit::ParamSet typed = kernels::Gemm::to_params({jit::DType::f32, Layout::RowMajor, Layout::ColMajor});
@@ -273,6 +274,37 @@ TEST_CASE("gemm's cluster_m: Hopper runs pairs of blocks, the other implementati
   CHECK_THROWS_WITH(jit::get<kernels::Gemm>(cpu, jit::Target::cpu()), Contains("cluster_m") && Contains("[0, 2]"));
   cpu.cluster_m = 1;
   CHECK_NOTHROW(jit::get<kernels::Gemm>(cpu, jit::Target::cpu()));
+}
+
+TEST_CASE("cuda-sm90a's plans give the epilogue room to stage C where it fits beside the stages", "[kernels][gemm]") {
+  const auto& def = jit::detail::find_kernel("gemm");
+  const jit::Implementation* sm90 = nullptr;
+  for (const auto& i : def.implementations)
+    if (i.name == "cuda-sm90a") sm90 = &i;
+  REQUIRE(sm90 != nullptr);
+  auto plan = [&](std::int64_t tm, std::int64_t tn, std::int64_t stages, std::int64_t cluster = 0) {
+    kernels::Gemm::Params p{jit::DType::bf16};
+    p.tile_m = tm, p.tile_n = tn, p.tile_k = 64, p.stages = stages, p.cluster_m = cluster;
+    return jit::detail::tile_plan(*sm90, jit::detail::validate_params(def, kernels::Gemm::to_params(p), jit::Backend::Cuda));
+  };
+  using jit::detail::sm90_shared_bytes;
+  const std::int64_t staged = jit::detail::kSm90EpilogueRows;
+  CHECK(staged == 64);  // the text's EPI_BYTES: two consumers' 64 x 64
+  CHECK(sm90_shared_bytes(4, 128, 256, staged) - sm90_shared_bytes(4, 128, 256) == 2 * 64 * 64 * 2);
+  // shared memory: the slots, and the epilogue's staging where it fits (twice for two blocks an SM)
+  CHECK(plan(128, 256, 4).shared_bytes == sm90_shared_bytes(4, 128, 256, staged));
+  CHECK(plan(128, 256, 4, 2).shared_bytes == sm90_shared_bytes(4, 128, 256, staged));  // clusters too
+  CHECK(plan(64, 256, 5).shared_bytes == sm90_shared_bytes(5, 64, 256, staged));
+  CHECK(plan(64, 64, 4).blocks_per_sm == 2);
+  CHECK(plan(64, 64, 4).shared_bytes == sm90_shared_bytes(4, 64, 64, staged));
+  CHECK(plan(64, 64, 6).shared_bytes == sm90_shared_bytes(6, 64, 64, staged));  // 2 x 113 KB
+  CHECK(plan(64, 64, 7).blocks_per_sm == 2);  // 2 x 129 KB with the staging would not fit: without it
+  CHECK(plan(64, 64, 7).shared_bytes == sm90_shared_bytes(7, 64, 64));
+  // 128 x 128 x 6: 198 KB of slots, 214 KB with the staging; x 7 stages: 231 KB of slots alone
+  CHECK(plan(128, 128, 6).shared_bytes == sm90_shared_bytes(6, 128, 128, staged));
+  CHECK(plan(128, 128, 7).shared_bytes == sm90_shared_bytes(7, 128, 128));
+  CHECK(plan(128, 128, 7).problem.empty());
+  CHECK(sm90_shared_bytes(7, 128, 128, staged) > jit::detail::kMaxSharedBytes);
 }
 
 TEST_CASE("a launch in clusters covers every tile row pair: odd numbers of tile rows round up", "[kernels][gemm]") {

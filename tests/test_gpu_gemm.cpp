@@ -2,6 +2,7 @@
 // (the generic WMMA/SIMT text, Hopper's wgmma + TMA text), every layout it takes, odd sizes,
 // leading dimensions past the minimum (aligned and not), alpha/beta, beta = 0 over poisoned C,
 // an epilogue chain, tuning. Without a usable CUDA GPU each test prints "SKIPPED: <reason>".
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "jit/kernels.hpp"
 #include "jit/registry.hpp"
 #include "jit/tuning.hpp"
+#include "gated_gemm_support.hpp"
 #include "gpu_support.hpp"
 #include "support/logging.hpp"
 #include "test_support.hpp"
@@ -95,6 +97,64 @@ double gemm_error(const kernels::Gemm::Params& p, const std::string& impl, const
   for (double v : got)
     if (std::isnan(v)) return INFINITY;
   return ref::relative_l2_error(got, expected);
+}
+
+// A gated gemm (p.gate set; n B's columns, C n / 2 wide with c.pad past it) with implementation
+// `impl` (empty: jit::get's choice) against the float64 reference over C's whole storage (its
+// padding must stay); beta = 0 over C poisoned with NaN. epilogue "add": a tensor shaped like C.
+template <class T>
+double gated_error(const kernels::Gemm::Params& p, const std::string& impl, const Case& c, bool add = false) {
+  const std::int64_t lda = (p.a_layout == Layout::RowMajor ? c.k : c.m) + c.pad;
+  const std::int64_t ldb = (p.b_layout == Layout::RowMajor ? c.n : c.k) + c.pad;
+  const std::int64_t ldc = c.n / 2 + c.pad;
+  auto make = [](std::int64_t n) {
+    return jitk_test::random_values<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, n)), -1, 1, [](double v) { return from_double<T>(v); });
+  };
+  const auto a = make((p.a_layout == Layout::RowMajor ? c.m : c.k) * lda), b = make((p.b_layout == Layout::RowMajor ? c.k : c.n) * ldb);
+  const auto extra = make(c.m * ldc);
+  auto cv = make(c.m * ldc);
+  auto doubles = [](const std::vector<T>& v) {
+    std::vector<double> out;
+    for (const T& x : v) out.push_back(as_double(x));
+    return out;
+  };
+  const jitk_test::GatedProblem s{c.m, c.n, c.k, lda, ldb, ldc, c.alpha, c.beta};
+  auto expected = jitk_test::gated_gemm_reference(p.gate, p.a_layout, p.b_layout, s, doubles(a), doubles(b), doubles(cv),
+                                                  [](double v) { return as_double(from_double<T>(v)); });
+  if (add)  // the chain on the value as stored in T (fused == unfused)
+    for (std::int64_t i = 0; i < c.m; ++i)
+      for (std::int64_t j = 0; j < c.n / 2; ++j) {
+        const auto o = static_cast<std::size_t>(i * ldc + j);
+        expected[o] = as_double(from_double<T>(expected[o])) + as_double(extra[o]);
+      }
+  if (c.beta == 0)
+    for (std::int64_t i = 0; i < c.m; ++i)
+      for (std::int64_t j = 0; j < c.n / 2; ++j) cv[static_cast<std::size_t>(i * ldc + j)] = from_double<T>(NAN);
+  jit::cuda::DeviceArray<T> da(a), db(b), dextra(extra), dc(cv);
+  kernels::Gemm::Params q = p;
+  jit::Operands ops;
+  if (add) {
+    q.epilogue = "add";
+    ops.add(jit::ConstPtr(dextra.data(), jit::dtype_of<T>()));
+  }
+  jit::Selection sel;
+  sel.implementation = impl;
+  auto k = jit::get<kernels::Gemm>(q, gpu(), sel);
+  if (!impl.empty()) REQUIRE(k.implementation() == impl);
+  k(c.m, c.n, c.k, c.alpha, da.data(), lda, db.data(), ldb, c.beta, dc.data(), ldc, ops);
+  jit::cuda::synchronize();
+  std::vector<double> got;
+  for (const T& v : dc.download()) got.push_back(as_double(v));
+  // relative L2, against C's norm floored at an RMS of 1e-2: act(g) * u is about g u / 2, and a
+  // launch of one row and one k (every output a0^2 b b' / 2) can be all under f16's normal range,
+  // where its subnormals' absolute steps (6e-8) are large relative errors (H100: 2.2e-3 for m = k = 1)
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i])) return INFINITY;
+    num += (got[i] - expected[i]) * (got[i] - expected[i]);
+    den += expected[i] * expected[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-4 * static_cast<double>(got.size())));
 }
 
 kernels::Gemm::Params params(jit::DType t, Layout a, Layout b) {
@@ -254,6 +314,39 @@ TEST_CASE("GPU gemm in clusters of two blocks (B multicast to both) matches the 
   // and with an epilogue: the same values as one block at a time
   const Case c{300, 333, 200, 8, 1, 0};
   CHECK(gemm_error<jit::bfloat16>(p, "cuda-sm90a", c, "add_vec>gelu") <= tolerance<jit::bfloat16>());
+}
+
+TEST_CASE("GPU gemm on cuda-sm90a stages C through shared memory where its plan has room, stores from registers where not, and matches",
+          "[gpu][gemm]") {
+  if (!have_gpu() || !have_hopper()) return;
+  // Staged: the default 128 x 256 x 4, 64 x 64 x 4 (two blocks an SM, both staging), 128 x 64 x 6.
+  // From registers: 128 x 128 x 7 and 64 x 64 x 7 (no room beside the stages; test_gemm.cpp checks
+  // the plans). Odd sizes and edge tiles (rows past M, columns past N: a 16-byte piece cut short),
+  // leading dimensions that are not a multiple of 8 (each element stored alone) or 16-byte aligned
+  // ones padded, beta over C and beta = 0 over poisoned C.
+  const Case cases[] = {{1, 1, 1, 0, 1, 0}, {65, 129, 70, 8, 1, 0}, {257, 300, 200, 0, 0.5, -1.5}, {130, 260, 333, 1, 1, 0.25}};
+  using Tile = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
+      for (auto [tm, tn, stages] : {Tile{0, 0, 0}, {64, 64, 4}, {128, 64, 6}, {128, 128, 7}, {64, 64, 7}}) {
+        auto q = params(jit::DType::bf16, la, lb);
+        q.tile_m = tm, q.tile_n = tn, q.tile_k = tm ? 64 : 0, q.stages = stages;
+        for (const Case& c : cases) {
+          INFO("a " << (la == Layout::RowMajor ? "row" : "col") << " b " << (lb == Layout::RowMajor ? "row" : "col") << " tile " << tm
+                    << "x" << tn << " x " << stages << " m " << c.m << " n " << c.n << " k " << c.k << " pad " << c.pad << " beta "
+                    << c.beta);
+          CHECK(gemm_error<jit::bfloat16>(q, "cuda-sm90a", c) <= tolerance<jit::bfloat16>());
+        }
+      }
+  // an epilogue chain over beta * C, staged and not; f16
+  for (std::int64_t stages : {4, 7}) {
+    auto q = params(jit::DType::bf16, Layout::RowMajor, Layout::RowMajor);
+    q.tile_m = 128, q.tile_n = 128, q.tile_k = 64, q.stages = stages;
+    INFO("128 x 128 x " << stages);
+    CHECK(gemm_error<jit::bfloat16>(q, "cuda-sm90a", {300, 333, 200, 8, 1, 0.5}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
+    q.dtype = jit::DType::f16;
+    CHECK(gemm_error<jit::half>(q, "cuda-sm90a", {300, 333, 200, 8, 1, 0}) <= tolerance<jit::half>());
+  }
 }
 
 TEST_CASE("GPU gemm with few tiles splits K over a cluster's blocks and matches the reference", "[gpu][gemm]") {
@@ -474,4 +567,103 @@ TEST_CASE("GPU gemm with k = 0 and block_sparse_matmul with no blocks give beta 
     jit::get<kernels::BlockSparseMatmul>(bp, gpu(), s)(3, 1.0, x.data(), 64, w.data(), 0, 0.5, y.data(), 128, &mask, index.data());
     for (const auto& v : y.download()) CHECK(jit::to_float(v) == 1.0f);
   }
+}
+
+// ---- the gated gemm (gate = silu, gelu, gelu_tanh; include/jit/kernels/gemm.hpp) ----------------
+
+TEMPLATE_TEST_CASE("GPU gated gemm matches the float64 reference in every implementation, gate, layout and odd shape", "[gpu][gemm][gate]",
+                   jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  const jit::DType t = jit::dtype_of<TestType>();
+  // n: B's columns (a multiple of 16); odd m and k; edge tiles in M and N; padded leading dimensions
+  // (8: still 16-byte rows; 3: not, which the Hopper text's copy engine cannot take)
+  const Case cases[] = {{1, 16, 1, 0, 1, 0},       {7, 48, 5, 3, 1, 0},         {33, 80, 100, 8, 0.5, -1.5},
+                        {130, 272, 333, 1, 1, 0},  {257, 528, 64, 16, 2, 0.25}, {129, 1040, 77, 0, -1, 1},
+                        {300, 4096, 256, 0, 1, 0}};
+  int checked = 0;
+  for (auto g : {kernels::Gemm::Gate::Silu, kernels::Gemm::Gate::Gelu, kernels::Gemm::Gate::GeluTanh})
+    for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+      for (Layout lb : {Layout::RowMajor, Layout::ColMajor}) {
+        auto p = params(t, la, lb);
+        p.gate = g;
+        for (const auto& impl : jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p)))
+          for (const Case& c : cases) {
+            INFO(impl << " gate " << kernels::Gemm::gate_name(g) << " a " << (la == Layout::RowMajor ? "row" : "col") << " b "
+                      << (lb == Layout::RowMajor ? "row" : "col") << " m " << c.m << " n " << c.n << " k " << c.k << " pad " << c.pad
+                      << " alpha " << c.alpha << " beta " << c.beta);
+            CHECK(gated_error<TestType>(p, impl, c) <= tolerance<TestType>());
+            ++checked;
+          }
+      }
+  CHECK(checked >= 3 * 4 * 7);  // the generic text takes every layout
+}
+
+TEST_CASE("GPU gated gemm in other tiles, few rows (split and own-tile routes), unaligned rows and an epilogue, and matches",
+          "[gpu][gemm][gate]") {
+  if (!have_gpu()) return;
+  const auto silu = [](Layout a, Layout b) {
+    auto p = params(jit::DType::bf16, a, b);
+    p.gate = kernels::Gemm::Gate::Silu;
+    return p;
+  };
+  const double tol = tolerance<jit::bfloat16>();
+  // the default selection (cuda-sm90a on Hopper): few rows route to the generic split tiles or
+  // cuda-sm90a's own 64 x 64 tile; unaligned leading dimensions (pad 3) to the generic text
+  const Case few[] = {{16, 4096, 1024, 0, 1, 0}, {8, 304, 696, 3, 0.5, -1.5}, {30, 1008, 800, 0, 1, 0}, {64, 2000, 513, 0, 1, 0},
+                      {65, 1008, 640, 8, 1, 0.25}, {48, 2048, 1000, 0, 1, 0}, {40, 3008, 700, 3, 0.5, -1.5}, {24, 3200, 640, 0, 1, 0}};
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
+      for (const Case& c : few) {
+        INFO("a " << (la == Layout::RowMajor ? "row" : "col") << " b " << (lb == Layout::RowMajor ? "row" : "col") << " m " << c.m
+                  << " n " << c.n << " k " << c.k << " pad " << c.pad << " beta " << c.beta);
+        CHECK(gated_error<jit::bfloat16>(silu(la, lb), "", c) <= tol);
+      }
+  // every tile shape of each implementation's, with an epilogue (a tensor shaped like C)
+  const std::int64_t tiles[][4] = {{128, 256, 64, 4}, {128, 128, 64, 5}, {128, 192, 64, 4}, {64, 256, 64, 5}, {64, 64, 64, 8},
+                                   {128, 128, 32, 3}, {64, 128, 32, 4},  {16, 128, 64, 4},  {64, 32, 32, 4},  {32, 16, 32, 3}};
+  auto p = silu(Layout::RowMajor, Layout::RowMajor);
+  for (const auto& impl : jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p)))
+    for (const auto& t : tiles) {
+      auto q = p;
+      q.tile_m = t[0], q.tile_n = t[1], q.tile_k = t[2], q.stages = t[3];
+      jit::Selection sel;
+      sel.implementation = impl;
+      try {
+        (void)jit::get<kernels::Gemm>(q, gpu(), sel);
+      } catch (const jit::Error&) {
+        continue;  // a tile this implementation does not take
+      }
+      for (const Case& c : {Case{200, 784, 300, 0, 1, 0}, Case{77, 400, 129, 8, 1, 0.5}}) {
+        INFO(impl << " tile " << t[0] << "x" << t[1] << "x" << t[2] << " m " << c.m << " n " << c.n);
+        CHECK(gated_error<jit::bfloat16>(q, impl, c) <= tol);
+        CHECK(gated_error<jit::bfloat16>(q, impl, c, true) <= tol);
+      }
+    }
+}
+
+TEST_CASE("GPU gated gemm gives what the unfused pair gives (gemm, then silu_and_mul over rows of 16), and refuses f32", "[gpu][gemm][gate]") {
+  if (!have_gpu()) return;
+  using T = jit::bfloat16;
+  const std::int64_t m = 300, n = 2048, k = 512;
+  auto make = [](std::int64_t count) {
+    return jitk_test::random_values<T>(static_cast<std::size_t>(count), -1, 1, [](double v) { return from_double<T>(v); });
+  };
+  jit::cuda::DeviceArray<T> a(make(m * k)), b(make(k * n)), fused(make(m * n / 2)), gu(make(m * n)), unfused(make(m * n / 2));
+  auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::RowMajor);
+  auto plain = jit::get<kernels::Gemm>(p, gpu());
+  p.gate = kernels::Gemm::Gate::Silu;
+  auto gated = jit::get<kernels::Gemm>(p, gpu());
+  CHECK(gated.implementation() == plain.implementation());
+  gated(m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, fused.data(), n / 2);
+  plain(m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, gu.data(), n);
+  jit::get<kernels::SiluAndMul>({jit::DType::bf16, 8}, gpu())(m * n / 16, gu.data(), unfused.data());
+  jit::cuda::synchronize();
+  std::vector<double> want, got;
+  for (const T& v : unfused.download()) want.push_back(as_double(v));
+  for (const T& v : fused.download()) got.push_back(as_double(v));
+  CHECK(ref::relative_l2_error(got, want) <= 1e-2);
+  // f32 gated on a GPU: no implementation takes it, and the get says why
+  auto f = params(jit::DType::f32, Layout::RowMajor, Layout::RowMajor);
+  f.gate = kernels::Gemm::Gate::Silu;
+  CHECK_THROWS_WITH(jit::get<kernels::Gemm>(f, gpu()), Contains("f16 and bf16 only"));
 }

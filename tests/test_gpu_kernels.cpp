@@ -683,6 +683,13 @@ TEST_CASE("the decoder layer on the GPU (bf16) matches the float64 layer: prefil
   graph.replay(stream);
   stream.synchronize();
   CHECK(jitk_reference::relative_l2_error(widened(step.y.host()), want) <= 2e-2);
+  // the MLP as one gated gemm (the default on a GPU in bf16) and unfused: both match
+  CHECK(layer.fused_mlp());
+  jitk_example::DecoderLayer<B> unfused(c, w, batch, seqlen + 2, true);
+  unfused.use_unfused_mlp(true);
+  jitk_example::ReferenceCache again;
+  CHECK(jitk_reference::relative_l2_error(widened(unfused.prefill(jitk_example::narrowed<B>(x), seqlen)),
+                                          jitk_example::layer_reference(c, w, x, batch, seqlen, {0, 0, 0}, again)) <= 2e-2);
 }
 
 TEST_CASE("the GPU is the default target when present, and jitk ls shows its arch", "[gpu]") {

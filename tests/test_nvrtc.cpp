@@ -61,7 +61,7 @@ struct Unit {
 };
 
 // Every value a parameter is compiled with: each choice of a text, a few row lengths, the powers
-// of two of a small integer range (block sizes); tiles (which have a fallback) keep their defaults.
+// of two of a small integer range (block sizes); tiles (integers with a fallback) keep their defaults.
 std::vector<jit::ParamValue> values_of(const jit::ParamSpec& p, const std::vector<std::string>& dtypes) {
   std::vector<jit::ParamValue> out;
   if (p.name == "dtype") {
@@ -127,7 +127,7 @@ std::vector<Unit> units_of(const jit::KernelSpec& def, const jit::Implementation
   std::vector<jit::ParamSet> sets = {{}};
   const bool chains = impl.fusion && std::any_of(def.params.begin(), def.params.end(), [](const auto& p) { return p.chain; });
   for (const auto& p : def.params) {
-    if (p.chain || p.fallback) continue;
+    if (p.chain || (p.fallback && !p.is_text())) continue;  // a text with a fallback (gemm's gate): every choice
     std::vector<jit::ParamSet> grown;
     for (const auto& set : sets)
       for (const auto& v : values_of(p, jit::detail::dtypes_of(def, impl))) {

@@ -3,7 +3,8 @@
 // baseline measured in the same run:
 //   prefill 1 x 2048 and 8 x 2048: median device time of the whole layer (CUDA events on a stream of
 //     our own), and a per-kernel breakdown (each launch timed alone); the layer with its QKV
-//     projection as three gemms (as before one gemm did it) timed in the same run;
+//     projection as three gemms (as before one gemm did it) and with its MLP unfused (the gate/up gemm,
+//     then silu_and_mul, as before the gated gemm did both) timed in the same run;
 //   decode, batch 64 over context 4096: one step launched kernel by kernel and replayed as a CUDA
 //     graph, against the bound its bytes (weights + KV cache read once) set at the D2D copy
 //     bandwidth measured here;
@@ -156,13 +157,13 @@ void write_raw(const std::string& path, const std::vector<T>& v) {
   if (!f) throw std::runtime_error("cannot write " + path);
 }
 
-// Every gemm tile the tuner will try, for the layer's two gemm variants, compiled from 16 threads
+// Every gemm tile the tuner will try, for the layer's three gemm variants, compiled from 16 threads
 // first (the tuner compiles its candidates one by one): what `jitk warm --tune -j` does.
 void precompile_gemm_candidates() {
   using jit::kernels::Gemm;
   Layer probe(kLlama, jitk_example::TypedWeights<T>{std::vector<T>(1), {}, {}, std::vector<T>(1), {}, {}}, 1, 16, true);
   std::vector<Gemm::Params> all;
-  for (const Gemm::Params& base : {Gemm::Params{jit::DType::bf16}, probe.residual_gemm_params()})
+  for (const Gemm::Params& base : {Gemm::Params{jit::DType::bf16}, probe.residual_gemm_params(), probe.gated_gemm_params()})
     for (const auto& c : Gemm::candidates(base, jit::default_target())) all.push_back(c);
   std::atomic<std::size_t> next{0};
   std::vector<std::thread> threads;
@@ -190,7 +191,8 @@ int bench(const std::string& dump, bool prefill_only) {
     write_raw(dump + "/wqkv.bf16", weights.wqkv);
     write_raw(dump + "/wo.bf16", weights.wo);
     write_raw(dump + "/norm2.bf16", weights.norm2);
-    write_raw(dump + "/wgu.bf16", weights.wgu);
+    // [gate | up], as PyTorch's layer reads it (the layer's own is in the gated gemm's layout)
+    write_raw(dump + "/wgu.bf16", jitk_reference::deinterleave_gate_up(weights.wgu, kLlama.hidden, kLlama.mlp));
     write_raw(dump + "/wd.bf16", weights.wd);
   }
   jit::cuda::OwnedStream stream;
@@ -222,6 +224,13 @@ int bench(const std::string& dump, bool prefill_only) {
     const double three = device_ms(stream, [&] { layer.run(step, stream); });
     layer.use_three_qkv_gemms(false);
     emit(name + "_three_qkv_gemms_ms", three, "ms", ms, "one QKV gemm, same run (ratio: three / one)");
+    // the same layer with its MLP unfused (gate/up gemm, then silu_and_mul), same run
+    layer.use_unfused_mlp(true);
+    layer.run(step, stream);
+    stream.synchronize();
+    const double unfused = device_ms(stream, [&] { layer.run(step, stream); });
+    layer.use_unfused_mlp(false);
+    emit(name + "_unfused_mlp_ms", unfused, "ms", ms, "gated gemm, same run (ratio: unfused / fused)");
     breakdown(layer, step, stream, name);
     if (prefill_only) continue;
     // the same with each gemm's tile tuned for its shape (the first run tunes, untimed)
@@ -266,6 +275,15 @@ int bench(const std::string& dump, bool prefill_only) {
       const double three = device_ms(stream, [&] { three_graph.replay(stream); }, 50);
       layer.use_three_qkv_gemms(false);
       emit("layer_decode_b64_ctx4096_three_qkv_gemms_graph_ms", three, "ms", replay, "one QKV gemm, same run (ratio: three / one)");
+    }
+    {  // the MLP unfused (gate/up gemm, then silu_and_mul), same run, replayed from a graph
+      layer.use_unfused_mlp(true);
+      layer.run(step, stream);
+      stream.synchronize();
+      auto unfused_graph = jit::cuda::Graph::capture(stream, [&] { layer.run(step, stream); });
+      const double unfused = device_ms(stream, [&] { unfused_graph.replay(stream); }, 50);
+      layer.use_unfused_mlp(false);
+      emit("layer_decode_b64_ctx4096_unfused_mlp_graph_ms", unfused, "ms", replay, "gated gemm, same run (ratio: unfused / fused)");
     }
     breakdown(layer, step, stream, "layer_decode_b64_ctx4096");
     layer.use_tuned_gemms(true);

@@ -34,4 +34,34 @@ std::vector<double> gelu_and_mul(std::int64_t rows, std::int64_t hidden, const s
   return out;
 }
 
+// The gated gemm's layout (jit::kernels::Gemm, gate = silu / gelu / gelu_tanh): B's columns in
+// groups of 16, 8 gate columns then the 8 up columns they pair with. Output column j's gate column
+// is gate_column(j), its up column gate_column(j) + 8.
+inline std::int64_t gate_column(std::int64_t j) { return j / 8 * 16 + j % 8; }
+// A weight [rows, 2 hidden] of gate columns then up columns (gate | up, row-major) in that layout
+// (hidden a multiple of 8), and back.
+template <class T> std::vector<T> interleave_gate_up(const std::vector<T>& w, std::int64_t rows, std::int64_t hidden) {
+  std::vector<T> out(w.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < hidden; ++j) {
+      out[r * 2 * hidden + gate_column(j)] = w[r * 2 * hidden + j];
+      out[r * 2 * hidden + gate_column(j) + 8] = w[r * 2 * hidden + hidden + j];
+    }
+  return out;
+}
+template <class T> std::vector<T> deinterleave_gate_up(const std::vector<T>& w, std::int64_t rows, std::int64_t hidden) {
+  std::vector<T> out(w.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < hidden; ++j) {
+      out[r * 2 * hidden + j] = w[r * 2 * hidden + gate_column(j)];
+      out[r * 2 * hidden + hidden + j] = w[r * 2 * hidden + gate_column(j) + 8];
+    }
+  return out;
+}
+// silu_and_mul over rows of x in the gated gemm's layout ([rows, 2 hidden], hidden a multiple of 8):
+// out [rows, hidden].
+template <class T> std::vector<double> silu_and_mul_interleaved(std::int64_t rows, std::int64_t hidden, const std::vector<T>& x) {
+  return silu_and_mul(rows, hidden, deinterleave_gate_up(x, rows, hidden));
+}
+
 }  // namespace jitk_reference

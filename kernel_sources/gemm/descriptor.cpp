@@ -8,9 +8,21 @@ namespace jit::detail {
 
 namespace {
 
+// A gated gemm (gate = silu, gelu, gelu_tanh; include/jit/kernels/gemm.hpp): B's columns in groups of
+// 16, 8 gate then 8 up, which a tile must hold whole.
+constexpr std::int64_t kGateGroup = 16;
+bool gated(const ParamSet& p) { return p.find("gate") && !text_is(p, "gate", "none"); }
+std::string gate_text(const ParamSet& p) { return "gate = " + std::get<std::string>(*p.find("gate")); }
+std::string gate_tile_problem(const ParamSet& p, const char* where) {
+  const std::int64_t tn = int_param(p, "tile_n");
+  if (!gated(p) || tn % kGateGroup == 0) return "";
+  return gate_text(p) + ": tile_n = " + std::to_string(tn) + " must be a multiple of 16 on " + where +
+         " (a tile holds whole groups of 8 gate and 8 up columns)";
+}
 
 TilePlan gemm_cpu_plan(const ParamSet& p) {
   if (std::string problem = no_cluster_problem(p); !problem.empty()) return {problem};
+  if (std::string problem = gate_tile_problem(p, "the CPU"); !problem.empty()) return {problem};
   const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
   if (tm > 64) return {"tile_m = " + std::to_string(tm) + " is over 64 on the CPU"};
   if (tm * tn > 4096) return {"tile_m * tile_n = " + std::to_string(tm * tn) + " accumulators; at most 4096 on the CPU"};
@@ -26,6 +38,11 @@ constexpr std::int64_t kMaxSplitRows = 64;
 
 TilePlan gemm_cuda_plan(const ParamSet& p) {
   if (std::string problem = no_cluster_problem(p); !problem.empty()) return {problem};
+  // gated: the 16-bit tiles' epilogue reads C's staging in shared memory, where a gate column and its
+  // up column meet; f32's sums stay in registers, a thread's columns far from their partners.
+  if (gated(p) && !text_is(p, "dtype", "f16") && !text_is(p, "dtype", "bf16"))
+    return {gate_text(p) + ": f16 and bf16 only on CUDA (dtype = " + std::get<std::string>(*p.find("dtype")) + ")"};
+  if (std::string problem = gate_tile_problem(p, "CUDA"); !problem.empty()) return {problem};
   const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
   TilePlan plan = cuda_tile_plan(p, text_is(p, "a_layout", "row"), text_is(p, "b_layout", "row"), tm, tn, int_param(p, "tile_k"));
   if (!plan.problem.empty()) return plan;
@@ -54,15 +71,21 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   const std::int64_t tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n"), tk = int_param(p, "tile_k");
   const std::int64_t stages = int_param(p, "stages");
   if (tk != 64) return {tile_text(p) + ": tile_k must be 64 (128-byte swizzled rows) on cuda-sm90a"};
+  if (std::string problem = gate_tile_problem(p, "cuda-sm90a"); !problem.empty()) return {problem};  // tile_n is a multiple of 64: never
   if (tm != 64 && tm != 128) return {tile_text(p) + ": tile_m must be 64 or 128 on cuda-sm90a (one warpgroup per 64 rows)"};
   if (tn % 64 || tn < 64) return {tile_text(p) + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
   const std::int64_t cluster = cluster_of(p);
   if (cluster != 1 && cluster != 2) return {"cluster_m = " + std::to_string(cluster) + ": 1 or 2 on cuda-sm90a"};
-  const std::int64_t shared = sm90_shared_bytes(stages, tm, tn);  // tk is 64 (checked above)
+  const std::int64_t base = sm90_shared_bytes(stages, tm, tn);  // tk is 64 (checked above)
   // Two blocks an SM for 64-wide tiles (few accumulators) where their shared memory fits twice
   // (not in clusters: the text takes those one an SM).
-  const bool two = cluster == 1 && tn <= 64 && 2 * shared <= kMaxSharedBytes;
+  const bool two = cluster == 1 && tn <= 64 && 2 * base <= kMaxSharedBytes;
+  // Room for the epilogue's staging (each consumer's 64 x 64 piece of C, kSm90EpilogueRows rows)
+  // where it fits beside the slots (and twice, for two blocks an SM); the text stages C through it
+  // only when the plan gave it (JITK_SHARED_BYTES), storing from registers otherwise.
+  const std::int64_t staged = sm90_shared_bytes(stages, tm, tn, kSm90EpilogueRows);
+  const std::int64_t shared = staged * (two ? 2 : 1) <= kMaxSharedBytes ? staged : base;
   TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, tn, tk, two ? 2 : 1, static_cast<int>(cluster)};
   if (plan.shared_bytes > kMaxSharedBytes)
     return shared_memory_refused(tile_text(p) + " x " + std::to_string(stages) + " stages needs " +
@@ -148,7 +171,9 @@ std::vector<KernelSpec> gemm_family() {
       hopper_impl({Kind::Tile, 384, 4, 1, 128, 256, 64, 4}, gemm_sm90a_plan,
                   "Hopper: wgmma, TMA loads, a producer warpgroup, persistent; any layout")};
   return {
-      {"gemm", "C = alpha * A B + beta * C (A, B row- or column-major), tiles as parameters, tuned per device",
+      {"gemm",
+       "C = alpha * A B + beta * C (A, B row- or column-major), tiles as parameters, tuned per device; gated (gate = silu, gelu, "
+       "gelu_tanh): C = act(gate columns) * up columns, an MLP's gate/up projection",
        {{"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "element type (accumulation in float, double for f64)"},
         {"a_layout", {"row", "col"}, 0, 0, "A (M x K) row-major (lda >= K) or column-major (lda >= M)"},
         {"b_layout", {"row", "col"}, 0, 0, "B (K x N) row-major (ldb >= N) or column-major (ldb >= K)"},
@@ -159,6 +184,10 @@ std::vector<KernelSpec> gemm_family() {
         {"cluster_m", {}, 0, 2,
          "Hopper (cuda-sm90a): blocks a cluster along M, sharing B's slices by TMA multicast: 1 or 2 (0: the default, 1)",
          false, std::int64_t{0}},
+        {"gate", {"none", "silu", "gelu", "gelu_tanh"}, 0, 0,
+         "a gated gemm: B's columns in groups of 8 gate then 8 up columns, C = act(gate) * up, N / 2 columns "
+         "(f16/bf16 on CUDA)",
+         false, std::string("none")},
         epilogue_param()},
        std::move(impls)}};
 }

@@ -6,6 +6,9 @@
 // A column-major B is packed into row-major panels first (below). Work items are rows, tiled from
 // the start of each thread's range; beta == 0 does not read C (it may hold NaN), as BLAS. The prelude gives the tile (0s in the params are resolved to the
 // implementation's defaults before this text sees them).
+// gate = silu / gelu / gelu_tanh (JITK_GATED): B's columns come in groups of 16, 8 gate then 8 up, and
+// C is M x N / 2: C(r, j) = act(alpha g) * alpha u (+ beta C), then the chain, g and u the sums of
+// group j / 8's gate and up column j % 8. A tile holds whole groups (the plan: tile_n % 16 == 0).
 #include "jitk_cpu.h"
 
 constexpr i64 TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K;
@@ -41,14 +44,43 @@ static inline void accumulate(T (&acc)[TM][TN], const T* __restrict a, i64 lda, 
   }
 }
 
-// C(r, j0 .. j0 + cols) = alpha * sums + beta * C, then the chain.
+#if JITK_GATE_SILU || JITK_GATE_GELU || JITK_GATE_GELU_TANH
+#define JITK_GATED 1
+constexpr i64 GB = 8;  // gate columns a group (then as many up columns)
+static_assert(TN % (2 * GB) == 0, "gemm: a gated tile holds whole groups of gate and up columns");
+static inline T activation(T g) {
+#if JITK_GATE_GELU_TANH
+  return jitk::gelu_tanh(g);
+#elif JITK_GATE_GELU
+  return jitk::gelu(g);
+#else
+  return jitk::silu(g);
+#endif
+}
+#else
+#define JITK_GATED 0
+#endif
+
+// C(r, j0 .. j0 + cols) = alpha * sums + beta * C, then the chain. Gated: C(r, j0 / 2 .. (j0 + cols) / 2)
+// from the groups of sums (j0 and cols are multiples of 16 then).
 static inline void store_row(T* __restrict c, i64 ldc, i64 r, i64 j0, i64 cols, const T* sums, T alpha, T beta,
                              const jitk_chain& chain) {
+#if JITK_GATED
+  const i64 o0 = j0 / 2;
+  T* __restrict crow = c + r * ldc + o0;
+  for (i64 j = 0; j < cols / 2; ++j) {
+    const i64 g = j / GB * 2 * GB + j % GB;
+    const T prod = activation(alpha * sums[g]) * (alpha * sums[g + GB]);
+    const T v = beta == T(0) ? prod : prod + beta * crow[j];
+    crow[j] = chain.epilogue(v, r * ldc + o0 + j, o0 + j);
+  }
+#else
   T* __restrict crow = c + r * ldc + j0;
   for (i64 j = 0; j < cols; ++j) {
     const T v = beta == T(0) ? alpha * sums[j] : alpha * sums[j] + beta * crow[j];
     crow[j] = chain.epilogue(v, r * ldc + j0 + j, j0 + j);
   }
+#endif
 }
 
 #if !JITK_B_LAYOUT_COL

@@ -1,6 +1,7 @@
 // gemm and block_sparse_matmul on any CUDA GPU from sm_80.
 //   gemm: C = alpha * A B + beta * C, then the epilogue chain; C row-major M x N (ldc), A (M x K)
-//     and B (K x N) row- or column-major (JITK_A_LAYOUT_*, JITK_B_LAYOUT_*).
+//     and B (K x N) row- or column-major (JITK_A_LAYOUT_*, JITK_B_LAYOUT_*); gated (gate = silu,
+//     gelu, gelu_tanh; f16 and bf16): C = act(gate columns) * up columns, M x N / 2 (below).
 //   block_sparse_matmul (W: K x N of BLOCK_SIZE blocks, its support in `index`, its values the
 //     present blocks, row-major each, in block-row order):
 //     forward          Y = alpha X W + beta Y      (X: M x K, Y: M x N)
@@ -337,6 +338,42 @@ __device__ inline void write_c(T* __restrict__ c, i64 ldc, i64 r, i64 col, float
   c[at] = jitk::from_float<T>(v[0]);
 }
 
+// gate = silu / gelu / gelu_tanh (gemm, f16 and bf16: the host's plan refuses f32): B's columns in
+// groups of 16, 8 gate then 8 up (include/jit/kernels/gemm.hpp); C is M x N / 2. The staged sums of
+// a tile (below) hold both columns of a pair: C(r, o) from its group's gate and up sums.
+#if JITK_GATE_SILU || JITK_GATE_GELU || JITK_GATE_GELU_TANH
+constexpr bool GATED = true;
+#else
+constexpr bool GATED = false;
+#endif
+constexpr int GB = 8;  // gate columns a group
+static_assert(!GATED || TN % (2 * GB) == 0, "gemm.cu: a gated tile the host's plan refuses");
+#if JITK_DTYPE_F32
+static_assert(!GATED, "gemm.cu: f32's sums stay in registers; the host's plan refuses it gated");
+#endif
+__device__ inline float gate_activation(float g) {
+#if JITK_GATE_GELU_TANH
+  return jitk::gelu_tanh(g);
+#elif JITK_GATE_GELU
+  return jitk::gelu(g);
+#else
+  return jitk::silu(g);
+#endif
+}
+// Where output column o of a tile (o < TN / 2) finds its gate sum; its up sum is GB on.
+__device__ inline int gate_column(int o) { return o / GB * 2 * GB + o % GB; }
+// The value written to C at (r, col) of a gated gemm: act(alpha g) * alpha u, g and u rounded to T
+// as the unfused pair (gemm, silu_and_mul) stores them, (+ beta * C), then the chain.
+__device__ inline void write_gated(T* __restrict__ c, i64 ldc, i64 r, i64 col, float g, float u, float alpha, float beta,
+                                   const jitk_chain& chain) {
+  const i64 at = r * ldc + col;
+  const float gv = jitk::to_float(jitk::from_float<T>(alpha * g)), uv = jitk::to_float(jitk::from_float<T>(alpha * u));
+  float v[1] = {gate_activation(gv) * uv};
+  if (beta != 0.f) v[0] += beta * jitk::to_float(c[at]);
+  chain.epilogue<1>(v, at, col);
+  c[at] = jitk::from_float<T>(v[0]);
+}
+
 // The sums of a tile as floats in shared memory (the 16-bit path's staging for the epilogue, and
 // where split tiles meet), rows C_LD apart.
 constexpr int C_LD = TN + 4;
@@ -366,6 +403,20 @@ __device__ inline void write_split(const float* staging, unsigned split, unsigne
   jitk::cluster_sync();  // every block's sums are staged
   const int rows = (TM + static_cast<int>(split) - 1) / static_cast<int>(split), r0 = static_cast<int>(rank) * rows;
   const int r1 = r0 + rows < TM ? r0 + rows : TM;
+  if (GATED) {
+    for (int e = threadIdx.x; e < (r1 - r0) * (TN / 2); e += THREADS) {
+      const int r = r0 + e / (TN / 2), o = e % (TN / 2), col = gate_column(o);
+      if (m0 + r >= M || n0 + col >= N) continue;
+      float g = 0.f, u = 0.f;
+      for (unsigned q = 0; q < split; ++q) {
+        g += jitk::cluster_load(staging + r * C_LD + col, q);
+        u += jitk::cluster_load(staging + r * C_LD + col + GB, q);
+      }
+      write_gated(c, ldc, m0 + r, n0 / 2 + o, g, u, alpha, beta, chain);
+    }
+    jitk::cluster_sync();
+    return;
+  }
   for (int e = threadIdx.x; e < (r1 - r0) * TN; e += THREADS) {
     const int r = r0 + e / TN, col = e % TN;
     if (m0 + r >= M || n0 + col >= N) continue;
@@ -438,6 +489,14 @@ struct Accumulators {
         wmma::store_matrix_sync(staging + (wm * WARP_M + i * 16) * C_LD + wn * WARP_N + j * 16, f[i][j], C_LD, wmma::mem_row_major);
     if (split > 1) return write_split(staging, split, rank, c, M, N, ldc, m0, n0, alpha, beta, chain);
     __syncthreads();
+    if (GATED) {
+      for (int e = threadIdx.x; e < TM * (TN / 2); e += THREADS) {
+        const int r = e / (TN / 2), o = e % (TN / 2), col = gate_column(o);
+        if (m0 + r < M && n0 + col < N)
+          write_gated(c, ldc, m0 + r, n0 / 2 + o, staging[r * C_LD + col], staging[r * C_LD + col + GB], alpha, beta, chain);
+      }
+      return;
+    }
     for (int e = threadIdx.x; e < TM * TN; e += THREADS) {
       const int r = e / TN, col = e % TN;
       if (m0 + r < M && n0 + col < N) write_c(c, ldc, m0 + r, n0 + col, staging[r * C_LD + col], alpha, beta, chain);

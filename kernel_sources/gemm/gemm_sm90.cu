@@ -1,6 +1,7 @@
 // gemm on Hopper (sm_90a): C = alpha * A B + beta * C, then the epilogue chain, for f16 and bf16,
 // any layout (A row-major and B column-major are K-major, as nn.Linear's x W^T; the others are
-// read M- or N-major, transposed by wgmma); float accumulators.
+// read M- or N-major, transposed by wgmma); float accumulators. Gated (gate = silu, gelu,
+// gelu_tanh): C = act(gate columns) * up columns, M x N / 2, paired in each thread's registers (store_gated).
 //
 // Blocks of 128 * (TILE_M / 64 + 1) threads in warpgroups (block-sparse forward and backward_input:
 // 384, a producer and two consumers), persistent (at most JITK_BLOCKS_PER_SM an SM, each looping
@@ -92,8 +93,16 @@ static_assert(JITK_BLOCK == 128 * (CONSUMERS + 1), "gemm_sm90.cu: the host's til
 constexpr int A_SLOT = TM * TK, B_SLOT = TN * TK;  // elements; every slot is a multiple of 1024 bytes
 constexpr unsigned SLOT_BYTES = (A_SLOT + B_SLOT) * sizeof(T);
 // SWAPPED: each consumer stages its tile's transpose (TN rows of C by the 64-wide block) in shared
-// memory after the slots, so that C is written in 16-byte pieces of its rows.
-constexpr unsigned STAGING_BYTES = SWAPPED ? 2 * TN * 64 * sizeof(T) : 0;
+// memory after the slots, so that C is written in 16-byte pieces of its rows. Otherwise (gemm)
+// each consumer stages its 64 rows 64 columns at a time (EPI_STAGED), where the host's plan left
+// room for it after the slots (tile_plans.hpp, kSm90EpilogueRows): C is then written in 16-byte
+// pieces of its rows too, 8 threads a 128-byte row, where from registers each store was 4 bytes
+// (a warp's 8 rows, 16 bytes each). H100, bf16, the Llama-3-8B layer's prefill gemms (2048 rows,
+// B row-major), of cuBLAS in the same run: qkv (n 6144) 0.870 -> 0.970, o (n 4096) 0.878 -> 0.977,
+// gate/up (n 28672) 0.863 -> 0.939, down (k 14336) 0.957 -> 0.992.
+constexpr unsigned EPI_BYTES = 2 * 64 * 64 * sizeof(T);
+constexpr bool EPI_STAGED = !SWAPPED && STAGES * SLOT_BYTES + EPI_BYTES + 1024 + 16 * STAGES + 16 <= JITK_SHARED_BYTES;
+constexpr unsigned STAGING_BYTES = SWAPPED ? 2 * TN * 64 * sizeof(T) : EPI_STAGED ? EPI_BYTES : 0;
 static_assert(STAGES * SLOT_BYTES + STAGING_BYTES + 1024 + 16 * STAGES + 16 <= JITK_SHARED_BYTES,
               "gemm_sm90.cu: more shared memory than planned");
 
@@ -195,6 +204,29 @@ struct Plan {
 #endif
 };
 
+// Two values of T in one register, `lo` at the lower address.
+__device__ inline unsigned bits16(jitk_half x) { return __half_as_ushort(x); }
+__device__ inline unsigned bits16(jitk_bfloat16 x) { return __bfloat16_as_ushort(x); }
+__device__ inline unsigned pack2(float lo, float hi) {
+  return bits16(jitk::from_float<T>(lo)) | bits16(jitk::from_float<T>(hi)) << 16;
+}
+// Four 8x8 matrices of 16-bit values from the mma fragment layout (thread l: row l / 4, columns
+// 2 (l % 4) and + 1 of matrix i in register i) into shared memory transposed: thread l gives the
+// address of row l % 8 of matrix l / 8, which receives that matrix's column.
+__device__ inline void stmatrix_trans(const T* row, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(row)), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+// The consumers' own barrier (ids 1 and 2; 0 is __syncthreads): its 128 threads only.
+__device__ inline void consumer_sync(int w) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + w) : "memory"); }
+// The same matrices into shared memory as they are (thread l: row l % 8 of matrix l / 8).
+__device__ inline void stmatrix(const T* row, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(row)), "r"(r0), "r"(r1), "r"(r2),
+               "r"(r3)
+               : "memory");
+}
+
 // Thread t of consumer w holds, for each 8-column group j, rows w*64 + (t/32)*16 + (t%32)/4 (+8)
 // and columns j*8 + (t%4)*2 (+1): registers 4j + {0, 1} and 4j + {2, 3}. Pairs of columns are
 // stored together where C and the chain's tensors allow.
@@ -209,7 +241,7 @@ struct Plan {
 constexpr int EPI_CHUNK = 4 < TN / 4 ? 4 : TN / 4;
 static_assert((TN / 2) % (2 * EPI_CHUNK) == 0, "gemm_sm90.cu: the epilogue's chunks tile the registers");
 __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t, float alpha, float beta,
-                             const jitk_chain& chain) {
+                             const jitk_chain& chain, T* staging) {
   T* __restrict__ out = plan.c;
   const i64 ld = plan.ldc, M_out = plan.rows, N_out = plan.cols;
   const i64 r0 = plan.m0 + w * 64 + (t / 32) * 16 + (t % 32) / 4;
@@ -250,6 +282,48 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
       for (int h = 0; h < 2 && col + h < N_out; ++h) out[at + h] = jitk::from_float<T>(scale * d[i + h]);
     }
   };
+  if constexpr (EPI_STAGED) {
+    // 64 columns at a time: finished 4 register pairs at a time (two 8-column groups: one
+    // stmatrix of four 8 x 8 matrices, the groups' top and bottom 8 rows of the warp's 16) into
+    // the consumer's 64 x 64 staging area (the 16-byte piece p of row r at p ^ (r % 8):
+    // conflict-free both ways), then from there to C.
+    static_assert(EPI_CHUNK == 4, "gemm_sm90.cu: the staged epilogue finishes 4 pairs a stmatrix");
+    const int lane = t % 32, warp = t / 32;
+    T* st = staging + w * 64 * 64;  // the consumer's
+    const int srow = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8, sgroup = lane / 16;  // this lane's stmatrix row
+    const float scale = reads ? 1.f : alpha;
+    const bool vectors = ld % 8 == 0 && jitk::aligned16(out);
+#pragma unroll
+    for (int c = 0; c < TN / 64; ++c) {
+#pragma unroll
+      for (int j = 0; j < 8; j += 2) {
+        const int i0 = (c * 8 + j) * 4;  // registers of groups c * 8 + j and + 1
+        if (reads) {
+#pragma unroll
+          for (int i = i0; i < i0 + 8; i += 2) finish(i);
+        }
+        __syncwarp();  // stmatrix is .aligned: the whole warp, past finish()'s branches
+        stmatrix(st + srow * 64 + (((j + sgroup) ^ (srow % 8)) * 8), pack2(scale * d[i0], scale * d[i0 + 1]),
+                 pack2(scale * d[i0 + 2], scale * d[i0 + 3]), pack2(scale * d[i0 + 4], scale * d[i0 + 5]),
+                 pack2(scale * d[i0 + 6], scale * d[i0 + 7]));
+      }
+      consumer_sync(w);
+#pragma unroll
+      for (int q = t; q < 64 * 8; q += 128) {
+        const int row = q / 8, p = q % 8;
+        const i64 r = plan.m0 + w * 64 + row, col = plan.n0 + c * 64 + p * 8;
+        if (r >= M_out) break;  // q rises with the row
+        const T* from = st + row * 64 + ((p ^ (row % 8)) * 8);
+        if (vectors && col + 8 <= N_out) {
+          jitk::store<8>(out + r * ld + col, *reinterpret_cast<const jitk::Pack<T, 8>*>(from));
+        } else {
+          for (int e = 0; e < 8 && col + e < N_out; ++e) out[r * ld + col + e] = from[e];
+        }
+      }
+      consumer_sync(w);  // the staging area is read before this consumer writes it again
+    }
+    return;
+  }
   if (!reads) {
 #pragma unroll
     for (int i = 0; i < TN / 2; i += 2) put(i, alpha);
@@ -264,22 +338,136 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
   }
 }
 
-// Two values of T in one register, `lo` at the lower address.
-__device__ inline unsigned bits16(jitk_half x) { return __half_as_ushort(x); }
-__device__ inline unsigned bits16(jitk_bfloat16 x) { return __bfloat16_as_ushort(x); }
-__device__ inline unsigned pack2(float lo, float hi) {
-  return bits16(jitk::from_float<T>(lo)) | bits16(jitk::from_float<T>(hi)) << 16;
+// gate = silu / gelu / gelu_tanh (gemm only; include/jit/kernels/gemm.hpp): B's columns come in
+// groups of 16, 8 gate then 8 up, so in the layout above a thread's 8-column groups 2p (gate) and
+// 2p + 1 (up) pair up register for register: 8p + e with 8p + 4 + e (e < 4). C is M x N / 2, the
+// tile's TN / 2 columns from n0 / 2; the thread writes columns 8p + (t % 4) * 2 (+ 1) of them.
+#if JITK_GATE_SILU || JITK_GATE_GELU || JITK_GATE_GELU_TANH
+constexpr bool GATED = true;
+#else
+constexpr bool GATED = false;
+#endif
+__device__ inline float gate_activation(float g) {
+#if JITK_GATE_GELU_TANH
+  return jitk::gelu_tanh(g);
+#elif JITK_GATE_GELU
+  return jitk::gelu(g);
+#else
+  return jitk::silu(g);
+#endif
 }
-// Four 8x8 matrices of 16-bit values from the mma fragment layout (thread l: row l / 4, columns
-// 2 (l % 4) and + 1 of matrix i in register i) into shared memory transposed: thread l gives the
-// address of row l % 8 of matrix l / 8, which receives that matrix's column.
-__device__ inline void stmatrix_trans(const T* row, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(row)), "r"(r0), "r"(r1),
-               "r"(r2), "r"(r3)
-               : "memory");
+// g and u as the unfused pair sees them: stored as T by the gemm, read back by silu_and_mul.
+__device__ inline float rounded(float x) { return jitk::to_float(jitk::from_float<T>(x)); }
+constexpr int GATE_PAIRS = TN / 8;  // gate register pairs a thread: TN / 16 groups, two rows each
+constexpr int GATE_CHUNK = EPI_CHUNK < GATE_PAIRS ? EPI_CHUNK : GATE_PAIRS;
+static_assert(TN % 16 == 0 && GATE_PAIRS % GATE_CHUNK == 0, "gemm_sm90.cu: a gated tile holds whole groups");
+__device__ inline void store_gated(const Plan& plan, float (&d)[TN / 2], int w, int t, float alpha, float beta,
+                                   const jitk_chain& chain, T* staging) {
+  T* __restrict__ out = plan.c;
+  const i64 ld = plan.ldc, M_out = plan.rows, N_out = plan.cols / 2;  // C's columns: half of B's
+  const i64 r0 = plan.m0 + w * 64 + (t / 32) * 16 + (t % 32) / 4, c0 = plan.n0 / 2 + (t % 4) * 2;
+  // col is even and N_out a multiple of 8: a pair inside C is whole
+  const bool pairs = ld % 2 == 0 && jitk::aligned16(out) && chain.aligned();
+  const bool reads = beta != 0.f || jitk_chain::has_epilogue;
+#pragma unroll
+  for (int i = 0; i < TN / 2; i += 8)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) d[i + e] = gate_activation(rounded(alpha * d[i + e])) * rounded(alpha * d[i + 4 + e]);
+  // Gate pair q: registers i, i + 1 (i = 8 (q / 2) + 2 (q % 2)), row r0 (+ 8 for odd q).
+  auto where = [&](int q, int& i, i64& r, i64& col) {
+    i = 8 * (q / 2) + 2 * (q % 2);
+    r = r0 + 8 * (q % 2), col = c0 + 8 * (q / 2);
+    return r < M_out && col < N_out;
+  };
+  auto finish = [&](int q) {  // beta * C, then the chain
+    int i;
+    i64 r, col;
+    if (!where(q, i, r, col)) return;
+    const i64 at = r * ld + col;
+    if (pairs) {
+      float v[2] = {d[i], d[i + 1]};
+      if (beta != 0.f) {
+        const auto old = jitk::load<2>(out + at);
+        v[0] += beta * jitk::to_float(old.v[0]), v[1] += beta * jitk::to_float(old.v[1]);
+      }
+      chain.epilogue<2>(v, at, col);
+      d[i] = v[0], d[i + 1] = v[1];
+    } else {
+      for (int h = 0; h < 2; ++h) {
+        float v[1] = {d[i + h]};
+        if (beta != 0.f) v[0] += beta * jitk::to_float(out[at + h]);
+        chain.epilogue<1>(v, at + h, col + h);
+        d[i + h] = v[0];
+      }
+    }
+  };
+  auto put = [&](int q) {
+    int i;
+    i64 r, col;
+    if (!where(q, i, r, col)) return;
+    const i64 at = r * ld + col;
+    if (pairs) {
+      jitk::Pack<T, 2> p;
+      p.v[0] = jitk::from_float<T>(d[i]), p.v[1] = jitk::from_float<T>(d[i + 1]);
+      jitk::store<2>(out + at, p);
+    } else {
+      for (int h = 0; h < 2; ++h) out[at + h] = jitk::from_float<T>(d[i + h]);
+    }
+  };
+  if constexpr (EPI_STAGED) {
+    // As store()'s staged path, on C's half-width tile: each 64 columns of B (8 groups: gate groups
+    // c * 8 + j for even j, each with its up group j + 1) give 32 columns of C; one stmatrix takes
+    // the gated values of two gate groups (j and j + 2: their top and bottom 8 rows of the warp's
+    // 16) into pieces j / 2 and j / 2 + 1 of the consumer's staging rows, then 16-byte stores.
+    const int lane = t % 32, warp = t / 32;
+    T* st = staging + w * 64 * 64;  // the consumer's (rows of 64; 32 of each used here)
+    const int srow = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8, sgroup = lane / 16;  // this lane's stmatrix row
+    const bool vectors = ld % 8 == 0 && jitk::aligned16(out);
+#pragma unroll
+    for (int c = 0; c < TN / 64; ++c) {
+#pragma unroll
+      for (int j = 0; j < 8; j += 4) {
+        const int g0 = (c * 8 + j) * 4, g2 = (c * 8 + j + 2) * 4;  // gate groups c * 8 + j and + 2 (registers)
+        if (reads) {  // their pairs: q = 2p, 2p + 1 for gate group 2p
+#pragma unroll
+          for (int q = (c * 8 + j) / 2 * 2; q < (c * 8 + j) / 2 * 2 + 2; ++q) finish(q);
+#pragma unroll
+          for (int q = (c * 8 + j + 2) / 2 * 2; q < (c * 8 + j + 2) / 2 * 2 + 2; ++q) finish(q);
+        }
+        __syncwarp();  // stmatrix is .aligned: the whole warp, past finish()'s branches
+        stmatrix(st + srow * 64 + (((j / 2 + sgroup) ^ (srow % 8)) * 8), pack2(d[g0], d[g0 + 1]), pack2(d[g0 + 2], d[g0 + 3]),
+                 pack2(d[g2], d[g2 + 1]), pack2(d[g2 + 2], d[g2 + 3]));
+      }
+      consumer_sync(w);
+#pragma unroll
+      for (int q = t; q < 64 * 4; q += 128) {
+        const int row = q / 4, p = q % 4;
+        const i64 r = plan.m0 + w * 64 + row, col = plan.n0 / 2 + c * 32 + p * 8;
+        if (r >= M_out) break;  // q rises with the row
+        const T* from = st + row * 64 + ((p ^ (row % 8)) * 8);
+        if (vectors && col + 8 <= N_out) {
+          jitk::store<8>(out + r * ld + col, *reinterpret_cast<const jitk::Pack<T, 8>*>(from));
+        } else {
+          for (int e = 0; e < 8 && col + e < N_out; ++e) out[r * ld + col + e] = from[e];
+        }
+      }
+      consumer_sync(w);  // the staging area is read before this consumer writes it again
+    }
+    return;
+  }
+  if (!reads) {
+#pragma unroll
+    for (int q = 0; q < GATE_PAIRS; ++q) put(q);
+    return;
+  }
+#pragma unroll
+  for (int q0 = 0; q0 < GATE_PAIRS; q0 += GATE_CHUNK) {  // reads in flight together (EPI_CHUNK, above)
+#pragma unroll
+    for (int q = q0; q < q0 + GATE_CHUNK; ++q) finish(q);
+#pragma unroll
+    for (int q = q0; q < q0 + GATE_CHUNK; ++q) put(q);
+  }
 }
-// The consumers' own barrier (ids 1 and 2; 0 is __syncthreads): its 128 threads only.
-__device__ inline void consumer_sync(int w) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + w) : "memory"); }
 
 // SWAPPED: the accumulators hold the tile's transpose, wgmma's rows (above) being columns of C
 // (of the block) and its columns rows of C: thread t holds C[r][col] and C[r + 1][col], r =
@@ -573,7 +761,8 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
       if (plan.slices > 0) release(&empty[(it - 1) % STAGES]);  // the tile's last slot
       if (PINGPONG) bar_arrive(&turn[1 - w]);
       if (SWAPPED) store_transposed(plan, d, t, w, alpha, beta, chain, staging);
-      else store(plan, d, part, t, alpha, beta, chain);
+      else if (GATED) store_gated(plan, d, part, t, alpha, beta, chain, staging);
+      else store(plan, d, part, t, alpha, beta, chain, staging);
     }
   }
   // The other block may still arrive on this block's barriers and write into its slots: neither

@@ -18,6 +18,8 @@ TilePlan cuda_tile_plan(const ParamSet& p, bool a_row, bool b_row, std::int64_t 
 // (128-byte rows), 1024 bytes of slack to align them to the swizzle's period, the two consumers'
 // staging areas of staged_rows rows of 64 each (block-sparse's transposed tiles), then the full and
 // empty mbarriers of each stage and the two consumers' turn barriers.
+// gemm's (not block-sparse's) epilogue staging, rows of 64 a consumer, where it fits.
+inline constexpr std::int64_t kSm90EpilogueRows = 64;
 std::int64_t sm90_shared_bytes(std::int64_t stages, std::int64_t a_rows, std::int64_t b_rows, std::int64_t staged_rows = 0);
 
 // The Hopper text (gemm_sm90.cu) as an implementation of a tiled kernel: sm_90a, f16 and bf16,

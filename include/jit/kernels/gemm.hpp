@@ -11,11 +11,31 @@ namespace jit::kernels {
 // parameters; 0 takes the chosen implementation's default (CPU 4x64x256; CUDA 128x128x32, 3
 // stages; Hopper's wgmma path 128x256x64, 4 stages), and get_tuned picks them per device.
 // cluster_m = 2 runs Hopper's blocks in pairs along M that share B's slices (TMA multicast).
+//
+// gate = silu, gelu or gelu_tanh makes it a gated gemm (an MLP's gate/up projection with its
+// activation): B's N columns come in groups of 2 * kGateBlock = 16, each kGateBlock (8) gate
+// columns then the kGateBlock up columns they pair with, and C is M x N / 2 (ldc >= N / 2):
+//   C[r, j] = act(g) * u + beta * C[r, j],  g = alpha (A B)[r, 16 (j / 8) + j % 8],  u = alpha (A B)[r, 16 (j / 8) + 8 + j % 8]
+// then the epilogue chain on C's elements (its tensors M x N / 2 with ldc, its vectors N / 2
+// values). g and u are rounded to the dtype first, as the unfused pair (gemm, then silu_and_mul over
+// rows of 16) would store them. N must be a multiple of 16. A weight [K, 2 H] of gate columns then
+// up columns (gate | up) is laid out this way by moving column 8 b + i of each half (b < H / 8,
+// i < 8) to 16 b + i (gate) and 16 b + 8 + i (up); docs/gemm.md shows it.
 struct Gemm {
   static constexpr const char* name = "gemm";
   // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
   static constexpr const char* arg_names = "m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue = {}";
   enum class Layout : std::uint8_t { RowMajor, ColMajor };
+  enum class Gate : std::uint8_t { None, Silu, Gelu, GeluTanh };
+  static constexpr std::int64_t kGateBlock = 8;  // gate columns a group of B's (then as many up columns)
+  static const char* gate_name(Gate g) {
+    switch (g) {
+      case Gate::Silu: return "silu";
+      case Gate::Gelu: return "gelu";
+      case Gate::GeluTanh: return "gelu_tanh";
+      default: return "none";
+    }
+  }
   struct Params {
     DType dtype = DType::f32;
     Layout a_layout = Layout::RowMajor;
@@ -25,8 +45,9 @@ struct Gemm {
     std::int64_t tile_k = 0;
     std::int64_t stages = 0;
     std::int64_t cluster_m = 0;
+    Gate gate = Gate::None;
     Chain epilogue = {};
-    auto fields() const { return std::tie(dtype, a_layout, b_layout, tile_m, tile_n, tile_k, stages, cluster_m, epilogue); }
+    auto fields() const { return std::tie(dtype, a_layout, b_layout, tile_m, tile_n, tile_k, stages, cluster_m, gate, epilogue); }
   };
   struct Args {
     std::int64_t m, n, k;
@@ -44,7 +65,7 @@ struct Gemm {
     auto layout = [](Layout l) { return std::string(l == Layout::ColMajor ? "col" : "row"); };
     ParamSet s{{"dtype", std::string(dtype_name(p.dtype))}, {"a_layout", layout(p.a_layout)}, {"b_layout", layout(p.b_layout)},
                {"tile_m", p.tile_m}, {"tile_n", p.tile_n}, {"tile_k", p.tile_k}, {"stages", p.stages},
-               {"cluster_m", p.cluster_m}};
+               {"cluster_m", p.cluster_m}, {"gate", std::string(gate_name(p.gate))}};
     add_chains(s, {}, p.epilogue);
     return s;
   }
@@ -56,11 +77,17 @@ struct Gemm {
         fail(std::string(ld) + " = " + std::to_string(value) + " is less than " + why + " (" + std::to_string(least) + ")");
     };
     const bool a_row = p.a_layout == Layout::RowMajor, b_row = p.b_layout == Layout::RowMajor;
+    const bool gated = p.gate != Gate::None;
+    if (gated && a.n % (2 * kGateBlock) != 0)
+      fail("n = " + std::to_string(a.n) + ": gate = " + gate_name(p.gate) + " takes B's columns in groups of " +
+           std::to_string(2 * kGateBlock) + " (" + std::to_string(kGateBlock) + " gate, then " + std::to_string(kGateBlock) +
+           " up), so n must be a multiple of " + std::to_string(2 * kGateBlock));
+    const std::int64_t n_out = gated ? a.n / 2 : a.n;  // C's columns
     check_ld("lda", a.lda, a_row ? a.k : a.m, a_row ? "k (A row-major)" : "m (A column-major)");
     check_ld("ldb", a.ldb, b_row ? a.n : a.k, b_row ? "n (B row-major)" : "k (B column-major)");
-    check_ld("ldc", a.ldc, a.n, "n");
-    const std::int64_t work = a.m * a.n;  // nothing is read or written when C is empty
-    detail::check_tensors(name, p.dtype, work * a.k, {{"a", a.a}, {"b", a.b}});
+    check_ld("ldc", a.ldc, n_out, gated ? "n / 2 (C of a gated gemm)" : "n");
+    const std::int64_t work = a.m * n_out;  // nothing is read or written when C is empty
+    detail::check_tensors(name, p.dtype, a.m * a.n * a.k, {{"a", a.a}, {"b", a.b}});
     detail::check_tensors(name, p.dtype, work, {{"c", a.c}});
     const DType scalar = detail::scalar_type(p.dtype);
     out.add_i64(a.m);
@@ -77,7 +104,7 @@ struct Gemm {
     out.add_pointer(a.c.data);
     out.add_i64(a.ldc);
     jit::detail::pack_chain(name, "epilogue", p.epilogue, a.epilogue, p.dtype, scalar, work, out);
-    out.work_items = work == 0 ? 0 : a.m;  // rows (the CPU splits them), by columns (GPU tiles)
+    out.work_items = work == 0 ? 0 : a.m;  // rows (the CPU splits them), by columns (GPU tiles: of B, N even gated)
     out.work_columns = a.n;
     out.work_depth = a.k;
     out.min_grain = 16;
@@ -103,6 +130,9 @@ struct Gemm {
     p.b_layout = text("b_layout") == "col" ? Layout::ColMajor : Layout::RowMajor;
     p.tile_m = number("tile_m"), p.tile_n = number("tile_n"), p.tile_k = number("tile_k"), p.stages = number("stages");
     if (s.find("cluster_m")) p.cluster_m = number("cluster_m");
+    if (s.find("gate"))
+      for (Gate g : {Gate::None, Gate::Silu, Gate::Gelu, Gate::GeluTanh})
+        if (text("gate") == gate_name(g)) p.gate = g;
     if (s.find("epilogue")) p.epilogue = Chain::parse(text("epilogue"));
     return p;
   }
@@ -160,7 +190,7 @@ struct Gemm {
     TuningData(const Params& p, const Shape& s, const Target& target) : p_(p), s_(s), target_(target) {
       a_ = make((p.a_layout == Layout::RowMajor ? s.m : s.k) * lda(), true);
       b_ = make((p.b_layout == Layout::RowMajor ? s.k : s.n) * ldb(), true);
-      c_ = make(s.m * s.n, false);
+      c_ = make(s.m * s.n, false);  // gated: C is half that
       for (int i = 0; i < p.epilogue.size(); ++i) {
         const OperandKind k = step_operand(p.epilogue[i]);
         if (k == OperandKind::None) continue;
@@ -168,15 +198,15 @@ struct Gemm {
           epilogue_.add(1.0);
           continue;
         }
-        extra_.push_back(make(k == OperandKind::Vector ? s.n : s.m * s.n, true));
+        extra_.push_back(make(k == OperandKind::Vector ? s.n : s.m * s.n, true));  // gated: more than C's shape needs
         if (k == OperandKind::Output) epilogue_.add(MutPtr(extra_.back().data(), p.dtype));
         else epilogue_.add(ConstPtr(extra_.back().data(), p.dtype));
       }
     }
     void run(const Kernel<Gemm>& k) {
       const DType t = p_.dtype;
-      k.launch({s_.m, s_.n, s_.k, 1.0, ConstPtr(a_.data(), t), lda(), ConstPtr(b_.data(), t), ldb(), 0.0, MutPtr(c_.data(), t), s_.n,
-                epilogue_});
+      k.launch({s_.m, s_.n, s_.k, 1.0, ConstPtr(a_.data(), t), lda(), ConstPtr(b_.data(), t), ldb(), 0.0, MutPtr(c_.data(), t),
+                p_.gate != Gate::None ? s_.n / 2 : s_.n, epilogue_});
     }
 
    private:
@@ -225,6 +255,10 @@ struct Gemm {
   static TuningData tuning_data(const Params& p, const Shape& s, const Target& target) {
     if (target.backend != Backend::Cpu && target.backend != Backend::Cuda)
       throw Error(ErrorCode::BackendUnavailable, "gemm: tuning on " + target.to_string() + ": gemm runs on the CPU and CUDA");
+    // a shape no candidate could run: refused here, before every candidate is timed and left out
+    if (p.gate != Gate::None && s.n % (2 * kGateBlock) != 0)
+      throw Error(ErrorCode::InvalidArgument, "gemm: tuning for n = " + std::to_string(s.n) + ": gate = " + gate_name(p.gate) +
+                                                  " needs n a multiple of " + std::to_string(2 * kGateBlock));
     return TuningData(p, s, target);
   }
 };
