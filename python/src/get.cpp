@@ -130,6 +130,12 @@ std::unique_ptr<Launcher> make_launcher(const std::string& kernel, const nb::dic
   }
   const Signature& sig = checked_signature(*b);
   const jit::ParamSet set = with_defaults(*b, param_set(kernel, params));
+  // A gated gemm writes n / 2 columns of C, which gemm's Python signature (c: [m, n]) cannot say yet.
+  if (const jit::ParamValue* gate = kernel == "gemm" ? set.find("gate") : nullptr;
+      gate && std::holds_alternative<std::string>(*gate) && std::get<std::string>(*gate) != "none")
+    throw jit::Error(jit::ErrorCode::InvalidParams, "gemm: gate=" + std::get<std::string>(*gate) +
+                                                        " is not callable from Python yet (its C has n / 2 columns); use gate=none "
+                                                        "and silu_and_mul / gelu_and_mul");
   const jit::Target t = parse_target(target, device);
   jit::choose(kernel, set, t, sel);  // the library's own checks and messages for the params
   std::unique_ptr<TypedLaunch> k;

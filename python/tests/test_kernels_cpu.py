@@ -176,6 +176,14 @@ def test_gemm_tuned_picks_a_candidate_and_remembers_it():
     assert "tile_m=" in k.params
 
 
+def test_a_gated_gemm_is_refused_from_python_with_a_clear_error():
+    # C of a gated gemm has n / 2 columns; gemm's Python signature says [m, n]
+    for gate in ("silu", "gelu", "gelu_tanh"):
+        with pytest.raises(jitk.ParamsError, match=f"gate={gate} is not callable from Python"):
+            jitk.get("gemm", dtype="f32", a_layout="row", b_layout="row", gate=gate, target="cpu")
+    assert jitk.get("gemm", dtype="f32", a_layout="row", b_layout="row", gate="none", target="cpu") is not None
+
+
 def test_adamw():
     n = 1001
     k = jitk.get("adamw", dtype="f32", target="cpu")
