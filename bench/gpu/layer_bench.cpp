@@ -452,7 +452,7 @@ int main(int argc, char** argv) {
       else if (a == "--sweep-few-rows") sweep = true;
       else if (a == "--prefill-only") prefill_only = true;
       else {
-        std::fprintf(stderr, "usage: jitk_layer_bench [--json] [--dump DIR] [--prefill-only] [--sweep-few-rows]\n");
+        std::fprintf(stderr, "usage: jitk_layer_bench [--json] [--dump DIR] [--prefill-only] [--sweep-few-rows] | --child-first-forward [--compile-all] [--ready-file F --start-file G]\n");
         return 2;
       }
     }
