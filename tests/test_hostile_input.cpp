@@ -257,6 +257,21 @@ TEST_CASE("a manifest that is a directory, a FIFO or a device is an error, never
   CHECK_THAT(r.output, Contains("FIFO"));
 }
 
+TEST_CASE("a manifest's numbers that are floats past int64's range are refused, never cast", "[hostile][manifest]") {
+  // toml++'s value<int64_t>() of such a float casts it unchecked (UBSan saw it in fuzz_manifest): the
+  // parser asks a node's type first.
+  TempDir dir;
+  const auto file = dir.path() / "floats.toml";
+  for (const std::string entry :
+       {"params = { dtype = \"f32\", hidden = 4.44444e52 }", "params = { dtype = \"f32\", hidden = [4096, -9.9e300] }",
+        "params = { dtype = \"f32\" }\ntune = [[4.4e52, 8, 8]]", "params = { dtype = \"f32\", hidden = nan }"}) {
+    jitk_test::write_file(file, "[[kernel]]\nname = \"" + std::string(entry.find("tune") != std::string::npos ? "gemm" : "rms_norm") +
+                                    "\"\ntarget = \"cpu\"\n" + entry + "\n");
+    INFO(entry);
+    CHECK_THROWS_AS(jit::cache::parse_manifest(file), jit::Error);
+  }
+}
+
 TEST_CASE("kernel text in JITK_KERNEL_DIR that is a directory or a FIFO is an error naming it", "[hostile][kernel-dir]") {
   TempDir cache, kernels;
   fs::create_directories(kernels.path() / "saxpy" / "saxpy.cpp");  // once read as empty text

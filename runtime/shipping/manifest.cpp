@@ -24,8 +24,9 @@ using cache::WarmItem;
 // One parameter's values: a scalar is one value, an array lists the values to expand.
 std::vector<ParamValue> param_values(const std::string& where, const std::string& name, const toml::node& node) {
   auto one = [&](const toml::node& n) -> ParamValue {
-    if (auto i = n.value<std::int64_t>(); i && n.is_integer()) return *i;
-    if (auto s = n.value<std::string>(); s && n.is_string()) return *s;
+    // The type first: toml++'s value<int64_t>() of a float node casts it unchecked (UB past int64's range).
+    if (const auto* i = n.as_integer()) return i->get();
+    if (const auto* s = n.as_string()) return s->get();
     manifest_error(where, "parameter '" + name + "' must be an integer, a string, or an array of them");
   };
   std::vector<ParamValue> out;
@@ -129,7 +130,7 @@ std::vector<WarmItem> parse_manifest_text(std::string_view text, const std::stri
         const toml::array* numbers = shape_node.as_array();
         std::vector<std::int64_t> shape;
         for (std::size_t i = 0; numbers && i < numbers->size(); ++i)
-          if (auto v = (*numbers)[i].value<std::int64_t>(); v && (*numbers)[i].is_integer()) shape.push_back(*v);
+          if (const auto* v = (*numbers)[i].as_integer()) shape.push_back(v->get());
         try {
           if (!numbers || shape.size() != numbers->size()) throw Error(ErrorCode::InvalidArgument, "not a list of integers");
           tuner->check_shape(shape);
