@@ -218,6 +218,9 @@ def test_gated_gemm_refuses_a_c_of_n_columns_and_an_n_not_in_groups_of_16():
     a, b = rand(4, 8, dtype=np.float64), rand(8, 32, dtype=np.float64)
     with pytest.raises(ValueError, match=r"argument 'c' has shape \(4, 32\); dimension 1 \(n/2\) must be 16 \(n = 32\)"):
         k(a, b, np.zeros((4, 32)))
+    # n comes from B (before C): C of the wrong width is named, with the n it was checked against
+    with pytest.raises(ValueError, match=r"argument 'c' has shape \(4, 16\); dimension 1 \(n/2\) must be 15 \(n = 30\)"):
+        k(c=np.zeros((4, 16)), a=a, b=rand(8, 30, dtype=np.float64))
     with pytest.raises(jitk.Error, match="groups of 16"):
         k(a, rand(8, 24, dtype=np.float64), np.zeros((4, 12)))
     # gate = none keeps C at n columns
