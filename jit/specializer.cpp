@@ -26,9 +26,10 @@ namespace {
 // Headers of kernel_sources/ that kernel text may include, per backend.
 const char* const kCpuHeaders[] = {"jitk_cpu.h"};
 const char* const kGpuHeaders[] = {"jitk_gpu.h"};
-// Headers only some GPU texts include (Hopper's): handed to the compiler, and so part of the key,
-// only for a text that includes them.
-const char* const kGpuOptionalHeaders[] = {"jitk_sm90.h"};
+// Headers only some texts include (Hopper's; gemm's gate): handed to the compiler, and so part of
+// the key, only for a text that includes them.
+const char* const kGpuOptionalHeaders[] = {"jitk_sm90.h", "jitk_gate.h"};
+const char* const kCpuOptionalHeaders[] = {"jitk_gate.h"};
 
 constexpr int kWarp = 32, kMaxBlock = 1024, kMaxPacksPerThread = 32;
 
@@ -185,12 +186,16 @@ UnitTexts unit_texts(const KernelDef& def, const Implementation& impl) {
   UnitTexts t;
   t.text = !impl.search_path.empty() ? user_kernel_text(def.name, impl, &t.origin)
                                      : kernel_file(impl.file, &t.origin, impl.text.empty() ? nullptr : &impl.text);
+  const auto optional = [&](const auto& names) {
+    for (const char* h : names)
+      if (t.text.text.find("#include \"" + std::string(h) + "\"") != std::string::npos) t.headers.push_back(kernel_file(h));
+  };
   if (impl.backend != Backend::Cpu) {
     for (const char* h : kGpuHeaders) t.headers.push_back(kernel_file(h));
-    for (const char* h : kGpuOptionalHeaders)
-      if (t.text.text.find("#include \"" + std::string(h) + "\"") != std::string::npos) t.headers.push_back(kernel_file(h));
+    optional(kGpuOptionalHeaders);
   } else {
     for (const char* h : kCpuHeaders) t.headers.push_back(kernel_file(h));
+    optional(kCpuOptionalHeaders);
   }
   return t;
 }

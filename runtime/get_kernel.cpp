@@ -197,12 +197,18 @@ Specialization specialize_chosen(Chosen c, const Target& target, UnitTexts texts
   return s;
 }
 
-// The unit an external-headers fingerprint is taken of before rendering: the texts as they are.
-SourceUnit unrendered(const SourceUnit& described, const UnitTexts& texts) {
-  SourceUnit u = described;
-  u.main = texts.text;
-  u.headers = texts.headers;
-  return u;
+// The external-headers fingerprint of the texts as they are, before rendering: the texts are lent
+// to a unit for it and given back, not copied (a compiler without external headers reads none).
+std::string unrendered_fingerprint(const Compiler& compiler, const SourceUnit& described, UnitTexts& texts) {
+  SourceUnit u = described;  // its texts are empty
+  u.main = std::move(texts.text);
+  u.headers = std::move(texts.headers);
+  struct GiveBack {
+    SourceUnit& u;
+    UnitTexts& texts;
+    ~GiveBack() { texts.text = std::move(u.main), texts.headers = std::move(u.headers); }
+  } give_back{u, texts};
+  return compiler.external_headers_fingerprint(u);
 }
 
 }  // namespace
@@ -267,7 +273,7 @@ KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const T
   std::string unrendered_headers;  // the toolkit fingerprint the request key holds
   SourceUnit described = describe_unit(*c.def, c.selected.impl, c.canonical);
   if (memos) {
-    unrendered_headers = c.compiler->external_headers_fingerprint(unrendered(described, texts));
+    unrendered_headers = unrendered_fingerprint(*c.compiler, described, texts);
     request = request_key(described, texts, target.backend, *c.compiler, unrendered_headers, c.selected.mapped);
   }
   if (!request.empty())
@@ -277,7 +283,7 @@ KernelHandle get_kernel(std::string_view kernel, const ParamSet& params, const T
       s.params = c.canonical;
       s.driver = c.driver;
       s.compiler = c.compiler;
-      s.unit = described;
+      s.unit = std::move(described);  // not used after: a miss renders the unit whole
       s.reason = c.selected.reason;
       s.key = std::move(*key);
       if (logging_at(spdlog::level::info))

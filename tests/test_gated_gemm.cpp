@@ -181,6 +181,18 @@ TEST_CASE("a gated gemm's gate is in its key, and gemms without one keep gate = 
   CHECK(kernels::Gemm::from_params(kernels::Gemm::to_params(gated(jit::DType::f32, Gate::GeluTanh))).gate == Gate::GeluTanh);
 }
 
+TEST_CASE("gemm's texts take the gate's mapping from jitk_gate.h, which no other kernel's unit holds (their keys do not change with it)",
+          "[kernels][gemm][gate]") {
+  const auto has_gate_header = [](const jit::detail::Specialization& s) {
+    for (const auto& h : s.unit.headers)
+      if (h.name == "jitk_gate.h") return h.text.find("JITK_GATE_ACTIVATION") != std::string::npos;
+    return false;
+  };
+  CHECK(has_gate_header(jit::detail::resolve("gemm", kernels::Gemm::to_params(gated(jit::DType::f32, Gate::Gelu)), jit::Target::cpu())));
+  CHECK(has_gate_header(jit::detail::resolve("gemm", kernels::Gemm::to_params({jit::DType::f64}), jit::Target::cpu())));
+  CHECK_FALSE(has_gate_header(jit::detail::resolve("rms_norm", kernels::RmsNorm::to_params({jit::DType::f32, 64}), jit::Target::cpu())));
+}
+
 TEST_CASE("the gated gemm on CUDA: cuda-sm90a and the generic text's 16-bit tiles take it, f32 is refused by name", "[kernels][gemm][gate]") {
   // decided on the host, no GPU needed
   const jit::Target hopper = jit::Target::parse("cuda:sm_90"), ampere = jit::Target::parse("cuda:sm_80");

@@ -10,6 +10,7 @@
 // C is M x N / 2: C(r, j) = act(alpha g) * alpha u (+ beta C), then the chain, g and u the sums of
 // group j / 8's gate and up column j % 8. A tile holds whole groups (the plan: tile_n % 16 == 0).
 #include "jitk_cpu.h"
+#include "jitk_gate.h"
 
 constexpr i64 TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K;
 static_assert(TM * TN <= 4096, "gemm: tile_m * tile_n accumulators must fit in 4096");
@@ -44,21 +45,9 @@ static inline void accumulate(T (&acc)[TM][TN], const T* __restrict a, i64 lda, 
   }
 }
 
-#if JITK_GATE_SILU || JITK_GATE_GELU || JITK_GATE_GELU_TANH
-#define JITK_GATED 1
+#if JITK_GATED  // jitk_gate.h: gate = silu / gelu / gelu_tanh
 constexpr i64 GB = 8;  // gate columns a group (then as many up columns)
 static_assert(TN % (2 * GB) == 0, "gemm: a gated tile holds whole groups of gate and up columns");
-static inline T activation(T g) {
-#if JITK_GATE_GELU_TANH
-  return jitk::gelu_tanh(g);
-#elif JITK_GATE_GELU
-  return jitk::gelu(g);
-#else
-  return jitk::silu(g);
-#endif
-}
-#else
-#define JITK_GATED 0
 #endif
 
 // C(r, j0 .. j0 + cols) = alpha * sums + beta * C, then the chain. Gated: C(r, j0 / 2 .. (j0 + cols) / 2)
@@ -70,7 +59,7 @@ static inline void store_row(T* __restrict c, i64 ldc, i64 r, i64 j0, i64 cols, 
   T* __restrict crow = c + r * ldc + o0;
   for (i64 j = 0; j < cols / 2; ++j) {
     const i64 g = j / GB * 2 * GB + j % GB;
-    const T prod = activation(alpha * sums[g]) * (alpha * sums[g + GB]);
+    const T prod = jitk::JITK_GATE_ACTIVATION(alpha * sums[g]) * (alpha * sums[g + GB]);
     const T v = beta == T(0) ? prod : prod + beta * crow[j];
     crow[j] = chain.epilogue(v, r * ldc + o0 + j, o0 + j);
   }

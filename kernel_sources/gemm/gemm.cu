@@ -30,6 +30,7 @@
 // gemm's blocks run in groups of 8 tile rows so neighbouring blocks share A and B in L2; where the
 // tiles end in a partial wave, its tiles are finished stream-K (JITK_STREAM_K, below).
 #include "jitk_gpu.h"
+#include "jitk_gate.h"
 #if !JITK_DTYPE_F32
 #include <mma.h>
 #endif
@@ -341,25 +342,12 @@ __device__ inline void write_c(T* __restrict__ c, i64 ldc, i64 r, i64 col, float
 // gate = silu / gelu / gelu_tanh (gemm, f16 and bf16: the host's plan refuses f32): B's columns in
 // groups of 16, 8 gate then 8 up (include/jit/kernels/gemm.hpp); C is M x N / 2. The staged sums of
 // a tile (below) hold both columns of a pair: C(r, o) from its group's gate and up sums.
-#if JITK_GATE_SILU || JITK_GATE_GELU || JITK_GATE_GELU_TANH
-constexpr bool GATED = true;
-#else
-constexpr bool GATED = false;
-#endif
+constexpr bool GATED = JITK_GATED;  // jitk_gate.h: gate = silu / gelu / gelu_tanh
 constexpr int GB = 8;  // gate columns a group
 static_assert(!GATED || TN % (2 * GB) == 0, "gemm.cu: a gated tile the host's plan refuses");
 #if JITK_DTYPE_F32
 static_assert(!GATED, "gemm.cu: f32's sums stay in registers; the host's plan refuses it gated");
 #endif
-__device__ inline float gate_activation(float g) {
-#if JITK_GATE_GELU_TANH
-  return jitk::gelu_tanh(g);
-#elif JITK_GATE_GELU
-  return jitk::gelu(g);
-#else
-  return jitk::silu(g);
-#endif
-}
 // Where output column o of a tile (o < TN / 2) finds its gate sum; its up sum is GB on.
 __device__ inline int gate_column(int o) { return o / GB * 2 * GB + o % GB; }
 // The value written to C at (r, col) of a gated gemm: act(alpha g) * alpha u, g and u rounded to T
@@ -368,7 +356,7 @@ __device__ inline void write_gated(T* __restrict__ c, i64 ldc, i64 r, i64 col, f
                                    const jitk_chain& chain) {
   const i64 at = r * ldc + col;
   const float gv = jitk::to_float(jitk::from_float<T>(alpha * g)), uv = jitk::to_float(jitk::from_float<T>(alpha * u));
-  float v[1] = {gate_activation(gv) * uv};
+  float v[1] = {jitk::JITK_GATE_ACTIVATION(gv) * uv};
   if (beta != 0.f) v[0] += beta * jitk::to_float(c[at]);
   chain.epilogue<1>(v, at, col);
   c[at] = jitk::from_float<T>(v[0]);

@@ -22,6 +22,7 @@
 // only when the consumers of both blocks are done with it: they arrive on the `empty` barriers of
 // both. A cluster with a tile row past M computes zeros there and stores none of them.
 #include "jitk_sm90.h"
+#include "jitk_gate.h"
 
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
 // block_sparse_matmul (block_size 64), as gemm.cu lays the products out: a tile walks the blocks of
@@ -342,20 +343,7 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
 // groups of 16, 8 gate then 8 up, so in the layout above a thread's 8-column groups 2p (gate) and
 // 2p + 1 (up) pair up register for register: 8p + e with 8p + 4 + e (e < 4). C is M x N / 2, the
 // tile's TN / 2 columns from n0 / 2; the thread writes columns 8p + (t % 4) * 2 (+ 1) of them.
-#if JITK_GATE_SILU || JITK_GATE_GELU || JITK_GATE_GELU_TANH
-constexpr bool GATED = true;
-#else
-constexpr bool GATED = false;
-#endif
-__device__ inline float gate_activation(float g) {
-#if JITK_GATE_GELU_TANH
-  return jitk::gelu_tanh(g);
-#elif JITK_GATE_GELU
-  return jitk::gelu(g);
-#else
-  return jitk::silu(g);
-#endif
-}
+constexpr bool GATED = JITK_GATED;  // jitk_gate.h: gate = silu / gelu / gelu_tanh
 // g and u as the unfused pair sees them: stored as T by the gemm, read back by silu_and_mul.
 __device__ inline float rounded(float x) { return jitk::to_float(jitk::from_float<T>(x)); }
 constexpr int GATE_PAIRS = TN / 8;  // gate register pairs a thread: TN / 16 groups, two rows each
@@ -372,7 +360,7 @@ __device__ inline void store_gated(const Plan& plan, float (&d)[TN / 2], int w, 
 #pragma unroll
   for (int i = 0; i < TN / 2; i += 8)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) d[i + e] = gate_activation(rounded(alpha * d[i + e])) * rounded(alpha * d[i + 4 + e]);
+    for (int e = 0; e < 4; ++e) d[i + e] = jitk::JITK_GATE_ACTIVATION(rounded(alpha * d[i + e])) * rounded(alpha * d[i + 4 + e]);
   // Gate pair q: registers i, i + 1 (i = 8 (q / 2) + 2 (q % 2)), row r0 (+ 8 for odd q).
   auto where = [&](int q, int& i, i64& r, i64& col) {
     i = 8 * (q / 2) + 2 * (q % 2);

@@ -109,6 +109,14 @@ const Signature& checked_signature(const KernelBinding& b) {
       throw std::logic_error(b.kernel + ": field " + std::to_string(i) + " ('" + sig.fields[i].name + "') of its Python signature is " +
                              std::string(field_type_name(want)) + "; the descriptor's is " + std::string(field_type_name(have)));
   }
+  for (const auto& f : sig.fields)
+    for (const auto& d : f.dims) {
+      bool known = d.when_param.empty();
+      for (const auto& p : b.param_fields) known = known || p.name == d.when_param;
+      if (!known)
+        throw std::logic_error(b.kernel + ": the dimension '" + d.text + "' of its Python signature depends on '" + d.when_param +
+                               "', which is not a param of its descriptor");
+    }
   for (std::size_t i = 0; i < b.param_fields.size(); ++i)
     if (b.param_fields[i].kind == ParamField::Kind::Unmapped)
       throw std::logic_error(b.kernel + ": field " + std::to_string(i) + " of its Params is not written by to_params in a way the binding reads");
@@ -130,12 +138,6 @@ std::unique_ptr<Launcher> make_launcher(const std::string& kernel, const nb::dic
   }
   const Signature& sig = checked_signature(*b);
   const jit::ParamSet set = with_defaults(*b, param_set(kernel, params));
-  // A gated gemm writes n / 2 columns of C, which gemm's Python signature (c: [m, n]) cannot say yet.
-  if (const jit::ParamValue* gate = kernel == "gemm" ? set.find("gate") : nullptr;
-      gate && std::holds_alternative<std::string>(*gate) && std::get<std::string>(*gate) != "none")
-    throw jit::Error(jit::ErrorCode::InvalidParams, "gemm: gate=" + std::get<std::string>(*gate) +
-                                                        " is not callable from Python yet (its C has n / 2 columns); use gate=none "
-                                                        "and silu_and_mul / gelu_and_mul");
   const jit::Target t = parse_target(target, device);
   jit::choose(kernel, set, t, sel);  // the library's own checks and messages for the params
   std::unique_ptr<TypedLaunch> k;

@@ -5,7 +5,10 @@
 //   name:float[=v]        a number the caller passes
 //   name:in[dims] / name:out[dims]   an array (out: written); `?` after in/out: may be None;
 //                         dims are names (params such as hidden, or counts bound by the arrays),
-//                         products (2*hidden, kv_heads*group), `n+1`, or `*n` (any shape, n elements);
+//                         products (2*hidden, kv_heads*group), a whole quotient (`n/2`), `n+1`,
+//                         or `*n` (any shape, n elements); `d1 if param!=value else d2` (or ==):
+//                         d1 for a kernel got with that param's value other than (equal to) value,
+//                         else d2 (gemm's C: `n/2 if gate!=none else n`);
 //                         `@param` after the shape: row-major unless that param is "col";
 //                         `/acc` the kernel's scalar type (f32, f64 for f64), `/i32`, `/i64`, `/f32`
 //                         fixed types; none: the kernel's dtype
@@ -114,7 +117,7 @@ const std::vector<KernelBinding>& kernel_bindings() {
       bind<k::AdamW>("n; param:out[*n]/acc; grad:in[*n]; exp_avg:out[*n]/acc; exp_avg_sq:out[*n]/acc; lr:float; step:int; "
                      "beta1:float=0.9; beta2:float=0.999; eps:float=1e-8; weight_decay:float=0.01"),
       bind<k::Gemm>("m; n; k; alpha:float=1; a:in[m,k]@a_layout; lda:ld(a); b:in[k,n]@b_layout; ldb:ld(b); beta:float=0; "
-                    "c:out[m,n]; ldc:ld(c); epilogue:chain(c)"),
+                    "c:out[m, n/2 if gate!=none else n]; ldc:ld(c); epilogue:chain(c)"),
       bind<k::RotaryEmbedding>("tokens; heads; kv_heads; positions:in[tokens]/i64; q:out[tokens,heads,head_dim]; "
                                "k:out?[tokens,kv_heads,head_dim]; theta:float=10000; cos_sin:in?[max_position,rotary_dim]/acc; "
                                "max_position; q_stride:ld(q); k_stride:ld(k)"),

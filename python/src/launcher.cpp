@@ -65,6 +65,25 @@ Launcher::Launcher(Signature sig, std::unique_ptr<TypedLaunch> kernel) : sig_(st
     for (jit::DType x : {jit::DType::f16, jit::DType::bf16, jit::DType::f32, jit::DType::f64})
       if (jit::dtype_name(x) == t) dtype_ = x;
   }
+  // a dimension that depends on a param: the branch that holds for this kernel's params
+  for (Field& f : sig_.fields)
+    for (DimExpr& d : f.dims) {
+      if (d.when_param.empty()) continue;
+      const jit::ParamValue* v = params.find(d.when_param);
+      if (!v)
+        throw jit::Error(jit::ErrorCode::InvalidParams, sig_.kernel + ": the dimension '" + d.text + "' of argument '" + f.name +
+                                                            "' depends on param '" + d.when_param + "', which the kernel does not have");
+      const std::string value = std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v)
+                                : std::holds_alternative<std::int64_t>(*v) ? std::to_string(std::get<std::int64_t>(*v))
+                                                                           : std::string();
+      if ((value == d.when_value) != d.when_equal) {
+        DimExpr other = std::move(d.otherwise[0]);
+        d = std::move(other);
+      } else {
+        d.text = d.text.substr(0, d.text.find(" if "));
+        d.when_param.clear(), d.otherwise.clear();
+      }
+    }
   layouts_col_.assign(sig_.fields.size(), 0);
   dim_slots_.resize(sig_.fields.size());
   field_slot_.assign(sig_.fields.size(), -1);
@@ -279,9 +298,10 @@ void Launcher::bind_dims(std::span<const char> present, const std::vector<ArrayV
         const std::vector<int>& sl = dim_slots_[i][d];
         const std::int64_t got = e.flat ? a.size : a.shape[d];
         std::int64_t product = e.coef;
+        bool overflow = false;
         int unknown = -1, unknowns = 0;
         for (int s : sl) {
-          if (known[s]) product *= dims[s];
+          if (known[s]) overflow = __builtin_mul_overflow(product, dims[s], &product) || overflow;
           else unknown = s, ++unknowns;
         }
         const auto mismatch = [&](const std::string& expected) {
@@ -290,14 +310,24 @@ void Launcher::bind_dims(std::span<const char> present, const std::vector<ArrayV
                       expected + " " + bindings_text(e, sl, dims, known) + ", got " + std::to_string(got) + " (expected shape " +
                       dims_text(f) + ")");
         };
+        if (overflow) mismatch("a size that fits 64 bits");  // never reached by real arrays: a param too large
+        if (product < 0) mismatch("a size >= 0");
+        const std::int64_t div = e.divisor;
         if (unknowns == 0) {
-          if (product + e.offset != got) mismatch(std::to_string(product + e.offset));
+          std::int64_t want = 0;
+          if (product % div != 0) mismatch("whole, but " + std::to_string(product) + " / " + std::to_string(div) + " is not");
+          if (__builtin_add_overflow(product / div, e.offset, &want)) mismatch("a size that fits 64 bits");
+          if (want != got) mismatch(std::to_string(want));
         } else if (unknowns == 1) {
+          // got = product * x / div + offset: x = (got - offset) * div / product, exactly
           const std::int64_t rest = got - e.offset;
-          if (rest < 0 || (product != 0 && rest % product != 0))
-            mismatch(e.offset ? "at least " + std::to_string(e.offset) : "a multiple of " + std::to_string(product));
+          std::int64_t scaled = 0;
+          if (rest < 0 || __builtin_mul_overflow(rest, div, &scaled) || (product != 0 && scaled % product != 0))
+            mismatch(e.offset ? "at least " + std::to_string(e.offset)
+                              : div == 1 ? "a multiple of " + std::to_string(product)
+                                         : "a multiple of " + std::to_string(product) + " / " + std::to_string(div));
           if (product == 0) continue;  // 0 x anything: nothing to learn
-          dims[unknown] = rest / product, known[unknown] = 1, progress = true;
+          dims[unknown] = scaled / product, known[unknown] = 1, progress = true;
         } else {
           pending = true;
         }

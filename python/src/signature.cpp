@@ -69,7 +69,7 @@ Signature parse_signature(std::string_view kernel, std::string_view declaration)
   const auto fail = [&](const std::string& part, const std::string& why) {
     throw std::invalid_argument(sig.kernel + ": cannot read '" + part + "' of its Python signature: " + why);
   };
-  const auto parse_dim = [&](const std::string& text, const std::string& part) {
+  const auto parse_product = [&](const std::string& text, const std::string& part) {
     DimExpr d;
     d.text = text;
     if (!text.empty() && text[0] == '*') {
@@ -81,14 +81,55 @@ Signature parse_signature(std::string_view kernel, std::string_view declaration)
     auto plus = split(text, '+');
     if (plus.size() > 2) fail(part, "one '+' at most in a dimension");
     if (plus.size() == 2) {
-      if (!is_number(plus[1])) fail(part, "what follows '+' must be a number");
+      if (!is_number(plus[1]) || plus[1].size() > 15) fail(part, "what follows '+' must be a number (15 digits at most)");
       d.offset = std::stoll(plus[1]);
     }
-    for (const auto& factor : split(plus[0], '*')) {
-      if (is_number(factor)) d.coef *= std::stoll(factor);
-      else if (is_name(factor)) d.names.push_back(factor);
-      else fail(part, "'" + factor + "' is neither a name nor a number");
+    auto slash = split(plus[0], '/');
+    if (slash.size() > 2) fail(part, "one '/' at most in a dimension");
+    if (slash.size() == 2) {
+      if (!is_number(slash[1]) || slash[1].size() > 15 || std::stoll(slash[1]) < 1)
+        fail(part, "what follows '/' must be a number >= 1 (15 digits at most)");
+      d.divisor = std::stoll(slash[1]);
     }
+    for (const auto& factor : split(slash[0], '*')) {
+      if (is_number(factor)) {
+        if (factor.size() > 15) fail(part, "a factor has 15 digits at most");
+        d.coef *= std::stoll(factor);
+        if (d.coef > (std::int64_t{1} << 50)) fail(part, "the factors' product is too large");
+      } else if (is_name(factor)) {
+        d.names.push_back(factor);
+      } else {
+        fail(part, "'" + factor + "' is neither a name nor a number");
+      }
+    }
+    return d;
+  };
+  // "<dim> if <param>!=<value> else <dim>" (or ==): a dimension that depends on a param
+  const auto parse_dim = [&](const std::string& text, const std::string& part) {
+    const auto at_if = text.find(" if ");
+    if (at_if == std::string::npos) {
+      if (text.find(" else ") != std::string::npos) fail(part, "'else' without 'if'");
+      return parse_product(text, part);
+    }
+    if (text.find(" if ", at_if + 1) != std::string::npos) fail(part, "one condition a dimension");
+    const auto at_else = text.find(" else ", at_if);
+    if (at_else == std::string::npos) fail(part, "'<dim> if <param>!=<value>' needs 'else <dim>'");
+    if (text.find(" else ", at_else + 1) != std::string::npos) fail(part, "one 'else' a dimension");
+    DimExpr d = parse_product(trim(text.substr(0, at_if)), part);
+    DimExpr other = parse_product(trim(text.substr(at_else + 6)), part);
+    if (d.flat || other.flat) fail(part, "a '*n' dimension has no condition");
+    const std::string cond = trim(text.substr(at_if + 4, at_else - at_if - 4));
+    const auto ne = cond.find("!="), eq = cond.find("==");
+    if ((ne == std::string::npos) == (eq == std::string::npos)) fail(part, "the condition is <param>!=<value> or <param>==<value>");
+    const auto op = ne != std::string::npos ? ne : eq;
+    d.when_param = trim(cond.substr(0, op));
+    d.when_value = trim(cond.substr(op + 2));
+    d.when_equal = eq != std::string::npos;
+    if (!is_name(d.when_param)) fail(part, "the condition's param '" + d.when_param + "' is not a name");
+    if (!is_name(d.when_value) && !is_number(d.when_value))
+      fail(part, "the condition's value '" + d.when_value + "' is neither a name nor a number");
+    d.text = text;
+    d.otherwise.push_back(std::move(other));
     return d;
   };
 
@@ -174,7 +215,7 @@ Signature parse_signature(std::string_view kernel, std::string_view declaration)
   std::size_t names = 0;
   for (const auto& f : sig.fields) {
     names += f.source == Field::Source::Dim || f.source == Field::Source::Int ? 1 : 0;
-    for (const auto& d : f.dims) names += d.names.size();
+    for (const auto& d : f.dims) names += d.names.size() + (d.otherwise.empty() ? 0 : d.otherwise[0].names.size());
   }
   if (names > 64) fail(sig.kernel, "more than 64 dimension names");
   for (auto& f : sig.fields) {

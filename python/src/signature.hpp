@@ -12,13 +12,21 @@ namespace jitk_py {
 enum class FieldType : std::uint8_t { I64, F64, Bool, Size, ConstPtr, MutPtr, I32Ptr, I64Ptr, F32Ptr, VoidPtr, Operands, Other };
 std::string_view field_type_name(FieldType t);
 
-// One factor product plus an offset: "rows", "2*hidden", "kv_heads*group", "batch+1".
+// One factor product, divided, plus an offset: "rows", "2*hidden", "kv_heads*group", "batch+1", "n/2"
+// (a whole quotient: the product must divide). A dimension may depend on a param of the kernel:
+// "n/2 if gate!=none else n" is n/2 for a kernel got with gate other than none, else n; the
+// launcher resolves it once (its params are fixed) into the branch that holds.
 struct DimExpr {
   std::int64_t coef = 1;
   std::vector<std::string> names;
+  std::int64_t divisor = 1;
   std::int64_t offset = 0;
   bool flat = false;  // "*n": the array's whole element count, any shape
   std::string text;
+  // "<this> if <when_param>(==|!=)<when_value> else <otherwise[0]>"; when_param empty: unconditional
+  std::string when_param, when_value;
+  bool when_equal = true;
+  std::vector<DimExpr> otherwise;  // one element when conditional
 };
 
 // The element type an array must have: the kernel's (dtype param), its scalar type (f32; f64 for f64), or a fixed one.

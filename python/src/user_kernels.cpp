@@ -117,6 +117,14 @@ void register_user_kernel(const std::string& name, const std::string& summary, c
           if (jit::dtype_name(d) == c) dtypes.push_back(d);
     spec.params.push_back(std::move(p));
   }
+  for (const auto& f : uk.sig.fields)
+    for (const auto& d : f.dims) {
+      bool known = d.when_param.empty();
+      for (const auto& p : spec.params) known = known || p.name == d.when_param;
+      if (!known)
+        throw jit::Error(jit::ErrorCode::InvalidParams, name + ": the dimension '" + d.text + "' of '" + f.name + "' depends on '" +
+                                                            d.when_param + "', which is not one of its params");
+    }
   jit::Implementation cpu;
   cpu.name = "cpu";
   cpu.backend = jit::Backend::Cpu;

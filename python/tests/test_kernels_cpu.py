@@ -176,12 +176,59 @@ def test_gemm_tuned_picks_a_candidate_and_remembers_it():
     assert "tile_m=" in k.params
 
 
-def test_a_gated_gemm_is_refused_from_python_with_a_clear_error():
-    # C of a gated gemm has n / 2 columns; gemm's Python signature says [m, n]
-    for gate in ("silu", "gelu", "gelu_tanh"):
-        with pytest.raises(jitk.ParamsError, match=f"gate={gate} is not callable from Python"):
-            jitk.get("gemm", dtype="f32", a_layout="row", b_layout="row", gate=gate, target="cpu")
-    assert jitk.get("gemm", dtype="f32", a_layout="row", b_layout="row", gate="none", target="cpu") is not None
+GATE_ACT = {
+    "silu": lambda g: g / (1.0 + np.exp(-g)),
+    "gelu": lambda g: 0.5 * g * (1.0 + np.vectorize(math.erf)(g / math.sqrt(2.0))),
+    "gelu_tanh": lambda g: 0.5 * g * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (g + 0.044715 * g ** 3))),
+}
+
+
+def interleave_gate_up(wg, wu):
+    """[K, H] gate and up weights -> B [K, 2 H] in groups of 16 columns, 8 gate then 8 up (docs/gemm.md)."""
+    kk = wg.shape[0]
+    return np.stack((wg.reshape(kk, -1, 8), wu.reshape(kk, -1, 8)), 2).reshape(kk, -1)
+
+
+@pytest.mark.parametrize("gate", ["silu", "gelu", "gelu_tanh"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("b_layout", ["row", "col"])
+def test_gated_gemm_writes_act_of_gate_times_up_into_n_over_2_columns(gate, dtype, b_layout):
+    m, kk, h = 37, 53, 40  # B: 80 columns, 5 groups of 8 gate + 8 up; C: 40 columns
+    k = jitk.get("gemm", dtype=name(dtype), a_layout="row", b_layout=b_layout, gate=gate, target="cpu")
+    assert k.signature == "gemm(a[m, k], b[k, n], c[m, n/2], alpha=1, beta=0, epilogue=())"
+    a, wg, wu = rand(m, kk, dtype=dtype), rand(kk, h, dtype=dtype, lo=-0.5, hi=0.5), rand(kk, h, dtype=dtype, lo=-0.5, hi=0.5)
+    b = interleave_gate_up(wg, wu)
+    if b_layout == "col":
+        b = np.asfortranarray(b)
+    c = rand(m, h, dtype=dtype)
+    a64, c64 = a.astype(np.float64), c.astype(np.float64)
+    want = GATE_ACT[gate](0.5 * (a64 @ wg)) * (0.5 * (a64 @ wu)) + 2.0 * c64
+    k(a, b, c, alpha=0.5, beta=2.0)
+    assert rel_err(c, want) <= TOL[dtype]
+    # its epilogue chain's vectors are C's rows (n / 2 values)
+    kb = jitk.get("gemm", dtype=name(dtype), a_layout="row", b_layout=b_layout, gate=gate, epilogue="add_vec", target="cpu")
+    bias = rand(h, dtype=dtype)
+    c = np.full((m, h), np.nan, dtype)
+    kb(a, b, c, epilogue=[bias])
+    assert rel_err(c, GATE_ACT[gate](a64 @ wg) * (a64 @ wu) + bias) <= TOL[dtype]
+
+
+def test_gated_gemm_refuses_a_c_of_n_columns_and_an_n_not_in_groups_of_16():
+    k = jitk.get("gemm", dtype="f64", a_layout="row", b_layout="row", gate="silu", target="cpu")
+    a, b = rand(4, 8, dtype=np.float64), rand(8, 32, dtype=np.float64)
+    with pytest.raises(ValueError, match=r"argument 'c' has shape \(4, 32\); dimension 1 \(n/2\) must be 16 \(n = 32\)"):
+        k(a, b, np.zeros((4, 32)))
+    # n comes from B (before C): C of the wrong width is named, with the n it was checked against
+    with pytest.raises(ValueError, match=r"argument 'c' has shape \(4, 16\); dimension 1 \(n/2\) must be 15 \(n = 30\)"):
+        k(c=np.zeros((4, 16)), a=a, b=rand(8, 30, dtype=np.float64))
+    with pytest.raises(jitk.Error, match="groups of 16"):
+        k(a, rand(8, 24, dtype=np.float64), np.zeros((4, 12)))
+    # gate = none keeps C at n columns
+    k0 = jitk.get("gemm", dtype="f64", a_layout="row", b_layout="row", gate="none", target="cpu")
+    assert k0.signature == "gemm(a[m, k], b[k, n], c[m, n], alpha=1, beta=0, epilogue=())"
+    c = np.zeros((4, 32))
+    k0(a, b, c)
+    assert rel_err(c, a @ b) <= 1e-12
 
 
 def test_adamw():
@@ -335,7 +382,57 @@ def test_a_kernel_registered_from_python_runs_checked_and_cached():
         jitk.register_kernel("rms_norm", params={"dtype": ["f32"]}, signature="n; x:out[*n]", work="n", cpu="")
 
 
+HALF_CPU = r"""#include "jitk_cpu.h"
+JITK_CPU_KERNEL {
+  const T* x = JITK_ARG(0, const T*);
+  T* y = JITK_ARG(1, T*);
+  for (i64 i = jitk_begin; i < jitk_end; ++i)
+    if (JITK_HALF == 0) y[i] = x[i];
+    else if (i % 2 == 0) y[i / 2] = x[i];
+}
+"""
+
+
+def test_a_signature_dimension_may_divide_and_depend_on_a_param():
+    jitk.register_kernel("py_half", params={"dtype": ["f64"], "half": (0, 1)},
+                         signature="n; x:in[n]; y:out[n/2 if half==1 else n]", work="n", cpu=HALF_CPU)
+    assert jitk.signature("py_half") == "py_half(x[n], y[n/2 if half==1 else n])"
+    x = rand(10, dtype=np.float64)
+    k1 = jitk.get("py_half", dtype="f64", half=1, target="cpu")
+    assert k1.signature == "py_half(x[n], y[n/2])"
+    y = np.zeros(5)
+    k1(x, y)
+    assert np.array_equal(y, x[::2])
+    with pytest.raises(ValueError, match=r"argument 'y' has shape \(10,\); dimension 0 \(n/2\) must be 5 \(n = 10\)"):
+        k1(x, np.zeros(10))
+    with pytest.raises(ValueError, match=r"dimension 0 \(n/2\) must be whole, but 11 / 2 is not"):
+        k1(rand(11, dtype=np.float64), np.zeros(5))
+    k0 = jitk.get("py_half", dtype="f64", half=0, target="cpu")
+    assert k0.signature == "py_half(x[n], y[n])"
+    y = np.zeros(10)
+    k0(x, y)
+    assert np.array_equal(y, x)
+    with pytest.raises(ValueError, match=r"dimension 0 \(n\) must be 10"):
+        k0(x, np.zeros(5))
+    # a product past 64 bits (a param too large for any array) is refused, not wrapped
+    jitk.register_kernel("py_big", params={"dtype": ["f64"], "hidden": (1, 1 << 62)}, signature="n; x:in[hidden*hidden]",
+                         work="n", cpu='#include "jitk_cpu.h"\nJITK_CPU_KERNEL {}\n')
+    with pytest.raises(ValueError, match=r"dimension 0 \(hidden\*hidden\) must be a size that fits 64 bits"):
+        jitk.get("py_big", dtype="f64", hidden=1 << 40, target="cpu")(np.zeros(4))
+
+
 @pytest.mark.parametrize("kwargs,match", [
+    ({"signature": "n; x:out[n/2 if dtype!=f32]", "work": "n"}, "needs 'else"),
+    ({"signature": "n; x:out[n else n]", "work": "n"}, "'else' without 'if'"),
+    ({"signature": "n; x:out[n/0]", "work": "n"}, "a number >= 1"),
+    ({"signature": "n; x:out[n/2/2]", "work": "n"}, "one '/' at most"),
+    ({"signature": "n; x:out[n/99999999999999999999]", "work": "n"}, "15 digits at most"),
+    ({"signature": "n; x:out[99999999999999999999*n]", "work": "n"}, "15 digits at most"),
+    ({"signature": "n; x:out[n+99999999999999999999]", "work": "n"}, "15 digits at most"),
+    ({"signature": "n; x:out[n/2 if dtype<f32 else n]", "work": "n"}, "the condition is"),
+    ({"signature": "n; x:out[n/2 if dtype!=f32 else n if dtype!=f64 else 1]", "work": "n"}, "one condition"),
+    ({"signature": "n; x:out[*n if dtype!=f32 else n]", "work": "n"}, "no condition"),
+    ({"signature": "n; x:out[n/2 if gate!=none else n]", "work": "n"}, "depends on 'gate', which is not one of its params"),
     ({"signature": "n; x:out[*n]", "work": "rows"}, "work = 'rows'"),
     ({"signature": "n; x:frob[*n]", "work": "n"}, "unknown form"),
     ({"signature": "n; x:out[*n]; y:out[*n]/i32", "work": "n"}, "kernel's dtype"),
