@@ -1,4 +1,7 @@
 // Flash attention forward over variable-length batches (attention_prefill): the family descriptor.
+#include <cstdlib>
+#include <string>
+
 #include "jit/family.hpp"
 
 namespace jit::detail {
@@ -48,23 +51,27 @@ GpuLayout attention_cuda_tiles(const ParamSet& p, GpuLayout l) {
 
 // kernel_sources/attention_prefill/attention_prefill.cu's Hopper path: a producer warpgroup and
 // tile_m / 64 consumer warpgroups (wgmma), K and V in stages of swizzled 64-element slabs.
-TilePlan attention_sm90a_plan(const ParamSet& p) {
+// tma: cuda-sm90a-tma, whose producer is one thread issuing the copy engine's loads (24 registers
+// against 56, the consumers get the rest), with one 8-byte mbarrier more; its tile_k is tile_n,
+// the rows of the host's tensor-map boxes (64 elements of a head by tile_n keys).
+TilePlan attention_hopper_plan(const ParamSet& p, bool tma) {
   const std::int64_t d = int_param(p, "head_dim"), tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
   const std::string tile = "tile_m = " + std::to_string(tm) + ", tile_n = " + std::to_string(tn);
   if (d != 64 && d != 128 && d != 256) return {"head_dim = " + std::to_string(d) + ": cuda-sm90a takes 64, 128 and 256"};
   if (tm != 64 && tm != 128 && tm != 192) return {tile + ": tile_m must be 64, 128 or 192 on cuda-sm90a (64 rows a consumer warpgroup)"};
   if (tn != 64 && tn != 80 && tn != 128 && tn != 192 && tn != 256) return {tile + ": tile_n must be 64, 80, 128, 192 or 256 on cuda-sm90a"};
-  // A consumer's registers (the producer keeps 56): O's d / 2, the scores' tile_n / 2 and P's
-  // tile_n / 4, with about 48 to spare.
-  const std::int64_t consumers = tm / 64, threads = 128 * (consumers + 1);
-  const std::int64_t regs = std::min<std::int64_t>(240, (65536 / threads / 8 * 8 * threads - 128 * 56) / (128 * consumers) / 8 * 8);
+  // A consumer's registers (the producer keeps 56, or 24 with tma): O's d / 2, the scores'
+  // tile_n / 2 and P's tile_n / 4, with about 48 to spare.
+  const std::int64_t consumers = tm / 64, threads = 128 * (consumers + 1), producer = tma ? 24 : 56;
+  const std::int64_t regs =
+      std::min<std::int64_t>(240, (65536 / threads / 8 * 8 * threads - 128 * producer) / (128 * consumers) / 8 * 8);
   const std::int64_t needs = d / 2 + 3 * tn / 4 + 48;
   if (needs > regs)
     return {tile + ": head_dim " + std::to_string(d) + " needs " + std::to_string(needs) + " registers a consumer thread; " +
             std::to_string(consumers) + " consumers have " + std::to_string(regs)};
   // Q's tile and two stages of K and V tiles (each stage with four 8-byte mbarriers), 1024 bytes of
   // alignment; then as many stages more, up to four, as fit (the text takes those it is built for)
-  const auto shared_of = [&](std::int64_t stages) { return 2 * (tm * d + stages * 2 * tn * d) + stages * 4 * 8 + 1024; };
+  const auto shared_of = [&](std::int64_t stages) { return 2 * (tm * d + stages * 2 * tn * d) + stages * 4 * 8 + 1024 + (tma ? 8 : 0); };
   std::int64_t shared = shared_of(2);
   for (std::int64_t stages = 4; stages > 2; --stages)
     if (shared_of(stages) <= kMaxSharedBytes) {
@@ -74,7 +81,17 @@ TilePlan attention_sm90a_plan(const ParamSet& p) {
   if (shared > kMaxSharedBytes)
     return shared_memory_refused(tile + " at head_dim " + std::to_string(d) + " needs " + std::to_string(shared) + " bytes of shared memory",
                                  shared);
-  return {"", static_cast<int>(threads), shared, tm, 1, d};
+  return {"", static_cast<int>(threads), shared, tm, 1, tma ? tn : d};
+}
+TilePlan attention_sm90a_plan(const ParamSet& p) { return attention_hopper_plan(p, false); }
+TilePlan attention_sm90a_tma_plan(const ParamSet& p) { return attention_hopper_plan(p, true); }
+
+// JITK_FA_TMA=1: cuda-sm90a-tma ranks above cuda-sm90a (the default where the params suit both);
+// unset or 0, below it (taken only when asked for by name), until the copy engine's text has been
+// measured the faster on the H100 (bench/gpu/ab's tma candidate).
+int attention_tma_priority() {
+  const char* v = std::getenv("JITK_FA_TMA");
+  return v && std::string(v) == "1" ? 2 : 0;
 }
 
 // Hopper's default tiles (H100, bench/results/2026-11-25-h100-attention.md): 128 x 128; 192 x 64
@@ -107,6 +124,16 @@ std::vector<KernelSpec> attention_prefill_family() {
   Implementation hopper = sm90a_impl(cuda.file, hopper_tiles, attention_sm90a_plan,
                                      "Hopper: wgmma, a producer warpgroup and 64-row consumer warpgroups taking turns (ping-pong), softmax under P V, 2-3 K/V stages");
   hopper.tile_defaults = [hopper_tiles](const ParamSet& p) { return attention_sm90a_tiles(p, hopper_tiles); };
+  // The same text with K and V through the copy engine: tensor maps over the packed K and V, made
+  // at each launch from the ArgPack's matrices; a launch they cannot take (a base or a stride off
+  // 16 bytes, no keys) runs the generic text, as unaligned rows do.
+  GpuLayout tma_tiles = hopper_tiles;
+  tma_tiles.tensor_maps = true;
+  Implementation hopper_tma = sm90a_impl(cuda.file, tma_tiles, attention_sm90a_tma_plan,
+                                         "Hopper as cuda-sm90a, K and V by the copy engine (TMA): a one-thread producer, more registers for the consumers");
+  hopper_tma.name = "cuda-sm90a-tma";
+  hopper_tma.priority = attention_tma_priority();
+  hopper_tma.tile_defaults = [tma_tiles](const ParamSet& p) { return attention_sm90a_tiles(p, tma_tiles); };
   Implementation hip = hip_generic(cuda);
   hip.note = "a thread a query row (AMD, hipRTC; compiled in CI, not run)";
   Implementation cpu = cpu_impl("attention_prefill/attention_prefill.cpp");
@@ -123,7 +150,7 @@ std::vector<KernelSpec> attention_prefill_family() {
        {"tile_m", {}, 0, 256, "GPU: query rows a block takes, a group's heads of tile_m / group tokens (0: the default)", false,
         std::int64_t{0}},
        {"tile_n", {}, 0, 256, "GPU: keys a step of the walk takes (0: the default)", false, std::int64_t{0}}},
-      {std::move(cpu), std::move(cuda), std::move(hopper), std::move(hip)}};
+      {std::move(cpu), std::move(cuda), std::move(hopper), std::move(hopper_tma), std::move(hip)}};
   prefill.params_check = attention_params_problem;
   return {std::move(prefill)};
 }
