@@ -422,6 +422,15 @@ bool prefill_benches() {
   cases.push_back({64, 2048, 32, 32, false, 128, 192});
   for (bool causal : {false, true})
     for (std::int64_t d : {64, 128, 256}) cases.push_back({d, 8192, 2048 / d, 2048 / d, causal, 0, 0, "cuda"});
+  // the copy engine's text (cuda-sm90a-tma; taken by name, or first under JITK_FA_TMA=1) on the
+  // default cases beside the cp.async one, and head 256 by 80 keys, which only it takes (registers)
+  for (std::int64_t d : {64, 128, 256})
+    for (std::int64_t s : {2048, 8192})
+      for (bool causal : {false, true}) cases.push_back({d, s, 2048 / d, 2048 / d, causal, 0, 0, "cuda-sm90a-tma"});
+  cases.push_back({128, 16384, 16, 16, false, 0, 0, "cuda-sm90a-tma"});
+  cases.push_back({128, 16384, 16, 16, true, 0, 0, "cuda-sm90a-tma"});
+  cases.push_back({128, 4096, 32, 8, true, 0, 0, "cuda-sm90a-tma"});
+  for (bool causal : {false, true}) cases.push_back({256, 8192, 8, 8, causal, 128, 80, "cuda-sm90a-tma"});
   for (const Case& c : cases) {
     // --filter: the cases whose names hold it (the implementation named as asked; "" is Hopper's on sm_90)
     char pre[128];
