@@ -209,3 +209,22 @@ TEST_CASE("attention_prefill on Hopper: cuda-sm90a by default, cuda-sm90a-tma by
   const jit::ParamSet resolved = jit::detail::validate_params(def, params, jit::Backend::Cuda);
   CHECK_THAT(jit::detail::describe_launch(*with_tma, resolved), Contains("tile 128x1x128"));
 }
+
+TEST_CASE("JITK_FA_TMA: 1 ranks the copy engine's Hopper text first, another value than 0 or 1 is one warning and changes nothing",
+          "[kernels][attention]") {
+  // jitk explain names the implementation a get for the params would take (no GPU needed)
+  const std::string explain =
+      jitk_test::kTool + " explain attention_prefill dtype=bf16,head_dim=128,causal=1,window=0,group=4 --target cuda:sm_90";
+  const auto plain = jitk_test::run(explain, "JITK_FA_TMA=0 " + jitk_test::cache_env(cache_dir));
+  INFO(plain.output);
+  CHECK(plain.exit_code == 0);
+  CHECK_THAT(plain.output, Contains("implementation: cuda-sm90a\n") && !Contains("JITK_FA_TMA"));
+  const auto first = jitk_test::run(explain, "JITK_FA_TMA=1 " + jitk_test::cache_env(cache_dir));
+  INFO(first.output);
+  CHECK(first.exit_code == 0);
+  CHECK_THAT(first.output, Contains("implementation: cuda-sm90a-tma\n") && !Contains("JITK_FA_TMA"));
+  const auto odd = jitk_test::run(explain, "JITK_FA_TMA=yes " + jitk_test::cache_env(cache_dir));
+  INFO(odd.output);
+  CHECK(odd.exit_code == 0);
+  CHECK_THAT(odd.output, Contains("implementation: cuda-sm90a\n") && Contains("JITK_FA_TMA='yes' is neither 0 nor 1"));
+}

@@ -3,6 +3,8 @@
 #include <string>
 
 #include "jit/family.hpp"
+#include "support/logging.hpp"
+#include "support/text.hpp"
 
 namespace jit::detail {
 namespace {
@@ -89,9 +91,13 @@ TilePlan attention_sm90a_tma_plan(const ParamSet& p) { return attention_hopper_p
 // JITK_FA_TMA=1: cuda-sm90a-tma ranks above cuda-sm90a (the default where the params suit both);
 // unset or 0, below it (taken only when asked for by name), until the copy engine's text has been
 // measured the faster on the H100 (bench/gpu/ab's tma candidate).
+// Another value: one WARN, unset.
 int attention_tma_priority() {
   const char* v = std::getenv("JITK_FA_TMA");
-  return v && std::string(v) == "1" ? 2 : 0;
+  if (!v || !*v || std::string(v) == "0") return 0;
+  if (std::string(v) == "1") return 2;
+  warn_once("fa-tma", "JITK_FA_TMA='" + printable(v) + "' is neither 0 nor 1; attention_prefill's cuda-sm90a stays first on Hopper");
+  return 0;
 }
 
 // Hopper's default tiles (H100, bench/results/2026-11-25-h100-attention.md): 128 x 128; 192 x 64
