@@ -139,7 +139,7 @@ TEST_CASE("attention_prefill refuses counts past its int32 offsets, and takes a 
 
 // Decided on the host, no GPU needed: which Hopper text a get takes, what the copy engine's text
 // (cuda-sm90a-tma) accepts, and the K and V matrices a launch hands the CUDA driver for its tensor maps.
-TEST_CASE("attention_prefill on Hopper: cuda-sm90a by default, cuda-sm90a-tma by name or JITK_FA_TMA=1, with K and V described for its tensor maps",
+TEST_CASE("attention_prefill on Hopper: cuda-sm90a-tma by default, cuda-sm90a by name or JITK_FA_TMA=0, with K and V described for its tensor maps",
           "[kernels][attention]") {
   const jit::Target hopper = jit::Target::parse("cuda:sm_90"), ampere = jit::Target::parse("cuda:sm_80");
   const Prefill::Params p{jit::DType::bf16, 128, true, 0, 4};
@@ -149,12 +149,14 @@ TEST_CASE("attention_prefill on Hopper: cuda-sm90a by default, cuda-sm90a-tma by
   CHECK(std::count(impls.begin(), impls.end(), "cuda-sm90a-tma") == 1);
   const auto on_ampere = jit::implementations_for("attention_prefill", ampere, params);
   CHECK(std::count(on_ampere.begin(), on_ampere.end(), "cuda-sm90a-tma") == 0);
-  const char* env = std::getenv("JITK_FA_TMA");
-  const bool tma_first = env && std::string(env) == "1";
-  CHECK(jit::choose("attention_prefill", params, hopper).implementation == (tma_first ? "cuda-sm90a-tma" : "cuda-sm90a"));
   jit::Selection tma, cp;
   tma.implementation = "cuda-sm90a-tma";
   cp.implementation = "cuda-sm90a";
+  const char* env = std::getenv("JITK_FA_TMA");
+  const bool cp_first = env && std::string(env) == "0";
+  CHECK(jit::choose("attention_prefill", params, hopper).implementation == (cp_first ? "cuda-sm90a" : "cuda-sm90a-tma"));
+  CHECK(jit::choose("attention_prefill", params, hopper, cp).implementation == "cuda-sm90a");
+
   CHECK(jit::choose("attention_prefill", params, hopper, tma).implementation == "cuda-sm90a-tma");
   // head 96 is no Hopper text's
   Prefill::Params d96 = p;
@@ -210,21 +212,24 @@ TEST_CASE("attention_prefill on Hopper: cuda-sm90a by default, cuda-sm90a-tma by
   CHECK_THAT(jit::detail::describe_launch(*with_tma, resolved), Contains("tile 128x1x128"));
 }
 
-TEST_CASE("JITK_FA_TMA: 1 ranks the copy engine's Hopper text first, another value than 0 or 1 is one warning and changes nothing",
+TEST_CASE("JITK_FA_TMA: 0 ranks the cp.async Hopper text first, 1 or unset the copy engine's; another value is one warning and changes nothing",
           "[kernels][attention]") {
   // jitk explain names the implementation a get for the params would take (no GPU needed)
   const std::string explain =
       jitk_test::kTool + " explain attention_prefill dtype=bf16,head_dim=128,causal=1,window=0,group=4 --target cuda:sm_90";
-  const auto plain = jitk_test::run(explain, "JITK_FA_TMA=0 " + jitk_test::cache_env(cache_dir));
+  const std::string cache = jitk_test::cache_env(cache_dir);
+  const auto plain = jitk_test::run(explain, "JITK_FA_TMA=0 " + cache);
   INFO(plain.output);
   CHECK(plain.exit_code == 0);
   CHECK_THAT(plain.output, Contains("implementation: cuda-sm90a\n") && !Contains("JITK_FA_TMA"));
-  const auto first = jitk_test::run(explain, "JITK_FA_TMA=1 " + jitk_test::cache_env(cache_dir));
-  INFO(first.output);
-  CHECK(first.exit_code == 0);
-  CHECK_THAT(first.output, Contains("implementation: cuda-sm90a-tma\n") && !Contains("JITK_FA_TMA"));
-  const auto odd = jitk_test::run(explain, "JITK_FA_TMA=yes " + jitk_test::cache_env(cache_dir));
+  for (const char* on : {"JITK_FA_TMA=1 ", "JITK_FA_TMA= ", "env -u JITK_FA_TMA "}) {
+    const auto first = jitk_test::run(explain, on + cache);
+    INFO(on << first.output);
+    CHECK(first.exit_code == 0);
+    CHECK_THAT(first.output, Contains("implementation: cuda-sm90a-tma\n") && !Contains("JITK_FA_TMA"));
+  }
+  const auto odd = jitk_test::run(explain, "JITK_FA_TMA=yes " + cache);
   INFO(odd.output);
   CHECK(odd.exit_code == 0);
-  CHECK_THAT(odd.output, Contains("implementation: cuda-sm90a\n") && Contains("JITK_FA_TMA='yes' is neither 0 nor 1"));
+  CHECK_THAT(odd.output, Contains("implementation: cuda-sm90a-tma\n") && Contains("JITK_FA_TMA='yes' is neither 0 nor 1"));
 }

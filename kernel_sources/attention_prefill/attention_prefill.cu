@@ -167,14 +167,16 @@ constexpr bool kTma = JITK_FA_TMA != 0;
 #ifndef JITK_FA_MAX_STAGES
 #define JITK_FA_MAX_STAGES 3
 #endif
-// The defaults by head size, from one A/B run of each (bench/results/2026-11-26-h100-fa-tma.md; an
-// H200, against the text with both off): the producer that never waits, +2-4% at heads 128 and
-// 256 and -1-3% at 64; the early rescale, +1-4% at 64 and -1-5% at 128 and 256.
+// The defaults by head size, from A/B runs against the text with both off
+// (bench/results/2026-11-26-h100-fa-tma.md): the producer that never waits (cp.async only), +2-4%
+// at heads 128 and 256 on an H200 and -1-3% at 64, +4-9% at 256 on the H100; the early rescale,
+// +1-4% at 64 with cp.async on the H200 (-3% to +2% on the H100), -1-5% at 128 and 256, and -3%
+// to +0.5% at 64 with the copy engine (H100): on for cp.async at head 64 alone.
 #ifndef JITK_FA_ASYNC_PRODUCER
 #define JITK_FA_ASYNC_PRODUCER (JITK_HEAD_DIM >= 128)
 #endif
 #ifndef JITK_FA_RESCALE_EARLY
-#define JITK_FA_RESCALE_EARLY (JITK_HEAD_DIM == 64)
+#define JITK_FA_RESCALE_EARLY (JITK_HEAD_DIM == 64 && !JITK_FA_TMA)
 #endif
 // kAsyncProducer: the producer's threads do not wait for their copies: each arrives on the tile's
 // mbarrier when they land (cp.async.mbarrier.arrive.noinc), and the consumers fence the async proxy

@@ -88,16 +88,16 @@ TilePlan attention_hopper_plan(const ParamSet& p, bool tma) {
 TilePlan attention_sm90a_plan(const ParamSet& p) { return attention_hopper_plan(p, false); }
 TilePlan attention_sm90a_tma_plan(const ParamSet& p) { return attention_hopper_plan(p, true); }
 
-// JITK_FA_TMA=1: cuda-sm90a-tma ranks above cuda-sm90a (the default where the params suit both);
-// unset or 0, below it (taken only when asked for by name), until the copy engine's text has been
-// measured the faster on the H100 (bench/gpu/ab's tma candidate).
-// Another value: one WARN, unset.
+// cuda-sm90a-tma ranks above cuda-sm90a (the default where the params suit both): on the H100 it
+// ran 1.05-1.22x the cp.async text at every head size (bench/results/2026-11-26-h100-fa-tma.md).
+// JITK_FA_TMA=0 ranks it below (taken only when asked for by name); another value than 0 or 1:
+// one WARN, the default.
 int attention_tma_priority() {
   const char* v = std::getenv("JITK_FA_TMA");
-  if (!v || !*v || std::string(v) == "0") return 0;
-  if (std::string(v) == "1") return 2;
-  warn_once("fa-tma", "JITK_FA_TMA='" + printable(v) + "' is neither 0 nor 1; attention_prefill's cuda-sm90a stays first on Hopper");
-  return 0;
+  if (!v || !*v || std::string(v) == "1") return 2;
+  if (std::string(v) == "0") return 0;
+  warn_once("fa-tma", "JITK_FA_TMA='" + printable(v) + "' is neither 0 nor 1; attention_prefill's cuda-sm90a-tma stays first on Hopper");
+  return 2;
 }
 
 // Hopper's default tiles (H100, bench/results/2026-11-25-h100-attention.md): 128 x 128; 192 x 64
@@ -106,6 +106,13 @@ GpuLayout attention_sm90a_tiles(const ParamSet& p, GpuLayout l) {
   const std::int64_t d = int_param(p, "head_dim");
   if (d <= 64) l.tile_m = 192, l.tile_n = 64;
   if (d > 128) l.tile_n = 64;
+  return l;
+}
+// cuda-sm90a-tma's: the same, but 128 x 80 for heads of 256 (its consumers' 240 registers take
+// them; H100, s8192: 698 / 626 TFLOP/s full / causal against 128 x 64's 633-672 / 591).
+GpuLayout attention_sm90a_tma_tiles(const ParamSet& p, GpuLayout l) {
+  l = attention_sm90a_tiles(p, l);
+  if (int_param(p, "head_dim") > 128) l.tile_n = 80;
   return l;
 }
 
@@ -139,7 +146,7 @@ std::vector<KernelSpec> attention_prefill_family() {
                                          "Hopper as cuda-sm90a, K and V by the copy engine (TMA): a one-thread producer, more registers for the consumers");
   hopper_tma.name = "cuda-sm90a-tma";
   hopper_tma.priority = attention_tma_priority();
-  hopper_tma.tile_defaults = [tma_tiles](const ParamSet& p) { return attention_sm90a_tiles(p, tma_tiles); };
+  hopper_tma.tile_defaults = [tma_tiles](const ParamSet& p) { return attention_sm90a_tma_tiles(p, tma_tiles); };
   Implementation hip = hip_generic(cuda);
   hip.note = "a thread a query row (AMD, hipRTC; compiled in CI, not run)";
   Implementation cpu = cpu_impl("attention_prefill/attention_prefill.cpp");
