@@ -162,11 +162,19 @@ TEST_CASE("attention_prefill on Hopper: cuda-sm90a-tma by default, cuda-sm90a by
   Prefill::Params d96 = p;
   d96.head_dim = 96;
   CHECK_THROWS_WITH(jit::choose("attention_prefill", Prefill::to_params(d96), hopper, tma), Contains("64, 128 and 256"));
-  // head 256 by 80 keys: cuda-sm90a's consumers have 224 registers (it needs 236), the copy engine's 240
+  // head 128 by 192 keys: cuda-sm90a's consumers have 224 registers (it needs 240), the copy engine's 240
   Prefill::Params wide = p;
-  wide.head_dim = 256, wide.tile_m = 128, wide.tile_n = 80;
+  wide.tile_m = 128, wide.tile_n = 192;
   CHECK_THROWS_WITH(jit::choose("attention_prefill", Prefill::to_params(wide), hopper, cp), Contains("registers") && Contains("224"));
   CHECK(jit::choose("attention_prefill", Prefill::to_params(wide), hopper, tma).implementation == "cuda-sm90a-tma");
+  // head 64 by 256 keys: neither (it spills); every implementation refuses, so the plan is asked
+  wide.head_dim = 64, wide.tile_n = 256;
+  CHECK_THROWS(jit::choose("attention_prefill", Prefill::to_params(wide), hopper, tma));
+  const auto& def = jit::detail::find_kernel("attention_prefill");
+  for (const auto& i : def.implementations)
+    if (i.name == "cuda-sm90a-tma")
+      CHECK_THAT(i.tile_plan(jit::detail::validate_params(def, Prefill::to_params(wide))).problem,
+                 Contains("needs 256 registers") && Contains("240"));
   // the launch's K and V: rows of kv_heads x head_dim elements, a token's stride apart (a fused QKV row's)
   std::vector<std::int32_t> cu = {0, 5, 9};
   const jit::bfloat16* base = nullptr;
@@ -198,7 +206,6 @@ TEST_CASE("attention_prefill on Hopper: cuda-sm90a-tma by default, cuda-sm90a by
   Prefill::pack(p, a, packed);
   CHECK(packed.matrices[0].row_bytes == 8 * 128 * 2);
   // the plan's launch: boxes of 64 x tile_n rows (its tile_k), one mbarrier more than cuda-sm90a's
-  const auto& def = jit::detail::find_kernel("attention_prefill");
   const jit::Implementation *with_tma = nullptr, *with_cp = nullptr;
   for (const auto& i : def.implementations) {
     if (i.name == "cuda-sm90a-tma") with_tma = &i;

@@ -920,8 +920,9 @@ TEMPLATE_TEST_CASE("GPU attention_prefill never lets the next sequence's keys or
 
 // The copy engine's text on the shapes every implementation runs (every mask, groups 1, 3 and 4,
 // padded strides, an empty sequence, rows that see no key) at heads 64 and 256 (128: the test of
-// every implementation), and head 256 by 80 keys, which only it takes (240 registers a consumer).
-TEMPLATE_TEST_CASE("GPU attention_prefill's copy-engine text (cuda-sm90a-tma) matches the reference on every mask and at head 256 x 80 keys",
+// every implementation), head 256 by 80 keys (its default) and head 128 by 192 keys, which only it
+// takes (240 registers a consumer).
+TEMPLATE_TEST_CASE("GPU attention_prefill's copy-engine text (cuda-sm90a-tma) matches the reference on every mask and at its widest tiles",
                    "[gpu][attention][sm90a]", jit::half, jit::bfloat16) {
   if (!have_gpu()) return;
   const auto impls = hopper_texts();
@@ -930,6 +931,8 @@ TEMPLATE_TEST_CASE("GPU attention_prefill's copy-engine text (cuda-sm90a-tma) ma
     for (const auto& c : jitk_test::attention_cases(d)) check_gpu_prefill<TestType>(c, 0, 0, 0, "cuda-sm90a-tma");
   check_gpu_prefill<TestType>({{700, 1, 517, 0, 260}, {700, 900, 517, 3, 1000}, 2, 4, 256, true, 0, 0}, 128, 80, 0, "cuda-sm90a-tma");
   check_gpu_prefill<TestType>({{650, 33, 517}, {650, 1200, 517}, 2, 1, 256, false, 0, 8}, 128, 80, 0, "cuda-sm90a-tma");
+  for (bool causal : {false, true})
+    check_gpu_prefill<TestType>({{700, 1, 517, 0, 260}, {700, 900, 517, 3, 1000}, 2, 4, 128, causal, 0, 0}, 128, 192, 0, "cuda-sm90a-tma");
 }
 
 // The Hopper text's pipeline over many key tiles (every stage reused several times, the consumers
@@ -945,9 +948,9 @@ TEMPLATE_TEST_CASE("GPU attention_prefill's Hopper text walks many key tiles at 
       check_gpu_prefill<TestType>({{650, 33, 517}, {650, 1200, 517}, 2, 1, d, false, 0, 8}, 0, 0, 0, impl);
       check_gpu_prefill<TestType>({{600, 300}, {600, 900}, 1, 3, d, true, 200, 0}, 0, 0, 0, impl);
     }
-    // key tiles of 80: five 16-key steps of P V, 80-row slabs (head 256 x 80 keys is refused on
-    // cuda-sm90a: its registers, by the plan's count)
-    check_gpu_prefill<TestType>({{700, 1, 517, 0, 260}, {700, 900, 517, 3, 1000}, 2, 4, 128, true, 0, 0}, 128, 80, 0, impl);
+    // key tiles of 80: five 16-key steps of P V, 80-row slabs
+    for (std::int64_t d : {128, 256})
+      check_gpu_prefill<TestType>({{700, 1, 517, 0, 260}, {700, 900, 517, 3, 1000}, 2, 4, d, true, 0, 0}, 128, 80, 0, impl);
   }
 }
 
