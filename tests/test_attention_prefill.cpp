@@ -1,11 +1,16 @@
 // attention_prefill on the CPU against its float64 reference: varlen batches with an empty
 // sequence and rows that see no key, every mask, GQA groups, strided inputs, poisoned outputs, f32
 // and f64, head sizes a model uses and odd ones; and the params, arguments and offsets it refuses.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <cstring>
 
 #include "attention_support.hpp"
+#include "jit/kernel_catalog.hpp"
 #include "jit/kernels.hpp"
+#include "jit/registry.hpp"
+#include "jit/specializer.hpp"
 
 using Catch::Matchers::Contains;
 using jitk_test::Prefill;
@@ -130,4 +135,108 @@ TEST_CASE("attention_prefill refuses counts past its int32 offsets, and takes a 
   // a max_seqlen_q far past the tokens (a model's context length) covers what there is
   kernel.launch(args(2, std::int64_t{1} << 62, 3));
   for (float x : o) CHECK(x == Approx(0.25f));
+}
+
+// Decided on the host, no GPU needed: which Hopper text a get takes, what the copy engine's text
+// (cuda-sm90a-tma) accepts, and the K and V matrices a launch hands the CUDA driver for its tensor maps.
+TEST_CASE("attention_prefill on Hopper: cuda-sm90a-tma by default, cuda-sm90a by name or JITK_FA_TMA=0, with K and V described for its tensor maps",
+          "[kernels][attention]") {
+  const jit::Target hopper = jit::Target::parse("cuda:sm_90"), ampere = jit::Target::parse("cuda:sm_80");
+  const Prefill::Params p{jit::DType::bf16, 128, true, 0, 4};
+  const jit::ParamSet params = Prefill::to_params(p);
+  const auto impls = jit::implementations_for("attention_prefill", hopper, params);
+  CHECK(std::count(impls.begin(), impls.end(), "cuda-sm90a") == 1);
+  CHECK(std::count(impls.begin(), impls.end(), "cuda-sm90a-tma") == 1);
+  const auto on_ampere = jit::implementations_for("attention_prefill", ampere, params);
+  CHECK(std::count(on_ampere.begin(), on_ampere.end(), "cuda-sm90a-tma") == 0);
+  jit::Selection tma, cp;
+  tma.implementation = "cuda-sm90a-tma";
+  cp.implementation = "cuda-sm90a";
+  const char* env = std::getenv("JITK_FA_TMA");
+  const bool cp_first = env && std::string(env) == "0";
+  CHECK(jit::choose("attention_prefill", params, hopper).implementation == (cp_first ? "cuda-sm90a" : "cuda-sm90a-tma"));
+  CHECK(jit::choose("attention_prefill", params, hopper, cp).implementation == "cuda-sm90a");
+
+  CHECK(jit::choose("attention_prefill", params, hopper, tma).implementation == "cuda-sm90a-tma");
+  // head 96 is no Hopper text's
+  Prefill::Params d96 = p;
+  d96.head_dim = 96;
+  CHECK_THROWS_WITH(jit::choose("attention_prefill", Prefill::to_params(d96), hopper, tma), Contains("64, 128 and 256"));
+  // head 128 by 192 keys: cuda-sm90a's consumers have 224 registers (it needs 240), the copy engine's 240
+  Prefill::Params wide = p;
+  wide.tile_m = 128, wide.tile_n = 192;
+  CHECK_THROWS_WITH(jit::choose("attention_prefill", Prefill::to_params(wide), hopper, cp), Contains("registers") && Contains("224"));
+  CHECK(jit::choose("attention_prefill", Prefill::to_params(wide), hopper, tma).implementation == "cuda-sm90a-tma");
+  // head 64 by 256 keys: neither (it spills); every implementation refuses, so the plan is asked
+  wide.head_dim = 64, wide.tile_n = 256;
+  CHECK_THROWS(jit::choose("attention_prefill", Prefill::to_params(wide), hopper, tma));
+  const auto& def = jit::detail::find_kernel("attention_prefill");
+  for (const auto& i : def.implementations)
+    if (i.name == "cuda-sm90a-tma")
+      CHECK_THAT(i.tile_plan(jit::detail::validate_params(def, Prefill::to_params(wide))).problem,
+                 Contains("needs 256 registers") && Contains("240"));
+  // the launch's K and V: rows of kv_heads x head_dim elements, a token's stride apart (a fused QKV row's)
+  std::vector<std::int32_t> cu = {0, 5, 9};
+  const jit::bfloat16* base = nullptr;
+  Prefill::Args a{2, 8, 5, 9, 9, jit::ConstPtr{base, jit::DType::bf16}, jit::ConstPtr{base, jit::DType::bf16},
+                  jit::ConstPtr{base, jit::DType::bf16}, jit::MutPtr{nullptr, jit::DType::bf16}, jit::MutPtr{}, cu.data(), cu.data(), 0.1};
+  std::vector<jit::bfloat16> qkv(9 * 6144);
+  a.q = jit::ConstPtr{qkv.data(), jit::DType::bf16};
+  a.k = jit::ConstPtr{qkv.data() + 4096, jit::DType::bf16};
+  a.v = jit::ConstPtr{qkv.data() + 5120, jit::DType::bf16};
+  std::vector<jit::bfloat16> o(9 * 32 * 128);
+  a.o = jit::MutPtr{o.data(), jit::DType::bf16};
+  a.q_stride = a.k_stride = a.v_stride = 6144;
+  jit::detail::ArgPack pack;
+  Prefill::pack(p, a, pack);
+  REQUIRE(pack.matrix_count == 2);
+  for (int i = 0; i < 2; ++i) {
+    INFO("matrix " << i);
+    CHECK(pack.matrices[i].base == (i == 0 ? a.k.data : a.v.data));
+    CHECK(pack.matrices[i].dtype == jit::DType::bf16);
+    CHECK(pack.matrices[i].inner == 8 * 128);
+    CHECK(pack.matrices[i].outer == 9);
+    CHECK(pack.matrices[i].row_bytes == 6144 * 2);
+    CHECK_FALSE(pack.matrices[i].k_inner);
+    CHECK(pack.matrices[i].arg == -1);  // never repacked
+  }
+  // packed rows (stride 0): kv_heads x head_dim elements apart
+  a.k_stride = a.v_stride = 0;
+  jit::detail::ArgPack packed;
+  Prefill::pack(p, a, packed);
+  CHECK(packed.matrices[0].row_bytes == 8 * 128 * 2);
+  // the plan's launch: boxes of 64 x tile_n rows (its tile_k), one mbarrier more than cuda-sm90a's
+  const jit::Implementation *with_tma = nullptr, *with_cp = nullptr;
+  for (const auto& i : def.implementations) {
+    if (i.name == "cuda-sm90a-tma") with_tma = &i;
+    if (i.name == "cuda-sm90a") with_cp = &i;
+  }
+  REQUIRE(with_tma);
+  REQUIRE(with_cp);
+  CHECK(with_tma->layout.tensor_maps);
+  CHECK_FALSE(with_cp->layout.tensor_maps);
+  const jit::ParamSet resolved = jit::detail::validate_params(def, params, jit::Backend::Cuda);
+  CHECK_THAT(jit::detail::describe_launch(*with_tma, resolved), Contains("tile 128x1x128"));
+}
+
+TEST_CASE("JITK_FA_TMA: 0 ranks the cp.async Hopper text first, 1 or unset the copy engine's; another value is one warning and changes nothing",
+          "[kernels][attention]") {
+  // jitk explain names the implementation a get for the params would take (no GPU needed)
+  const std::string explain =
+      jitk_test::kTool + " explain attention_prefill dtype=bf16,head_dim=128,causal=1,window=0,group=4 --target cuda:sm_90";
+  const std::string cache = jitk_test::cache_env(cache_dir);
+  const auto plain = jitk_test::run(explain, "JITK_FA_TMA=0 " + cache);
+  INFO(plain.output);
+  CHECK(plain.exit_code == 0);
+  CHECK_THAT(plain.output, Contains("implementation: cuda-sm90a\n") && !Contains("JITK_FA_TMA"));
+  for (const char* on : {"JITK_FA_TMA=1 ", "JITK_FA_TMA= ", "env -u JITK_FA_TMA "}) {
+    const auto first = jitk_test::run(explain, on + cache);
+    INFO(on << first.output);
+    CHECK(first.exit_code == 0);
+    CHECK_THAT(first.output, Contains("implementation: cuda-sm90a-tma\n") && !Contains("JITK_FA_TMA"));
+  }
+  const auto odd = jitk_test::run(explain, "JITK_FA_TMA=yes " + cache);
+  INFO(odd.output);
+  CHECK(odd.exit_code == 0);
+  CHECK_THAT(odd.output, Contains("implementation: cuda-sm90a-tma\n") && Contains("JITK_FA_TMA='yes' is neither 0 nor 1"));
 }

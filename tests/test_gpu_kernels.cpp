@@ -812,9 +812,12 @@ TEST_CASE("a named CUDA arch is warmed with no device visible, and a get then lo
 
 // attention_prefill: q, k and v on the device (optionally one element past 16-byte alignment: the
 // element-by-element loads), o and lse poisoned, checked against the float64 reference.
+// poison_last: every k element of the last sequence is +inf and every v element NaN, and only the
+// sequences before it are checked: a tile that runs past a sequence's end reads the next one's
+// rows, and nothing of them may reach the result (a P of 0 times a NaN is NaN).
 template <class T>
 void check_gpu_prefill(const jitk_test::AttnCase& c, std::int64_t tile_m = 0, std::int64_t tile_n = 0, std::int64_t offset = 0,
-                       const std::string& impl = "") {
+                       const std::string& impl = "", bool poison_last = false) {
   using Prefill = jitk_test::Prefill;
   jit::Selection only;
   only.implementation = impl;
@@ -828,7 +831,13 @@ void check_gpu_prefill(const jitk_test::AttnCase& c, std::int64_t tile_m = 0, st
     for (std::size_t i = 0; i < x.size(); ++i) out[offset + i] = from_double<T>(x[i]);
     return out;
   };
-  jit::cuda::DeviceArray<T> dq(narrow(in.q)), dk(narrow(in.k)), dv(narrow(in.v));
+  auto hk = narrow(in.k), hv = narrow(in.v);
+  if (poison_last)
+    for (std::size_t i = static_cast<std::size_t>(offset + in.cu_k[in.cu_k.size() - 2] * in.kv_stride); i < hk.size(); ++i) {
+      hk[i] = from_double<T>(std::numeric_limits<double>::infinity());
+      hv[i] = from_double<T>(std::nan(""));
+    }
+  jit::cuda::DeviceArray<T> dq(narrow(in.q)), dk(hk), dv(hv);
   std::vector<T> poison(static_cast<std::size_t>(offset) + expected.o.size());
   std::memset(static_cast<void*>(poison.data()), kPoison, poison.size() * sizeof(T));
   jit::cuda::DeviceArray<T> dout(poison);
@@ -840,12 +849,23 @@ void check_gpu_prefill(const jitk_test::AttnCase& c, std::int64_t tile_m = 0, st
                  in.kv_stride, in.kv_stride, in.cu_q.data(), in.cu_k.data()});
   jit::cuda::synchronize();
   const auto o = dout.download();
-  std::vector<double> got(expected.o.size());
-  for (std::size_t i = 0; i < got.size(); ++i) got[i] = as_double(o[offset + i]);
   const auto lse = dlse.download();
-  INFO(kernel.implementation() << ": " << c.label() << ", tile " << tile_m << "x" << tile_n << (offset ? ", unaligned" : ""));
-  CHECK(ref::relative_l2_error(got, expected.o) <= tolerance<T>());
-  CHECK(jitk_test::lse_error(std::vector<double>(lse.begin(), lse.end()), expected.lse) <= 1e-5);
+  // poison_last: the tokens before the last sequence's (o's rows first, lse's in each head's row)
+  const std::int64_t tokens = poison_last ? in.cu_q[in.cu_q.size() - 2] : in.total_q;
+  std::vector<double> got, want, got_lse, want_lse;
+  for (std::int64_t i = 0; i < tokens * in.heads * c.head_dim; ++i) {
+    got.push_back(as_double(o[offset + i]));
+    want.push_back(expected.o[i]);
+  }
+  for (std::int64_t h = 0; h < in.heads; ++h)
+    for (std::int64_t i = 0; i < tokens; ++i) {
+      got_lse.push_back(lse[h * in.total_q + i]);
+      want_lse.push_back(expected.lse[h * in.total_q + i]);
+    }
+  INFO(kernel.implementation() << ": " << c.label() << ", tile " << tile_m << "x" << tile_n << (offset ? ", unaligned" : "")
+                               << (poison_last ? ", the last sequence's k and v poisoned" : ""));
+  CHECK(ref::relative_l2_error(got, want) <= tolerance<T>());
+  CHECK(jitk_test::lse_error(got_lse, want_lse) <= 1e-5);
 }
 
 TEMPLATE_TEST_CASE("GPU attention_prefill matches the reference in every implementation that suits the device: masks, groups, "
@@ -853,25 +873,66 @@ TEMPLATE_TEST_CASE("GPU attention_prefill matches the reference in every impleme
   if (!have_gpu()) return;
   for (const auto& impl : jit::implementations_for("attention_prefill", gpu()))
     for (std::int64_t d : {64, 96, 128, 256}) {
-      if (impl == "cuda-sm90a" && d == 96) continue;  // Hopper's text takes 64, 128 and 256 (96 runs the generic one)
+      if (impl.rfind("cuda-sm90a", 0) == 0 && d == 96) continue;  // Hopper's texts take 64, 128 and 256 (96 runs the generic one)
       for (const auto& c : jitk_test::attention_cases(d)) check_gpu_prefill<TestType>(c, 0, 0, 0, impl);
     }
 }
 
+// Hopper's texts on this device: cuda-sm90a (cp.async) and cuda-sm90a-tma (the copy engine).
+std::vector<std::string> hopper_texts() {
+  std::vector<std::string> out;
+  for (const auto& impl : jit::implementations_for("attention_prefill", gpu()))
+    if (impl.rfind("cuda-sm90a", 0) == 0) out.push_back(impl);
+  if (out.empty()) std::printf("SKIPPED: no Hopper GPU (cuda-sm90a)\n");
+  return out;
+}
+
 TEMPLATE_TEST_CASE("GPU attention_prefill on Hopper with other tiles and unaligned buffers", "[gpu][attention][sm90a]", jit::half, jit::bfloat16) {
   if (!have_gpu()) return;
-  const auto impls = jit::implementations_for("attention_prefill", gpu());
-  if (std::find(impls.begin(), impls.end(), "cuda-sm90a") == impls.end()) {
-    std::printf("SKIPPED: no Hopper GPU (cuda-sm90a)\n");
-    return;
-  }
   const jitk_test::AttnCase causal_gqa{{300, 1, 517}, {300, 700, 517}, 2, 4, 128, true, 0, 0};
   const jitk_test::AttnCase windowed{{300, 1, 517}, {300, 700, 517}, 2, 2, 64, true, 100, 8};
-  for (auto [tm, tn] : {std::pair{64, 64}, {128, 64}, {64, 128}}) check_gpu_prefill<TestType>(causal_gqa, tm, tn, 0, "cuda-sm90a");
-  for (auto [tm, tn] : {std::pair{192, 64}, {128, 192}, {64, 192}}) check_gpu_prefill<TestType>(windowed, tm, tn, 0, "cuda-sm90a");
-  check_gpu_prefill<TestType>(causal_gqa, 0, 0, 1, "cuda-sm90a");  // every buffer one element off 16 bytes
-  check_gpu_prefill<TestType>({{6, 3}, {2, 0}, 1, 1, 64, true, 0, 0}, 0, 0, 0, "cuda-sm90a");  // rows that see no key
-  check_gpu_prefill<TestType>({{2000}, {2000}, 1, 1, 256, false, 0, 0}, 0, 0, 0, "cuda-sm90a");  // many tiles, both stages reused
+  for (const auto& impl : hopper_texts()) {
+    for (auto [tm, tn] : {std::pair{64, 64}, {128, 64}, {64, 128}}) check_gpu_prefill<TestType>(causal_gqa, tm, tn, 0, impl);
+    for (auto [tm, tn] : {std::pair{192, 64}, {128, 192}, {64, 192}}) check_gpu_prefill<TestType>(windowed, tm, tn, 0, impl);
+    check_gpu_prefill<TestType>(causal_gqa, 0, 0, 1, impl);  // every buffer one element off 16 bytes (the generic text runs it)
+    check_gpu_prefill<TestType>({{6, 3}, {2, 0}, 1, 1, 64, true, 0, 0}, 0, 0, 0, impl);  // rows that see no key
+    check_gpu_prefill<TestType>({{2000}, {2000}, 1, 1, 256, false, 0, 0}, 0, 0, 0, impl);  // many tiles, both stages reused
+  }
+}
+
+// A sequence that ends inside a key tile, followed by one whose k is +inf and v NaN everywhere: the
+// tile's rows past the end are the next sequence's (the copy engine loads whole boxes of the packed
+// tensor), and the sequences before it must come out exact. Every implementation, every head size
+// Hopper takes, causal and not, ragged query lengths, padded strides.
+TEMPLATE_TEST_CASE("GPU attention_prefill never lets the next sequence's keys or values into a sequence that ends inside a tile",
+                   "[gpu][attention][sm90a]", jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  for (const auto& impl : jit::implementations_for("attention_prefill", gpu()))
+    for (std::int64_t d : {64, 128, 256}) {
+      // the texts that copy row by row (zeros past the end) at one head size; the copy engine's at each
+      if (d != 128 && impl != "cuda-sm90a-tma") continue;
+      for (bool causal : {false, true}) {
+        check_gpu_prefill<TestType>({{300, 77, 130}, {517, 77, 200}, 2, 2, d, causal, 0, 0}, 0, 0, 0, impl, true);
+        check_gpu_prefill<TestType>({{5, 200}, {130, 300}, 1, 4, d, causal, 0, 8}, 0, 0, 0, impl, true);
+      }
+    }
+}
+
+// The copy engine's text on the shapes every implementation runs (every mask, groups 1, 3 and 4,
+// padded strides, an empty sequence, rows that see no key) at heads 64 and 256 (128: the test of
+// every implementation), head 256 by 80 keys (its default) and head 128 by 192 keys, which only it
+// takes (240 registers a consumer).
+TEMPLATE_TEST_CASE("GPU attention_prefill's copy-engine text (cuda-sm90a-tma) matches the reference on every mask and at its widest tiles",
+                   "[gpu][attention][sm90a]", jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  const auto impls = hopper_texts();
+  if (std::find(impls.begin(), impls.end(), "cuda-sm90a-tma") == impls.end()) return;
+  for (std::int64_t d : {64, 256})
+    for (const auto& c : jitk_test::attention_cases(d)) check_gpu_prefill<TestType>(c, 0, 0, 0, "cuda-sm90a-tma");
+  check_gpu_prefill<TestType>({{700, 1, 517, 0, 260}, {700, 900, 517, 3, 1000}, 2, 4, 256, true, 0, 0}, 128, 80, 0, "cuda-sm90a-tma");
+  check_gpu_prefill<TestType>({{650, 33, 517}, {650, 1200, 517}, 2, 1, 256, false, 0, 8}, 128, 80, 0, "cuda-sm90a-tma");
+  for (bool causal : {false, true})
+    check_gpu_prefill<TestType>({{700, 1, 517, 0, 260}, {700, 900, 517, 3, 1000}, 2, 4, 128, causal, 0, 0}, 128, 192, 0, "cuda-sm90a-tma");
 }
 
 // The Hopper text's pipeline over many key tiles (every stage reused several times, the consumers
@@ -881,19 +942,16 @@ TEMPLATE_TEST_CASE("GPU attention_prefill on Hopper with other tiles and unalign
 TEMPLATE_TEST_CASE("GPU attention_prefill's Hopper text walks many key tiles at every head size", "[gpu][attention][sm90a]", jit::half,
                    jit::bfloat16) {
   if (!have_gpu()) return;
-  const auto impls = jit::implementations_for("attention_prefill", gpu());
-  if (std::find(impls.begin(), impls.end(), "cuda-sm90a") == impls.end()) {
-    std::printf("SKIPPED: no Hopper GPU (cuda-sm90a)\n");
-    return;
+  for (const auto& impl : hopper_texts()) {
+    for (std::int64_t d : {64, 128, 256}) {
+      check_gpu_prefill<TestType>({{700, 1, 517, 0, 260}, {700, 900, 517, 3, 1000}, 2, 4, d, true, 0, 0}, 0, 0, 0, impl);
+      check_gpu_prefill<TestType>({{650, 33, 517}, {650, 1200, 517}, 2, 1, d, false, 0, 8}, 0, 0, 0, impl);
+      check_gpu_prefill<TestType>({{600, 300}, {600, 900}, 1, 3, d, true, 200, 0}, 0, 0, 0, impl);
+    }
+    // key tiles of 80: five 16-key steps of P V, 80-row slabs
+    for (std::int64_t d : {128, 256})
+      check_gpu_prefill<TestType>({{700, 1, 517, 0, 260}, {700, 900, 517, 3, 1000}, 2, 4, d, true, 0, 0}, 128, 80, 0, impl);
   }
-  for (std::int64_t d : {64, 128, 256}) {
-    check_gpu_prefill<TestType>({{700, 1, 517, 0, 260}, {700, 900, 517, 3, 1000}, 2, 4, d, true, 0, 0}, 0, 0, 0, "cuda-sm90a");
-    check_gpu_prefill<TestType>({{650, 33, 517}, {650, 1200, 517}, 2, 1, d, false, 0, 8}, 0, 0, 0, "cuda-sm90a");
-    check_gpu_prefill<TestType>({{600, 300}, {600, 900}, 1, 3, d, true, 200, 0}, 0, 0, 0, "cuda-sm90a");
-  }
-  // key tiles of 80: five 16-key steps of P V, 80-row slabs (head 256 x 80 keys is refused: its
-  // registers, by the plan's count)
-  check_gpu_prefill<TestType>({{700, 1, 517, 0, 260}, {700, 900, 517, 3, 1000}, 2, 4, 128, true, 0, 0}, 128, 80, 0, "cuda-sm90a");
 }
 
 TEMPLATE_TEST_CASE("GPU attention_prefill's generic text with other tiles, long sequences and unaligned buffers", "[gpu][attention]", jit::half,

@@ -16,6 +16,9 @@
 #   AB_TEST_BIN=test_gpu_kernels AB_TEST_ARGS="[attention_decode]" bash bench/gpu/ab.sh decode ab/x ab/y
 # AB_TORCH=1 runs torch SDPA's cuDNN and flash backends on the prefill shapes first and shows them,
 # with jitk's ratio to cuDNN, beside each prefill row.
+# A DIR may hold ab.env: VAR=value lines (no spaces; # comments) set for that DIR's tests and bench
+# alone, for candidates that are a host switch rather than a text (e.g. JITK_FA_TMA=1: attention
+# prefill's copy-engine text ranked first).
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -36,6 +39,8 @@ targets="jitk_gpu_bench"
   { cp "$log" "$out/build.log"; grep -E "error|Error" -A3 "$log" | head -60; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv
 status=0
+# DIR's ab.env as env(1) arguments (none for the built-in texts or a DIR without one)
+dir_env() { [ -n "$1" ] && [ -f "$1/ab.env" ] && grep -Ev '^[[:space:]]*(#|$)' "$1/ab.env"; true; }
 if [ "$tests" != 0 ]; then
   # the built-in texts' run, then (AB_TEST_BIN set) each DIR's, all at once (each its own cache; the
   # timings come after)
@@ -44,7 +49,7 @@ if [ "$tests" != 0 ]; then
   pids=()
   for n in "${!dirs[@]}"; do
     log_n=$out/tests$([ "$n" = 0 ] || echo "$((n + 1))").log
-    JITK_KERNEL_DIR=${dirs[$n]} JITK_CACHE_DIR=$(mktemp -d) timeout 300 "build-gpu/tests/$test_bin" ${test_args[@]+"${test_args[@]}"} > "$log_n" 2>&1 &
+    env $(dir_env "${dirs[$n]}") JITK_KERNEL_DIR=${dirs[$n]} JITK_CACHE_DIR=$(mktemp -d) timeout 300 "build-gpu/tests/$test_bin" ${test_args[@]+"${test_args[@]}"} > "$log_n" 2>&1 &
     pids+=($!)
   done
   for n in "${!dirs[@]}"; do
@@ -73,7 +78,7 @@ for line in open(sys.argv[1]):
     if line.startswith("{"):
         r = json.loads(line)
         extra = ""
-        m = re.match(r"(prefill_bf16_d\d+_s\d+_h\d+_kv\d+_(?:causal|full))_(?:cuda|cuda-sm90a)$", r["bench"])
+        m = re.match(r"(prefill_bf16_d\d+_s\d+_h\d+_kv\d+_(?:causal|full))_(?:cuda|cuda-sm90a|cuda-sm90a-tma)$", r["bench"])
         if m and "torch_cudnn_" + m.group(1) in torch:
             cudnn, flash = torch["torch_cudnn_" + m.group(1)], torch.get("torch_flash_" + m.group(1), 0)
             extra = f"  cudnn {cudnn:7.1f} flash {flash:7.1f}  jitk/cudnn {r['value'] / cudnn:5.3f}"
@@ -84,7 +89,8 @@ for dir in "" "$@"; do
   n=$((n + 1))
   echo "=== ${dir:-built-in}"
   cache=$(mktemp -d)
-  JITK_KERNEL_DIR=$dir JITK_CACHE_DIR=$cache timeout 240 build-gpu/bench/gpu/jitk_gpu_bench --json --only "$sections" \
+  [ -n "$(dir_env "$dir")" ] && echo "env: $(dir_env "$dir" | tr '\n' ' ')"
+  env $(dir_env "$dir") JITK_KERNEL_DIR=$dir JITK_CACHE_DIR=$cache timeout 240 build-gpu/bench/gpu/jitk_gpu_bench --json --only "$sections" \
     ${bench_args[@]+"${bench_args[@]}"} > "$out/ab$n.jsonl" 2> "$out/ab$n.err"
   rc=$?
   rm -rf "$cache"

@@ -422,11 +422,28 @@ bool prefill_benches() {
   cases.push_back({64, 2048, 32, 32, false, 128, 192});
   for (bool causal : {false, true})
     for (std::int64_t d : {64, 128, 256}) cases.push_back({d, 8192, 2048 / d, 2048 / d, causal, 0, 0, "cuda"});
+  // Hopper's default (cuda-sm90a-tma, the copy engine) at other tiles: head 64 on two consumers
+  // (240 registers each), head 256 by 64 keys (its default is 128 x 80)
+  for (std::int64_t s : {2048, 8192})
+    for (bool causal : {false, true}) cases.push_back({64, s, 32, 32, causal, 128, 128});
+  cases.push_back({64, 2048, 32, 32, true, 128, 192});  // (128 x 192's other three are above)
+  for (bool causal : {false, true}) cases.push_back({256, 8192, 8, 8, causal, 128, 64});
+  // head 128 by 192 keys (FlashAttention-3 takes 176 without a mask): only the copy engine's text has the registers
+  for (std::int64_t s : {2048, 8192})
+    for (bool causal : {false, true}) cases.push_back({128, s, 16, 16, causal, 128, 192});
+  // the cp.async text (cuda-sm90a, the default until 2026-11-26) beside it on the main shapes
+  for (std::int64_t d : {64, 128, 256})
+    for (std::int64_t s : {2048, 8192})
+      for (bool causal : {false, true}) cases.push_back({d, s, 2048 / d, 2048 / d, causal, 0, 0, "cuda-sm90a"});
+  cases.push_back({128, 16384, 16, 16, false, 0, 0, "cuda-sm90a"});
+  cases.push_back({128, 16384, 16, 16, true, 0, 0, "cuda-sm90a"});
+  cases.push_back({128, 4096, 32, 8, true, 0, 0, "cuda-sm90a"});
   for (const Case& c : cases) {
-    // --filter: the cases whose names hold it (the implementation named as asked; "" is Hopper's on sm_90)
+    // --filter: the cases whose names hold it (the implementation named as asked; "" is Hopper's
+    // default on sm_90, cuda-sm90a-tma, or cuda-sm90a under JITK_FA_TMA=0)
     char pre[128];
     std::snprintf(pre, sizeof pre, "prefill_bf16_d%lld_s%lld_h%lld_kv%lld_%s_%s", (long long)c.head_dim, (long long)c.seqlen,
-                  (long long)c.heads, (long long)c.kv_heads, c.causal ? "causal" : "full", *c.implementation ? c.implementation : "cuda-sm90a");
+                  (long long)c.heads, (long long)c.kv_heads, c.causal ? "causal" : "full", *c.implementation ? c.implementation : "cuda-sm90a-tma");
     if (!wanted(pre)) continue;
     const std::int64_t batch = tokens / c.seqlen, group = c.heads / c.kv_heads;
     std::vector<std::int32_t> cu(static_cast<std::size_t>(batch + 1));

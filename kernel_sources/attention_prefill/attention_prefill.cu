@@ -127,14 +127,23 @@ __device__ inline float exp2_approx(float x) {
 
 #endif
 
-#if JITK_IMPLEMENTATION_CUDA_SM90A
+#if JITK_IMPLEMENTATION_CUDA_SM90A || JITK_IMPLEMENTATION_CUDA_SM90A_TMA
 
-// ---- Hopper (cuda-sm90a): wgmma, a producer warpgroup, TM / 64 consumer warpgroups ----
+// ---- Hopper (cuda-sm90a, cuda-sm90a-tma): wgmma, a producer warpgroup, TM / 64 consumer warpgroups ----
 // Warpgroup 0 (the producer, 128 threads) copies each K and V tile of TN keys into one of STAGES
 // shared-memory stages with cp.async, in 128-byte swizzled slabs of 64 elements of the head (the
 // layout wgmma reads), waits for its own copies, fences them to the async proxy and arrives on the
 // tile's `full_k` / `full_v` mbarrier; a stage of K (of V) is refilled once every consumer has
 // arrived on its `empty_k` (`empty_v`) one.
+// cuda-sm90a-tma (kTma): the copy engine loads the tiles instead. The host encodes K and V each as a
+// tensor map over the whole packed tensor (rows of kv_heads x D elements, a token's k_stride /
+// v_stride apart; boxes of 64 elements by TN rows, 128-byte swizzle: the slabs above), and one
+// thread of the producer issues a tile's D / 64 boxes at (kv_head * D + 64 slab, the sequence's
+// first key + n0) after arming the tile's mbarrier with its bytes (expect-tx). The producer keeps
+// 24 registers, the consumers get the rest (240 at two consumers, against 224). Rows past the
+// packed tensor read as zeros (the map's bounds); rows past the sequence's end inside the tensor
+// are the next sequence's: K's are masked out of S, V's are zeroed by the producer's warp before
+// the tile is released (a P of 0 times a NaN or an infinity there would still be NaN).
 // Consumer warpgroup c takes rows 64c .. 64c + 63 of the tile: S = Q K^T by wgmma (both from
 // shared memory), the mask and an online softmax in registers, then O += P V by wgmma with P from
 // registers (its accumulator layout is the A fragment's) and V read N-major (transposed by wgmma).
@@ -145,12 +154,40 @@ __device__ inline float exp2_approx(float x) {
 #include "jitk_sm90.h"
 using namespace jitk::sm90;
 
+#if JITK_IMPLEMENTATION_CUDA_SM90A_TMA
+#define JITK_FA_TMA 1
+#else
+#define JITK_FA_TMA 0
+#endif
+constexpr bool kTma = JITK_FA_TMA != 0;
+
 #ifndef JITK_FA_PINGPONG
 #define JITK_FA_PINGPONG 1
 #endif
 #ifndef JITK_FA_MAX_STAGES
 #define JITK_FA_MAX_STAGES 3
 #endif
+// The defaults by head size, from A/B runs against the text with both off
+// (bench/results/2026-11-26-h100-fa-tma.md): the producer that never waits (cp.async only), +2-4%
+// at heads 128 and 256 on an H200 and -1-3% at 64, +4-9% at 256 on the H100; the early rescale,
+// +1-4% at 64 with cp.async on the H200 (-3% to +2% on the H100), -1-5% at 128 and 256, and -3%
+// to +0.5% at 64 with the copy engine (H100): on for cp.async at head 64 alone.
+#ifndef JITK_FA_ASYNC_PRODUCER
+#define JITK_FA_ASYNC_PRODUCER (JITK_HEAD_DIM >= 128)
+#endif
+#ifndef JITK_FA_RESCALE_EARLY
+#define JITK_FA_RESCALE_EARLY (JITK_HEAD_DIM == 64 && !JITK_FA_TMA)
+#endif
+// kAsyncProducer: the producer's threads do not wait for their copies: each arrives on the tile's
+// mbarrier when they land (cp.async.mbarrier.arrive.noinc), and the consumers fence the async proxy
+// after their wait. kRescaleEarly: O's rows are rescaled while Q K^T runs, before P V is issued
+// (FlashAttention-3's order), not after P V is waited for.
+constexpr bool kAsyncProducer = JITK_FA_ASYNC_PRODUCER != 0 && !kTma;  // the copy engine's tiles arrive by expect-tx
+constexpr bool kRescaleEarly = JITK_FA_RESCALE_EARLY != 0;
+#ifndef JITK_FA_STAGE_O
+#define JITK_FA_STAGE_O 0
+#endif
+constexpr bool kStageO = JITK_FA_STAGE_O != 0;  // the epilogue below
 
 constexpr int CONSUMERS = TM / 64;
 
@@ -159,15 +196,16 @@ static_assert(TM % 64 == 0 && (D == 64 || D == 128 || D == 256) && (TN % 64 == 0
               "attention_prefill sm90a: tiles the host's plan refuses");
 static_assert(JITK_BLOCK == 128 * (CONSUMERS + 1), "attention_prefill sm90a: the plan's threads are a producer and TM / 64 consumers");
 constexpr int REGS_AT_ENTRY = 65536 / JITK_BLOCK / 8 * 8;
-constexpr int PRODUCER_REGS = 56;
+constexpr int PRODUCER_REGS = kTma ? 24 : 56;
 constexpr int CONSUMER_SHARE = (REGS_AT_ENTRY * JITK_BLOCK - 128 * PRODUCER_REGS) / (128 * CONSUMERS) / 8 * 8;
 constexpr int CONSUMER_REGS = CONSUMER_SHARE < 240 ? CONSUMER_SHARE : 240;
 constexpr int Q_ELEMS = TM * D, KV_ELEMS = TN * D;  // a tile's elements; slabs of ROWS x 64 one after another
 // K/V stages: as many as the shared memory the plan gives holds, 2 to JITK_FA_MAX_STAGES
-// (a stage: a K and a V tile and their four 8-byte mbarriers)
-constexpr int FIT_STAGES = (JITK_SHARED_BYTES - 1024 - 2 * Q_ELEMS) / (2 * 2 * KV_ELEMS + 4 * 8);
+// (a stage: a K and a V tile and their four 8-byte mbarriers); kTma: one mbarrier more, `edge`
+constexpr int EXTRA_BARRIERS = kTma ? 8 : 0;
+constexpr int FIT_STAGES = (JITK_SHARED_BYTES - 1024 - EXTRA_BARRIERS - 2 * Q_ELEMS) / (2 * 2 * KV_ELEMS + 4 * 8);
 constexpr int STAGES = FIT_STAGES < JITK_FA_MAX_STAGES ? FIT_STAGES : JITK_FA_MAX_STAGES;
-static_assert(STAGES >= 2 && 2 * (Q_ELEMS + 2 * STAGES * KV_ELEMS) + 1024 + 4 * 8 * STAGES <= JITK_SHARED_BYTES,
+static_assert(STAGES >= 2 && 2 * (Q_ELEMS + 2 * STAGES * KV_ELEMS) + 1024 + 4 * 8 * STAGES + EXTRA_BARRIERS <= JITK_SHARED_BYTES,
               "attention_prefill sm90a: more shared memory than planned");
 
 // Row r's 16-byte chunk c (of D / 8) in a tile of ROWS rows stored as swizzled slabs: slab c / 8,
@@ -186,6 +224,37 @@ template <int ROWS, class RowAt> __device__ inline void copy_tile(T* to, int val
 __device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ inline void warpgroup_sync(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 template <int N> __device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+// An arrival on `bar` once this thread's earlier cp.async copies have landed (counted among the
+// barrier's expected arrivals).
+__device__ inline void cp_async_arrive(u64* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// A consumer's wait for a tile: the barrier, then (copies that landed by cp.async's own arrival)
+// the fence that lets wgmma's async proxy see them.
+__device__ inline void wait_tile(u64* bar, unsigned parity) {
+  bar_wait(bar, parity);
+  if constexpr (kAsyncProducer) fence_async_shared();
+}
+#if JITK_FA_TMA
+struct __align__(64) TensorMap {  // a CUtensorMap, by value
+  u64 opaque[16];
+};
+// A box of the map at (inner, outer) into dst, completing (its bytes) on bar.
+__device__ inline void tma_load(void* dst, const TensorMap* map, u64* bar, int inner, int outer) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
+                   smem_addr(dst)),
+               "l"(reinterpret_cast<u64>(map)), "r"(smem_addr(bar)), "r"(inner), "r"(outer)
+               : "memory");
+}
+// A K or V tile: bar armed with the tile's bytes, then its D / 64 slabs (boxes of 64 x TN) from
+// column `col` (the kv head's first element) and row `row` (a token of the packed tensor).
+__device__ inline void load_tile(T* to, const TensorMap* map, u64* bar, int col, int row) {
+  bar_expect_bytes(bar, KV_ELEMS * sizeof(T));
+#pragma unroll
+  for (int slab = 0; slab < D / 64; ++slab) tma_load(to + slab * TN * 64, map, bar, col + 64 * slab, row);
+}
+#endif
+
 // The consumers' turns (kPingPong): named barriers 4 .. 4 + CONSUMERS - 1, one a consumer, each
 // passed by its owner's bar.sync and the previous consumer's bar.arrive (256 threads).
 constexpr int SCHED_BARRIER = 4;
@@ -272,7 +341,11 @@ struct Softmax {
 extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
     JITK_ENTRY(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o, float* __restrict__ lse,
                const int* __restrict__ cu_q, const int* __restrict__ cu_k, i64 batch, i64 kv_heads, i64 total_q, i64 total_k,
-               i64 q_stride, i64 k_stride, i64 v_stride, float scale, i64 rows, i64 items) {
+               i64 q_stride, i64 k_stride, i64 v_stride, float scale, i64 rows, i64 items
+#if JITK_FA_TMA
+               , const __grid_constant__ TensorMap map_k, const __grid_constant__ TensorMap map_v
+#endif
+    ) {
   extern __shared__ __align__(1024) unsigned char shared_raw[];
   // wgmma's swizzled slabs want 1024-byte alignment
   T* sq = reinterpret_cast<T*>((reinterpret_cast<u64>(shared_raw) + 1023) & ~u64(1023));
@@ -282,16 +355,22 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
   u64* full_v = full_k + STAGES;
   u64* empty_k = full_v + STAGES;
   u64* empty_v = empty_k + STAGES;
+  u64* edge = empty_v + STAGES;  // kTma: a sequence's last V tile, before its rows past the end are zeroed
+  (void)edge;
   const Work w = find_work(cu_q, cu_k, kv_heads, total_q, total_k, rows);
   if (!w.valid || w.rows == 0) return;
   if (w.overflow) return fill_nan(w, o, lse, kv_heads, total_q);
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      bar_init(&full_k[s], 128);
-      bar_init(&full_v[s], 128);
+      bar_init(&full_k[s], kTma ? 1 : 128);
+      bar_init(&full_v[s], kTma ? 1 : 128);
       bar_init(&empty_k[s], 128 * CONSUMERS);
       bar_init(&empty_v[s], 128 * CONSUMERS);
+    }
+    if constexpr (kTma) {
+      bar_init(edge, 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // seen by the copy engine
     }
   }
   __syncthreads();
@@ -300,6 +379,38 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
 
   if (wg == 0) {  // the producer: K then V of each tile, each stage refilled once the consumers let it go
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+#if JITK_FA_TMA
+    // one warp: lane 0 issues the copies, the warp zeroes the last V tile's rows past the sequence
+    if (tid >= 32) return;
+    if (tid == 0) asm volatile("prefetch.tensormap [%0];\nprefetch.tensormap [%1];\n" ::"l"(&map_k), "l"(&map_v) : "memory");
+    const int col = w.kv_head * D;
+    for (int i = 0; i < tiles; ++i) {
+      const int s = i % STAGES;
+      const unsigned phase = ((i / STAGES) - 1) & 1;
+      const i64 n0 = (first_tile + i) * TN;
+      const int row = static_cast<int>(w.k0 + n0);  // offsets are int32: a token of the packed tensor
+      const int keys = static_cast<int>(w.lk - n0 < TN ? w.lk - n0 : TN);
+      if (i >= STAGES) bar_wait(&empty_k[s], phase);
+      if (tid == 0) load_tile(sk + s * KV_ELEMS, &map_k, &full_k[s], col, row);
+      if (i >= STAGES) bar_wait(&empty_v[s], phase);
+      if (keys == TN) {
+        if (tid == 0) load_tile(sv + s * KV_ELEMS, &map_v, &full_v[s], col, row);
+        continue;
+      }
+      // the sequence ends inside the tile (its last: keys end at key_end <= lk): the box lands on
+      // `edge` (once a block), rows keys .. TN - 1 of each slab are zeroed, then the tile is released
+      if (tid == 0) load_tile(sv + s * KV_ELEMS, &map_v, edge, col, row);
+      bar_wait(edge, 0);
+      const int per_slab = (TN - keys) * 8;  // 16-byte chunks past the last key's row, a slab
+      for (int e = tid; e < (D / 64) * per_slab; e += 32) {
+        const int slab = e / per_slab, chunk = e % per_slab;
+        *reinterpret_cast<uint4*>(sv + s * KV_ELEMS + slab * TN * 64 + keys * 64 + chunk * 8) = make_uint4(0, 0, 0, 0);
+      }
+      fence_async_shared();  // the zeros, written by the generic proxy, before wgmma reads them
+      __syncwarp();
+      if (tid == 0) bar_arrive(&full_v[s]);
+    }
+#else
     const i64 head = static_cast<i64>(w.kv_head) * D;
     const T* k_at = k + (w.k0 + first_tile * TN) * k_stride + head;
     const T* v_at = v + (w.k0 + first_tile * TN) * v_stride + head;
@@ -310,12 +421,15 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
       const int keys = static_cast<int>(w.lk - n0 < TN ? w.lk - n0 : TN);
       if (i >= STAGES) bar_wait(&empty_k[s], phase);
       copy_tile<TN>(sk + s * KV_ELEMS, keys, [&](int r) { return k_at + r * k_stride; }, tid, 128);
+      if constexpr (kAsyncProducer) cp_async_arrive(&full_k[s]);
       commit();
       if (i >= STAGES) bar_wait(&empty_v[s], phase);
       copy_tile<TN>(sv + s * KV_ELEMS, keys, [&](int r) { return v_at + r * v_stride; }, tid, 128);
+      if constexpr (kAsyncProducer) cp_async_arrive(&full_v[s]);
       commit();
       k_at += TN * k_stride;
       v_at += TN * v_stride;
+      if constexpr (kAsyncProducer) continue;
       cp_async_wait<1>();
       fence_async_shared();  // cp.async wrote through the generic proxy; wgmma reads through the async one
       bar_arrive(&full_k[s]);
@@ -323,6 +437,8 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
       fence_async_shared();
       bar_arrive(&full_v[s]);
     }
+    if constexpr (kAsyncProducer) cp_async_wait<0>();  // no thread leaves with copies in flight
+#endif
     return;
   }
 
@@ -360,7 +476,7 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
     if (kPingPong && c == 0) asm volatile("bar.arrive %0, 256;\n" ::"r"(SCHED_BARRIER) : "memory");
     float sc[TN / 2];
     unsigned p[TN / 16][4];
-    bar_wait(&full_k[0], 0);
+    wait_tile(&full_k[0], 0);
     turn_wait(c);
     wgmma_fence();
     issue_qk(sc, q_rows, sk);
@@ -374,12 +490,16 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
     // each step: tile i's Q K^T and tile i - 1's P V issued together, tile i's softmax under P V
     for (int i = 1; i < tiles; ++i) {
       const int s = i % STAGES, sp = (i - 1) % STAGES;
-      bar_wait(&full_k[s], (i / STAGES) & 1);
-      bar_wait(&full_v[sp], ((i - 1) / STAGES) & 1);
+      wait_tile(&full_k[s], (i / STAGES) & 1);
+      wait_tile(&full_v[sp], ((i - 1) / STAGES) & 1);
       turn_wait(c);
       wgmma_fence();
       issue_qk(sc, q_rows, sk + s * KV_ELEMS);
       wgmma_commit();
+      if constexpr (kRescaleEarly) {  // tile i - 1's correction, before its P V is added
+        sm.rescale(acc);
+        wgmma_fence();
+      }
       issue_pv(acc, p, sv + sp * KV_ELEMS);
       wgmma_commit();
       if (!(c == CONSUMERS - 1 && i == tiles - 1)) turn_pass(c);  // the last consumer's last pass would have no taker
@@ -391,11 +511,12 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
       keep_registers(acc);
       keep_registers(sc);  // P is packed after the wait, never hoisted above it
       bar_arrive(&empty_v[sp]);
-      sm.rescale(acc);
+      if constexpr (!kRescaleEarly) sm.rescale(acc);
       pack_p(p, sc);
     }
     const int sl = (tiles - 1) % STAGES;
-    bar_wait(&full_v[sl], ((tiles - 1) / STAGES) & 1);
+    wait_tile(&full_v[sl], ((tiles - 1) / STAGES) & 1);
+    if constexpr (kRescaleEarly) sm.rescale(acc);
     wgmma_fence();
     issue_pv(acc, p, sv + sl * KV_ELEMS);
     wgmma_commit();
@@ -404,8 +525,12 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
     bar_arrive(&empty_v[sl]);
   }
 
-  // O = acc / sum, straight to global memory (a thread's pairs of columns); lse = ln of the sum
+  // O = acc / sum; lse = ln of the sum. kStageO (and o 16-byte aligned): O staged through this
+  // consumer's rows of Q's tile (its last Q K^T is done; the same swizzle keeps the writes free of
+  // bank conflicts), then 16-byte stores of whole rows; else straight from the registers, a
+  // thread's pairs of columns.
   const i64 heads = kv_heads * G;
+  const bool staged = kStageO && (reinterpret_cast<u64>(o) & 15) == 0;
   const bool pairs = (reinterpret_cast<u64>(o) & 3) == 0;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -414,9 +539,18 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     const int r = 64 * c + 16 * warp + g + 8 * h;
+    if (staged) {
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<unsigned*>(sq + swizzled<TM>(r, j) + 2 * t) = pack2(acc[4 * j + 2 * h] * inv, acc[4 * j + 2 * h + 1] * inv);
+    }
     if (r >= w.rows) continue;
     const int sr = w.row0 + r;
     const i64 head = static_cast<i64>(w.kv_head) * G + sr % G;
+    if (staged) {
+      if (lse && t == 0) lse[head * total_q + w.q0 + sr / G] = lse_of(sm.row_max[h], sum);
+      continue;
+    }
     T* orow = o + ((w.q0 + sr / G) * heads + head) * D;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
@@ -429,6 +563,17 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
       }
     }
     if (lse && t == 0) lse[head * total_q + w.q0 + sr / G] = lse_of(sm.row_max[h], sum);
+  }
+  if (staged) {
+    warpgroup_sync(1 + c);
+    const int valid = w.rows - 64 * c;  // this consumer's real rows
+    for (int i = tid; i < 64 * (D / 8); i += 128) {
+      const int r = i / (D / 8), ch = i % (D / 8);
+      if (r >= valid) break;
+      const int sr = w.row0 + 64 * c + r;
+      T* to = o + ((w.q0 + sr / G) * heads + static_cast<i64>(w.kv_head) * G + sr % G) * D + ch * 8;
+      jitk::store<8>(to, jitk::load<8>(sq + swizzled<TM>(64 * c + r, ch)));
+    }
   }
   (void)batch, (void)items;
 }

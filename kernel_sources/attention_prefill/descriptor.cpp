@@ -1,5 +1,10 @@
 // Flash attention forward over variable-length batches (attention_prefill): the family descriptor.
+#include <cstdlib>
+#include <string>
+
 #include "jit/family.hpp"
+#include "support/logging.hpp"
+#include "support/text.hpp"
 
 namespace jit::detail {
 namespace {
@@ -48,23 +53,29 @@ GpuLayout attention_cuda_tiles(const ParamSet& p, GpuLayout l) {
 
 // kernel_sources/attention_prefill/attention_prefill.cu's Hopper path: a producer warpgroup and
 // tile_m / 64 consumer warpgroups (wgmma), K and V in stages of swizzled 64-element slabs.
-TilePlan attention_sm90a_plan(const ParamSet& p) {
+// tma: cuda-sm90a-tma, whose producer is one thread issuing the copy engine's loads (24 registers
+// against 56, the consumers get the rest), with one 8-byte mbarrier more; its tile_k is tile_n,
+// the rows of the host's tensor-map boxes (64 elements of a head by tile_n keys).
+TilePlan attention_hopper_plan(const ParamSet& p, bool tma) {
   const std::int64_t d = int_param(p, "head_dim"), tm = int_param(p, "tile_m"), tn = int_param(p, "tile_n");
   const std::string tile = "tile_m = " + std::to_string(tm) + ", tile_n = " + std::to_string(tn);
   if (d != 64 && d != 128 && d != 256) return {"head_dim = " + std::to_string(d) + ": cuda-sm90a takes 64, 128 and 256"};
   if (tm != 64 && tm != 128 && tm != 192) return {tile + ": tile_m must be 64, 128 or 192 on cuda-sm90a (64 rows a consumer warpgroup)"};
   if (tn != 64 && tn != 80 && tn != 128 && tn != 192 && tn != 256) return {tile + ": tile_n must be 64, 80, 128, 192 or 256 on cuda-sm90a"};
-  // A consumer's registers (the producer keeps 56): O's d / 2, the scores' tile_n / 2 and P's
-  // tile_n / 4, with about 48 to spare.
-  const std::int64_t consumers = tm / 64, threads = 128 * (consumers + 1);
-  const std::int64_t regs = std::min<std::int64_t>(240, (65536 / threads / 8 * 8 * threads - 128 * 56) / (128 * consumers) / 8 * 8);
-  const std::int64_t needs = d / 2 + 3 * tn / 4 + 48;
+  // A consumer's registers (the producer keeps 56, or 24 with tma): O's d / 2, the scores'
+  // tile_n / 2 and P's tile_n / 4, and 32 more (ptxas of NVRTC 13.0, sm_90a: 128 x 80 at head
+  // 256 and 128 x 192 at head 128 fit 224 and 240 without a spill; 128 x 192 at head 128 spills
+  // at 224, 128 x 256 at head 64 at 240).
+  const std::int64_t consumers = tm / 64, threads = 128 * (consumers + 1), producer = tma ? 24 : 56;
+  const std::int64_t regs =
+      std::min<std::int64_t>(240, (65536 / threads / 8 * 8 * threads - 128 * producer) / (128 * consumers) / 8 * 8);
+  const std::int64_t needs = d / 2 + 3 * tn / 4 + 32;
   if (needs > regs)
     return {tile + ": head_dim " + std::to_string(d) + " needs " + std::to_string(needs) + " registers a consumer thread; " +
             std::to_string(consumers) + " consumers have " + std::to_string(regs)};
   // Q's tile and two stages of K and V tiles (each stage with four 8-byte mbarriers), 1024 bytes of
   // alignment; then as many stages more, up to four, as fit (the text takes those it is built for)
-  const auto shared_of = [&](std::int64_t stages) { return 2 * (tm * d + stages * 2 * tn * d) + stages * 4 * 8 + 1024; };
+  const auto shared_of = [&](std::int64_t stages) { return 2 * (tm * d + stages * 2 * tn * d) + stages * 4 * 8 + 1024 + (tma ? 8 : 0); };
   std::int64_t shared = shared_of(2);
   for (std::int64_t stages = 4; stages > 2; --stages)
     if (shared_of(stages) <= kMaxSharedBytes) {
@@ -74,7 +85,21 @@ TilePlan attention_sm90a_plan(const ParamSet& p) {
   if (shared > kMaxSharedBytes)
     return shared_memory_refused(tile + " at head_dim " + std::to_string(d) + " needs " + std::to_string(shared) + " bytes of shared memory",
                                  shared);
-  return {"", static_cast<int>(threads), shared, tm, 1, d};
+  return {"", static_cast<int>(threads), shared, tm, 1, tma ? tn : d};
+}
+TilePlan attention_sm90a_plan(const ParamSet& p) { return attention_hopper_plan(p, false); }
+TilePlan attention_sm90a_tma_plan(const ParamSet& p) { return attention_hopper_plan(p, true); }
+
+// cuda-sm90a-tma ranks above cuda-sm90a (the default where the params suit both): on the H100 it
+// ran 1.05-1.22x the cp.async text at every head size (bench/results/2026-11-26-h100-fa-tma.md).
+// JITK_FA_TMA=0 ranks it below (taken only when asked for by name); another value than 0 or 1:
+// one WARN, the default.
+int attention_tma_priority() {
+  const char* v = std::getenv("JITK_FA_TMA");
+  if (!v || !*v || std::string(v) == "1") return 2;
+  if (std::string(v) == "0") return 0;
+  warn_once("fa-tma", "JITK_FA_TMA='" + printable(v) + "' is neither 0 nor 1; attention_prefill's cuda-sm90a-tma stays first on Hopper");
+  return 2;
 }
 
 // Hopper's default tiles (H100, bench/results/2026-11-25-h100-attention.md): 128 x 128; 192 x 64
@@ -83,6 +108,13 @@ GpuLayout attention_sm90a_tiles(const ParamSet& p, GpuLayout l) {
   const std::int64_t d = int_param(p, "head_dim");
   if (d <= 64) l.tile_m = 192, l.tile_n = 64;
   if (d > 128) l.tile_n = 64;
+  return l;
+}
+// cuda-sm90a-tma's: the same, but 128 x 80 for heads of 256 (its consumers' 240 registers take
+// them; H100, s8192: 698 / 626 TFLOP/s full / causal against 128 x 64's 633-672 / 591).
+GpuLayout attention_sm90a_tma_tiles(const ParamSet& p, GpuLayout l) {
+  l = attention_sm90a_tiles(p, l);
+  if (int_param(p, "head_dim") > 128) l.tile_n = 80;
   return l;
 }
 
@@ -107,6 +139,16 @@ std::vector<KernelSpec> attention_prefill_family() {
   Implementation hopper = sm90a_impl(cuda.file, hopper_tiles, attention_sm90a_plan,
                                      "Hopper: wgmma, a producer warpgroup and 64-row consumer warpgroups taking turns (ping-pong), softmax under P V, 2-3 K/V stages");
   hopper.tile_defaults = [hopper_tiles](const ParamSet& p) { return attention_sm90a_tiles(p, hopper_tiles); };
+  // The same text with K and V through the copy engine: tensor maps over the packed K and V, made
+  // at each launch from the ArgPack's matrices; a launch they cannot take (a base or a stride off
+  // 16 bytes, no keys) runs the generic text, as unaligned rows do.
+  GpuLayout tma_tiles = hopper_tiles;
+  tma_tiles.tensor_maps = true;
+  Implementation hopper_tma = sm90a_impl(cuda.file, tma_tiles, attention_sm90a_tma_plan,
+                                         "Hopper as cuda-sm90a, K and V by the copy engine (TMA): a one-thread producer, more registers for the consumers");
+  hopper_tma.name = "cuda-sm90a-tma";
+  hopper_tma.priority = attention_tma_priority();
+  hopper_tma.tile_defaults = [tma_tiles](const ParamSet& p) { return attention_sm90a_tma_tiles(p, tma_tiles); };
   Implementation hip = hip_generic(cuda);
   hip.note = "a thread a query row (AMD, hipRTC; compiled in CI, not run)";
   Implementation cpu = cpu_impl("attention_prefill/attention_prefill.cpp");
@@ -123,7 +165,7 @@ std::vector<KernelSpec> attention_prefill_family() {
        {"tile_m", {}, 0, 256, "GPU: query rows a block takes, a group's heads of tile_m / group tokens (0: the default)", false,
         std::int64_t{0}},
        {"tile_n", {}, 0, 256, "GPU: keys a step of the walk takes (0: the default)", false, std::int64_t{0}}},
-      {std::move(cpu), std::move(cuda), std::move(hopper), std::move(hip)}};
+      {std::move(cpu), std::move(cuda), std::move(hopper), std::move(hopper_tma), std::move(hip)}};
   prefill.params_check = attention_params_problem;
   return {std::move(prefill)};
 }

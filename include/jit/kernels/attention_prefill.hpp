@@ -152,6 +152,12 @@ inline void AttentionPrefill::pack(const Params& p, const Args& a, jit::detail::
     return reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0 || (stride * static_cast<std::int64_t>(dtype_size(p.dtype))) % 16 != 0;
   };
   out.unaligned = off16(a.q.data, q_stride) || off16(a.k.data, k_stride) || off16(a.v.data, v_stride);
+  // K and V for a text that loads them through the copy engine (cuda-sm90a-tma): rows of a
+  // token's kv_heads x head_dim elements, k_stride / v_stride apart; others ignore them
+  const std::int64_t e = static_cast<std::int64_t>(dtype_size(p.dtype));
+  out.matrices[0] = {a.k.data, p.dtype, kv_row, a.total_k, k_stride * e, false, -1};
+  out.matrices[1] = {a.v.data, p.dtype, kv_row, a.total_k, v_stride * e, false, -1};
+  out.matrix_count = 2;
   out.min_grain = 1;
 }
 
