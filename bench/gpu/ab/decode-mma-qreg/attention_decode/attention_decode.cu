@@ -155,13 +155,18 @@ __device__ inline unsigned pack2(float lo, float hi) {
   asm("cvt.rn." JITK_MMA_T "x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
-// 2^x in one op (ex2.approx.ftz): -inf gives 0; a weight under 2^-126 flushes to 0.
-__device__ inline float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 #endif
+
+// 2^x in one op (ex2.approx.ftz): x <= 0 here, -inf gives 0; a weight under 2^-126 flushes to 0.
+__device__ inline float exp2_ftz(float x) {
+#if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
 
 // exp2 of a - b where both may be -inf (a weight of 0 then).
 __device__ inline float weight(float a, float b) { return b == jitk::neg_inf() ? 0.0f : exp2f(a - b); }
@@ -357,19 +362,23 @@ JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restr
   }
 #else
   // The rows, scaled so that exp2 of a score is its softmax weight; limit: the keys a row sees.
+  // With the reduce-scatter (below) a lane holds row r ^ mine in qr[r]: the row it ends with is then
+  // the one its first slot holds, and each level keeps the first half of its slots.
+  const int mine = kScatter ? (lane % KL) / (KL / RC) : 0;
   float qr[RC][PP][W];
   int limit[RC];
 #pragma unroll
   for (int r = 0; r < RC; ++r) {
     const int row = static_cast<int>(chunk) * RC + r;
     limit[r] = r < rows ? context - QL + row / G + 1 : 0;
+    const int held = r ^ mine;
 #pragma unroll
     for (int p = 0; p < PP; ++p) {
       const int d0 = (p * KL + kl) * W;
       Row x{};
-      if (r < rows && d0 < D) x = jitk::load<W>(q + q_row(seq, kvh, chunk, r, q_stride) + d0);
+      if (held < rows && d0 < D) x = jitk::load<W>(q + q_row(seq, kvh, chunk, held, q_stride) + d0);
 #pragma unroll
-      for (int w = 0; w < W; ++w) qr[r][p][w] = r < rows && d0 < D ? jitk::to_float(x.v[w]) * scale * kLog2e : 0.0f;
+      for (int w = 0; w < W; ++w) qr[r][p][w] = held < rows && d0 < D ? jitk::to_float(x.v[w]) * scale * kLog2e : 0.0f;
     }
   }
   float m[RC], l[RC], acc[RC][PP][W];
@@ -465,34 +474,30 @@ JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restr
           for (int w = 0; w < W; ++w) d[r] += qr[r][p][w] * kf[p][w];
       }
       if constexpr (kScatter) {
-        // Reduce-scatter over the key's lanes: at each of log2(RC) levels a lane keeps half of its
-        // rows and sends the other half (lanes with the bit set keep the upper half); then the
-        // one row left (row (lane % KL) / (KL / RC)) sums over the remaining lanes, and each row
-        // comes back from a lane that holds it: RC - 1 + log2(KL / RC) + RC shuffles, not RC log2(KL).
+        // Reduce-scatter over the key's lanes: at each of log2(RC) levels a lane keeps the first
+        // half of its slots and adds its partner's second half (which holds the same rows: the
+        // partner's order differs in that level's bit); then the one row left (mine) sums over the
+        // remaining lanes, and each row comes back from a lane that holds it: RC - 1 + log2(KL /
+        // RC) + RC shuffles, not RC log2(KL).
 #pragma unroll
         for (int level = 0; level < kLogRC; ++level) {
           const int h = RC >> (level + 1), mask = KL >> (level + 1);
-          const bool upper = (lane & mask) != 0;
 #pragma unroll
-          for (int i = 0; i < h; ++i) {
-            const float send = upper ? d[i] : d[i + h], keep = upper ? d[i + h] : d[i];
-            d[i] = keep + JITK_SHFL_XOR(send, mask);
-          }
+          for (int i = 0; i < h; ++i) d[i] += JITK_SHFL_XOR(d[i + h], mask);
         }
 #pragma unroll
         for (int mask = KL / RC / 2; mask > 0; mask /= 2) d[0] += JITK_SHFL_XOR(d[0], mask);
-        const int mine = (lane % KL) / (KL / RC);
 #pragma unroll
         for (int r = 0; r < RC; ++r) {
           const float x = JITK_SHFL_XOR(d[0], (mine ^ r) * (KL / RC));
-          s[u][r] = ok[u] && step + u * NS + sg < limit[r] ? x : jitk::neg_inf();
+          s[u][r] = ok[u] && (QL == 1 || step + u * NS + sg < limit[r]) ? x : jitk::neg_inf();
         }
       } else {
 #pragma unroll
         for (int r = 0; r < RC; ++r) {
 #pragma unroll
           for (int mask = KL / 2; mask > 0; mask /= 2) d[r] += JITK_SHFL_XOR(d[r], mask);
-          s[u][r] = ok[u] && step + u * NS + sg < limit[r] ? d[r] : jitk::neg_inf();
+          s[u][r] = ok[u] && (QL == 1 || step + u * NS + sg < limit[r]) ? d[r] : jitk::neg_inf();
         }
       }
     }
@@ -503,7 +508,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restr
       for (int u = 0; u < U; ++u) top = fmaxf(top, s[u][r]);
       if (top == jitk::neg_inf()) continue;  // no key of this step for this row (nor before)
       if (!kLazy || top > m[r]) {  // the row's max grew: its sums rescaled (lazily: only then)
-        const float shrink = weight(m[r], top);
+        const float shrink = exp2_ftz(m[r] - top);  // top is finite; m -inf (no key yet): 0
         l[r] *= shrink;
 #pragma unroll
         for (int p = 0; p < PP; ++p)
@@ -514,7 +519,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(kMinBlocks)(const T* __restrict__ q, const T* __restr
       float w_u[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        w_u[u] = weight(s[u][r], top);
+        w_u[u] = exp2_ftz(s[u][r] - top);
         l[r] += w_u[u];
       }
 #pragma unroll
