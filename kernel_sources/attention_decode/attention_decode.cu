@@ -46,7 +46,7 @@ constexpr int KL = PACKS >= 32 ? 32 : pow2_at_least(PACKS);  // lanes a key's ro
 constexpr int PP = (PACKS + KL - 1) / KL;                     // packs a lane
 constexpr int KPW = 32 / KL;                                  // keys a warp at once
 constexpr int NW = JITK_BLOCK / 32;
-constexpr int NS = NW * KPW;                  // keys the block takes at once
+[[maybe_unused]] constexpr int NS = NW * KPW;                  // keys the block takes at once
 // Keys a thread a step (the math of one step overlaps the loads of the next ones): 4 where a thread
 // keeps at most 32 of each row array, else 2, fewer where S = 2 steps of them would not fit kStageBytes.
 constexpr int kKeysWanted = RC * PP * W <= 32 ? 4 : 2;
@@ -68,10 +68,10 @@ constexpr int S = kWantStages * step_bytes(U) <= kStageBytes ? kWantStages : (kS
 // up to head_dim 128 (112 registers).
 constexpr int kWantThreads = JITK_DECODE_MMA ? (D <= 128 ? 512 : 256) : (RC * PP * W <= 32 ? 512 : 256);
 constexpr int kMinBlocks = kWantThreads / JITK_BLOCK > 0 ? kWantThreads / JITK_BLOCK : 1;
-constexpr bool kLazy = true;  // a row's sums rescaled only when its max grows
+[[maybe_unused]] constexpr bool kLazy = true;  // a row's sums rescaled only when its max grows
 constexpr int log2_of(int n) { return n <= 1 ? 0 : 1 + log2_of(n / 2); }
-constexpr bool kScatter = RC >= 2 && (RC & (RC - 1)) == 0 && RC <= KL;  // the dot products reduce-scattered
-constexpr int kLogRC = log2_of(RC);
+[[maybe_unused]] constexpr bool kScatter = RC >= 2 && (RC & (RC - 1)) == 0 && RC <= KL;  // the dot products reduce-scattered
+[[maybe_unused]] constexpr int kLogRC = log2_of(RC);
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 static_assert(D % W == 0, "the plan takes head_dim in 16-byte packs");
