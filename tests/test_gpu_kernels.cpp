@@ -589,6 +589,50 @@ TEMPLATE_TEST_CASE("GPU attention_decode with 1 to 16 warps a block matches the 
     }
 }
 
+// f16 and bf16 take the tensor cores where head_dim is a multiple of 16 (tiles of 8 keys a warp):
+// pages smaller than a tile (1-4 keys: each key's page looked up) and of one tile (8; 16-64 above);
+// head_dims of an odd number of 16-column steps (48, 80: the last step of q k and p v a half
+// ldmatrix) and 256 (tensor cores at 1 and 2 warps, not at 4); 1-8 rows of 16; 1, 2, 4 and 8 warps.
+TEMPLATE_TEST_CASE("GPU attention_decode in 16-bit types matches the reference over pages of 1 to 8 keys and head_dims of 16 to 256",
+                   "[gpu][attention_decode]", jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  for (const std::int64_t page : {1, 4, 8})
+    for (const auto& shape : std::vector<jitk_test::DecodeShape>{{2, 4, 1, 128, page, {37, 1, 255, 5, 1000}},
+                                                                 {1, 2, 4, 48, page, {41, 8, 100}},
+                                                                 {2, 8, 1, 80, page, {300, 17, 9}},
+                                                                 {1, 1, 8, 16, page, {8, 130, 9}},
+                                                                 {1, 3, 2, 256, page, {77, 2}}}) {
+      check_gpu_decode<TestType>(shape, false);
+      check_gpu_decode<TestType>(shape, true);
+    }
+  for (const std::int64_t warps : {1, 8}) check_gpu_decode<TestType>({2, 4, 1, 128, 4, {37, 1, 255, 5, 1000}}, true, -1, warps);
+  for (const std::int64_t warps : {1, 2}) check_gpu_decode<TestType>({1, 3, 2, 256, 2, {77, 2, 300}}, true, -1, warps);
+}
+
+// The same masking in f16 and bf16 (the tensor-core text where head_dim is a multiple of 16), over
+// pages smaller than its tile of 8 keys and larger: only the keys of page 1 are read.
+TEMPLATE_TEST_CASE("GPU attention_decode in 16-bit types masks pages outside the pool and keys past the table", "[gpu][attention_decode]",
+                   jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  using jitk_test::Decode;
+  constexpr std::int64_t d = 16;
+  for (const std::int64_t page : {4, 16}) {
+    INFO("page_size " << page);
+    auto kernel = jit::get<Decode>({jit::dtype_of<TestType>(), d, page, 1, 1}, gpu());
+    std::vector<TestType> q(d, from_double<TestType>(1)), k(static_cast<std::size_t>(2 * page * d), from_double<TestType>(0));
+    std::vector<TestType> v(k.size());
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = from_double<TestType>(double(i / d));  // key j's value: j
+    jit::cuda::DeviceArray<TestType> dq(q), dk(k), dv(v), dout(d);
+    jit::cuda::DeviceArray<float> dlse(1);
+    dout.fill_bytes(kPoison);
+    jit::cuda::DeviceArray<std::int32_t> table(std::vector<std::int32_t>{1, 1000000, -5}), contexts(std::vector<std::int32_t>{1000});
+    kernel(Decode::Args{1, 1, 2, 3, dq.data(), dk.data(), dv.data(), table.data(), contexts.data(), dout.data(), dlse.data(), 1.0});
+    const auto out = widen(dout.download());
+    for (std::int64_t i = 0; i < d; ++i) CHECK(out[static_cast<std::size_t>(i)] == Approx(double(page) + double(page - 1) / 2));
+    CHECK(dlse.download()[0] == Approx(std::log(double(page))));
+  }
+}
+
 TEST_CASE("GPU attention_decode masks pages outside the pool and keys past the table, reading nothing there", "[gpu][attention_decode]") {
   if (!have_gpu()) return;
   using jitk_test::Decode;

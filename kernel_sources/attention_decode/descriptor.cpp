@@ -41,7 +41,7 @@ TilePlan decode_gpu_plan(const ParamSet& p) {
 std::vector<KernelSpec> attention_decode_family() {
   Implementation cpu = cpu_impl("attention_decode/attention_decode.cpp");
   Implementation cuda = cuda_generic("attention_decode/attention_decode.cu", {Kind::Tile, 128, 4, 1, 1, 1, 1, 1},
-                                     "a block per (sequence, kv head, split): each warp 16-byte packs of its keys for the group's rows");
+                                     "a block per (sequence, kv head, split); f16/bf16: each warp 8-key tiles on mma.sync, else 16-byte packs of its keys for the group's rows");
   cuda.min_capability = 80;
   cuda.tile_plan = decode_gpu_plan;
   Implementation hip = hip_generic(cuda);
