@@ -305,6 +305,16 @@ TEST_CASE("cuda-sm90a's plans give the epilogue room to stage C where it fits be
   CHECK(plan(128, 128, 7).shared_bytes == sm90_shared_bytes(7, 128, 128));
   CHECK(plan(128, 128, 7).problem.empty());
   CHECK(sm90_shared_bytes(7, 128, 128, staged) > jit::detail::kMaxSharedBytes);
+  // 64-row tiles (decode) may split K over a cluster of up to 8 where the launch's tiles are few;
+  // 128-row tiles and clusters along M never do
+  for (std::int64_t tn : {64, 128, 192, 256}) {
+    INFO("64 x " << tn);
+    CHECK(plan(64, tn, 4).max_split_k == 8);
+    CHECK(plan(64, tn, 4, 2).max_split_k == 1);
+    CHECK(plan(128, tn, 4).max_split_k == 1);
+    // the split's partial sums (64 x (tile_n + 8) floats) fit in the slots of the fewest stages
+    CHECK(64 * (tn + 8) * 4 <= 2 * (64 + tn) * 64 * 2);
+  }
 }
 
 TEST_CASE("a launch in clusters covers every tile row pair: odd numbers of tile rows round up", "[kernels][gemm]") {

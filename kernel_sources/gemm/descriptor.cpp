@@ -92,6 +92,10 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
                                      std::to_string(plan.shared_bytes) + " bytes of shared memory; at most " +
                                      std::to_string(kMaxSharedBytes),
                                  plan.shared_bytes);
+  // 64-row tiles (decode's) not in M clusters: a launch whose tiles leave over half the SMs idle
+  // splits each tile's K over a cluster (gemm_sm90.cu, SPLIT_K; the partial sums meet in the drained
+  // slots, which always hold them: 64 x (tile_n + 8) floats against stages x (64 + tile_n) x 128 bytes).
+  if (tm <= kMaxSplitRows && cluster == 1) plan.max_split_k = kMaxSplitK;
   return plan;
 }
 
