@@ -871,7 +871,10 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
       if (plan.slices > 0) release(&empty[(it - 1) % STAGES]);  // the tile's last slot
       if (PINGPONG) bar_arrive(&turn[1 - w]);
       if (SWAPPED) store_transposed(plan, d, t, w, alpha, beta, chain, staging);
-      else if (SPLIT_K && tiles.split > 1) stage_partial(d, t, reinterpret_cast<float*>(base));
+      else if (SPLIT_K && tiles.split > 1) {
+        consumer_sync(w);  // the consumer's warps are all past their last products before the slots are overwritten
+        stage_partial(d, t, reinterpret_cast<float*>(base));
+      }
       else if (GATED) store_gated(plan, d, part, t, alpha, beta, chain, staging);
       else store(plan, d, part, t, alpha, beta, chain, staging);
     }
