@@ -65,8 +65,15 @@ struct FewRowsRoute {
   std::int64_t min_rows = 0;     // takes launches of more rows than this
   std::int64_t min_columns = 0;  // and of at least this many columns (N)
   bool own = false;              // the launching implementation's text, not the generic one
+  bool any_tiles = false;        // also where the default tiles would fill the SMs (else only where they leave half idle)
 };
 inline constexpr std::int64_t kFewRows = 64;  // rows at most of a launch the few-rows routes take
 std::vector<FewRowsRoute> few_rows_params(const ParamSet& params);
+// Whether a few-rows route takes a launch of `rows` x `columns` whose default tiles would leave
+// over half the SMs idle (`idle`) or not.
+inline bool few_rows_route_takes(std::int64_t rows, std::int64_t columns, bool idle, std::int64_t min_rows, std::int64_t max_rows,
+                                 std::int64_t min_columns, bool any_tiles) {
+  return rows <= kFewRows && rows > min_rows && rows <= max_rows && columns >= min_columns && (idle || any_tiles);
+}
 
 }  // namespace jit::detail

@@ -91,10 +91,13 @@ class CudaKernel final : public LoadedKernel {
     if (args.work_items <= 0 || args.work_columns <= 0) return;
     GpuLaunch l(args, shape_);
     // few rows first: the generic text the route runs also takes what the copy engine cannot
-    if (!few_rows_.empty() && args.work_items <= kFewRows && leaves_sms_idle(l.grid, devices()[device_].sm_count))
+    if (!few_rows_.empty() && args.work_items <= kFewRows) {
+      const bool idle = leaves_sms_idle(l.grid, devices()[device_].sm_count);
       for (const auto& route : few_rows_)
-        if (args.work_items <= route->max_rows && args.work_items > route->min_rows && args.work_columns >= route->min_columns)
+        if (few_rows_route_takes(args.work_items, args.work_columns, idle, route->min_rows, route->max_rows, route->min_columns,
+                                 route->any_tiles))
           return route->get().launch(args);
+    }
     if (shape_.aligned_rows && args.unaligned && fallback_) return fallback_->get().launch(args);
     if (shape_.tensor_maps && args.matrix_count == 2 && fallback_ &&
         !(copy_engine_takes(args.matrices[0]) && copy_engine_takes(args.matrices[1])))
