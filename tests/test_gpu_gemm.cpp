@@ -389,7 +389,7 @@ TEST_CASE("GPU gemm with few tiles splits K over a cluster's blocks and matches 
 }
 
 TEST_CASE("GPU gemm on cuda-sm90a's default tiles runs few rows through the generic split tile or its own 64-row tile, and matches",
-          "[gpu][gemm]") {
+          "[gpu][gemm][split]") {
   if (!have_gpu()) return;
   if (!have_hopper()) return;
   const auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);
@@ -399,9 +399,11 @@ TEST_CASE("GPU gemm on cuda-sm90a's default tiles runs few rows through the gene
   // 16-byte aligned; so are the 40-row case's, which the own-tile route's fallback takes); m = 65:
   // cuda-sm90a itself; explicit tiles: cuda-sm90a itself at every m (or, unaligned, the fallback).
   // Every layout, beta over C and beta = 0 over poisoned C, an epilogue.
+  // 64 and 33 rows of 16384 columns and more: the 64 x 256 route, though the default tiles fill the SMs.
   const Case cases[] = {{16, 4096, 1024, 0, 1, 0}, {8, 296, 696, 3, 0.5, -1.5}, {30, 1000, 800, 0, 1, 0},
                         {64, 2000, 513, 0, 1, 0},  {65, 1000, 640, 8, 1, 0.25}, {48, 2048, 1000, 0, 1, 0},
-                        {40, 3000, 700, 3, 0.5, -1.5}, {24, 3200, 640, 0, 1, 0}, {33, 4096, 4000, 8, 1, 0.25}};
+                        {40, 3000, 700, 3, 0.5, -1.5}, {24, 3200, 640, 0, 1, 0}, {33, 4096, 4000, 8, 1, 0.25},
+                        {64, 28672, 160, 0, 1, 0}, {33, 16400, 200, 8, 1, 0.25}};
   for (Layout la : {Layout::RowMajor, Layout::ColMajor})
     for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
       for (std::int64_t tm : {0, 128})
@@ -650,7 +652,7 @@ TEMPLATE_TEST_CASE("GPU gated gemm matches the float64 reference in every implem
 }
 
 TEST_CASE("GPU gated gemm in other tiles, few rows (split and own-tile routes), unaligned rows and an epilogue, and matches",
-          "[gpu][gemm][gate]") {
+          "[gpu][gemm][gate][split]") {
   if (!have_gpu()) return;
   const auto silu = [](Layout a, Layout b) {
     auto p = params(jit::DType::bf16, a, b);
@@ -660,8 +662,10 @@ TEST_CASE("GPU gated gemm in other tiles, few rows (split and own-tile routes), 
   const double tol = tolerance<jit::bfloat16>();
   // the default selection (cuda-sm90a on Hopper): few rows route to the generic split tiles or
   // cuda-sm90a's own 64 x 64 tile; unaligned leading dimensions (pad 3) to the generic text
+  // (64 and 40 rows of 16384 columns and more: the 64 x 256 route, taken though the default tiles fill the SMs)
   const Case few[] = {{16, 4096, 1024, 0, 1, 0}, {8, 304, 696, 3, 0.5, -1.5}, {30, 1008, 800, 0, 1, 0}, {64, 2000, 513, 0, 1, 0},
-                      {65, 1008, 640, 8, 1, 0.25}, {48, 2048, 1000, 0, 1, 0}, {40, 3008, 700, 3, 0.5, -1.5}, {24, 3200, 640, 0, 1, 0}};
+                      {65, 1008, 640, 8, 1, 0.25}, {48, 2048, 1000, 0, 1, 0}, {40, 3008, 700, 3, 0.5, -1.5}, {24, 3200, 640, 0, 1, 0},
+                      {64, 28672, 200, 0, 1, 0},   {40, 16400, 136, 0, 0.5, -1.5}};
   for (Layout la : {Layout::RowMajor, Layout::ColMajor})
     for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
       for (const Case& c : few) {

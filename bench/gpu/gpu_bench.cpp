@@ -919,7 +919,7 @@ bool decode_gemm_benches(const Cublas& cublas) {
   struct Tile {
     std::int64_t m, n, stages;
   };
-  const Tile tiles[] = {{64, 64, 8}, {64, 128, 6}, {64, 128, 8}, {64, 192, 5}, {64, 256, 4}, {64, 256, 5}};
+  const Tile tiles[] = {{64, 64, 8}, {64, 64, 6}, {64, 128, 6}, {64, 256, 4}, {64, 256, 5}};
   constexpr std::int64_t m = 64;
   const auto wanted_shape = [&](const DecodeGemm& d) {
     const std::string base = std::string("gemm_decode_") + d.proj + "_64x" + std::to_string(d.n) + "x" + std::to_string(d.k);
