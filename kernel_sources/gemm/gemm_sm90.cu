@@ -627,7 +627,7 @@ struct Tiles {
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
   const int *row_ptr, *col_of, *row_of, *col_ptr, *by_col, *rows_by_count, *cols_by_count;
   i64 block_rows, block_cols, nnz;
-  static constexpr unsigned rank = 0, split = 1;  // no clusters
+  static constexpr unsigned rank = 0, split = 1, part = 0;  // no clusters
 #if JITK_OP_BACKWARD_WEIGHT
   __device__ i64 round_tiles(i64 slots) const { return slots; }
   __device__ i64 count() const { return nnz; }
@@ -881,14 +881,16 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
   }
   // A split tile: every block's partial sums staged, each block sums its share of the rows over the
   // cluster and stores them (every thread of the cluster passes both barriers).
-  if (SPLIT_K && tiles.split > 1) {
-    cluster_sync();
-    if (warpgroup > 0) {
-      const i64 tile = blockIdx.x / tiles.split;
-      if (tile < count) store_split(tiles.plan(tile), tiles.split, tiles.part, t, alpha, beta, jitk_chain{JITK_CHAIN_ARGS},
-                                    reinterpret_cast<const float*>(base));
+  if constexpr (SPLIT_K) {
+    if (tiles.split > 1) {
+      cluster_sync();
+      if (warpgroup > 0) {
+        const i64 tile = blockIdx.x / tiles.split;
+        if (tile < count) store_split(tiles.plan(tile), tiles.split, tiles.part, t, alpha, beta, jitk_chain{JITK_CHAIN_ARGS},
+                                      reinterpret_cast<const float*>(base));
+      }
+      cluster_sync();  // no block leaves while another reads its shared memory
     }
-    cluster_sync();  // no block leaves while another reads its shared memory
   }
   // The other block may still arrive on this block's barriers and write into its slots: neither
   // leaves before both are done.
