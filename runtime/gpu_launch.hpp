@@ -48,14 +48,29 @@ struct GpuLaunch {
 inline bool leaves_sms_idle(std::int64_t tiles, int sm_count) { return tiles * 2 <= sm_count; }
 
 // Blocks to share each tile's K walk (a cluster a tile, shape.max_split_k at most) when the tiles
-// leave SMs idle (decode: 16 x 4096 is 32 tiles of 16 x 128 for 132 SMs): as many as fill the SMs,
+// leave SMs idle (decode: 16 x 4096 is 32 tiles of 16 x 128 for 132 SMs): as many as fill the SMs
+// (blocks_per_sm a piece),
 // each keeping at least kMinSlicesPerSplit slices of tile_k to pipeline. 1: no split.
 inline int split_k_for(std::int64_t tiles, std::int64_t depth, const LaunchShape& shape, int sm_count) {
   constexpr std::int64_t kMinSlicesPerSplit = 4;
   if (shape.max_split_k <= 1 || tiles <= 0 || depth <= 0 || shape.tile_k <= 0 || !leaves_sms_idle(tiles, sm_count)) return 1;
   const std::int64_t slices = (depth + shape.tile_k - 1) / shape.tile_k;
-  const std::int64_t split = std::min<std::int64_t>({shape.max_split_k, sm_count / tiles, slices / kMinSlicesPerSplit});
+  // blocks the SMs hold at once: two an SM where the plan fits two (cuda-sm90a's 64 x 64 tiles up to 6 stages)
+  const std::int64_t slots = static_cast<std::int64_t>(sm_count) * std::max(1, shape.blocks_per_sm);
+  const std::int64_t split = std::min<std::int64_t>({shape.max_split_k, slots / tiles, slices / kMinSlicesPerSplit});
   return split < 2 ? 1 : static_cast<int>(split);
+}
+
+// A split lowered until the launch's clusters (one a tile, `split` blocks each) all run at once:
+// active[s] is how many clusters of s blocks the device runs at once (the driver's
+// cuOccupancyMaxActiveClusters; 0 where it could not say: taken as fitting). The GPCs hold whole
+// clusters, so fewer clusters of 4 or 8 fit than 132 / 4 or 132 / 8 (a cluster's blocks share a
+// GPC); one tile past them waits for a second wave and the launch takes twice the time (H100,
+// 64 x 128 x 4096 tiles of 64 x 4096, split 4: 0.37 of the copy rate, where 64 x 64 split 2 ran
+// at 0.58).
+inline int split_that_fits(int split, std::int64_t tiles, const int (&active)[9]) {
+  while (split > 1 && active[split] > 0 && tiles > active[split]) --split;
+  return split;
 }
 
 // A stream-K launch: the grid's first dp_blocks blocks take a whole tile each, and sk_blocks more

@@ -305,6 +305,16 @@ TEST_CASE("cuda-sm90a's plans give the epilogue room to stage C where it fits be
   CHECK(plan(128, 128, 7).shared_bytes == sm90_shared_bytes(7, 128, 128));
   CHECK(plan(128, 128, 7).problem.empty());
   CHECK(sm90_shared_bytes(7, 128, 128, staged) > jit::detail::kMaxSharedBytes);
+  // 64-row tiles (decode) may split K over a cluster of up to 8 where the launch's tiles are few;
+  // 128-row tiles and clusters along M never do
+  for (std::int64_t tn : {64, 128, 192, 256}) {
+    INFO("64 x " << tn);
+    CHECK(plan(64, tn, 4).max_split_k == 8);
+    CHECK(plan(64, tn, 4, 2).max_split_k == 1);
+    CHECK(plan(128, tn, 4).max_split_k == 1);
+    // the split's partial sums (64 x (tile_n + 8) floats) fit in the slots of the fewest stages
+    CHECK(64 * (tn + 8) * 4 <= 2 * (64 + tn) * 64 * 2);
+  }
 }
 
 TEST_CASE("a launch in clusters covers every tile row pair: odd numbers of tile rows round up", "[kernels][gemm]") {
@@ -339,6 +349,58 @@ TEST_CASE("a launch splits K over a cluster only when its tiles leave most SMs i
   CHECK(split_k_for(2, 4096, shape, sms) == 1);    // a plan that cannot split
   shape.max_split_k = 8;
   CHECK(split_k_for(5, 22 * 64, shape, sms) == 5);  // not a power of two: 22 slices as 4 + 4 + 5 + 4 + 5
+  // a plan that fits two blocks an SM (cuda-sm90a's 64 x 64 tiles): twice the blocks
+  shape.tile_m = 64, shape.tile_n = 64, shape.blocks_per_sm = 2;
+  CHECK(split_k_for(64, 4096, shape, sms) == 4);   // decode's o projection, 64 x 4096 x 4096: 256 blocks
+  shape.blocks_per_sm = 1;
+  CHECK(split_k_for(64, 4096, shape, sms) == 2);
+}
+
+TEST_CASE("gemm's few-rows routes: decode on cuda-sm90a takes 64-row tiles, gate/up's wide ones even where the default tiles fill the SMs",
+          "[kernels][gemm]") {
+  using jit::detail::FewRowsRoute;
+  const auto routes = jit::detail::few_rows_params(kernels::Gemm::to_params(kernels::Gemm::Params{jit::DType::bf16}));
+  // the first route that takes a launch of m x n whose default tiles leave half the SMs idle (idle) or not
+  auto pick = [&](std::int64_t m, std::int64_t n, bool idle) -> const FewRowsRoute* {
+    for (const auto& r : routes)
+      if (jit::detail::few_rows_route_takes(m, n, idle, r.min_rows, r.max_rows, r.min_columns, r.any_tiles)) return &r;
+    return nullptr;
+  };
+  auto tile = [](const FewRowsRoute* r) {
+    REQUIRE(r != nullptr);
+    const auto at = [&](const char* name) { return std::get<std::int64_t>(*r->params.find(name)); };
+    return std::to_string(at("tile_m")) + "x" + std::to_string(at("tile_n")) + "x" + std::to_string(at("tile_k")) + "x" +
+           std::to_string(at("stages")) + (r->own ? " own" : " generic");
+  };
+  CHECK(tile(pick(64, 28672, false)) == "64x256x64x4 own");  // the Llama-3-8B MLP's gate/up at batch 64: 112 default tiles
+  CHECK(tile(pick(33, 16384, true)) == "64x256x64x4 own");
+  CHECK(tile(pick(64, 4096, true)) == "64x64x64x8 own");     // o, down (K split over clusters of 2 at launch)
+  CHECK(tile(pick(64, 6144, true)) == "64x64x64x8 own");     // qkv
+  CHECK(tile(pick(32, 4096, true)) == "64x64x64x8 own");
+  CHECK(tile(pick(16, 4096, true)) == "16x128x64x4 generic");
+  CHECK(tile(pick(64, 1024, true)) == "64x128x64x4 generic");
+  CHECK(pick(64, 4096, false) == nullptr);   // the default tiles fill the SMs: only the wide route is taken then
+  CHECK(pick(32, 28672, false) == nullptr);  // 17-32 rows: not measured there
+  CHECK(pick(65, 28672, false) == nullptr);
+  CHECK(pick(65, 4096, true) == nullptr);
+  // explicit tiles and f32 (no cuda-sm90a): no own routes
+  kernels::Gemm::Params tiled{jit::DType::bf16};
+  tiled.tile_m = 64, tiled.tile_n = 64, tiled.tile_k = 64, tiled.stages = 8;
+  CHECK(jit::detail::few_rows_params(kernels::Gemm::to_params(tiled)).empty());
+  for (const auto& r : jit::detail::few_rows_params(kernels::Gemm::to_params(kernels::Gemm::Params{jit::DType::f32}))) CHECK_FALSE(r.own);
+}
+
+TEST_CASE("a split launch lowers its split until every tile's cluster runs at once", "[kernels][gemm]") {
+  using jit::detail::split_that_fits;
+  int active[9] = {0, 0, 66, 44, 30, 24, 18, 14, 14};  // clusters of each size the device runs at once
+  CHECK(split_that_fits(4, 32, active) == 3);   // 32 clusters of 4 do not fit (30): of 3 they do (44)
+  CHECK(split_that_fits(4, 30, active) == 4);
+  CHECK(split_that_fits(8, 16, active) == 6);   // 14 clusters of 8 or of 7 at once; of 6, 18: 16 tiles fit
+  CHECK(split_that_fits(2, 64, active) == 2);
+  CHECK(split_that_fits(2, 67, active) == 1);   // no cluster of 2 for each: no split
+  CHECK(split_that_fits(1, 500, active) == 1);
+  int unknown[9] = {};
+  CHECK(split_that_fits(8, 16, unknown) == 8);  // the driver could not say: as chosen
 }
 
 TEST_CASE("a launch finishes the tiles past its last whole wave stream-K only where that saves time", "[kernels][gemm]") {

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 #include "../examples/reference_kernels.hpp"
 #include "block_sparse_support.hpp"
@@ -388,7 +389,7 @@ TEST_CASE("GPU gemm with few tiles splits K over a cluster's blocks and matches 
 }
 
 TEST_CASE("GPU gemm on cuda-sm90a's default tiles runs few rows through the generic split tile or its own 64-row tile, and matches",
-          "[gpu][gemm]") {
+          "[gpu][gemm][split]") {
   if (!have_gpu()) return;
   if (!have_hopper()) return;
   const auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::ColMajor);
@@ -398,9 +399,11 @@ TEST_CASE("GPU gemm on cuda-sm90a's default tiles runs few rows through the gene
   // 16-byte aligned; so are the 40-row case's, which the own-tile route's fallback takes); m = 65:
   // cuda-sm90a itself; explicit tiles: cuda-sm90a itself at every m (or, unaligned, the fallback).
   // Every layout, beta over C and beta = 0 over poisoned C, an epilogue.
+  // 64 and 33 rows of 16384 columns and more: the 64 x 256 route, though the default tiles fill the SMs.
   const Case cases[] = {{16, 4096, 1024, 0, 1, 0}, {8, 296, 696, 3, 0.5, -1.5}, {30, 1000, 800, 0, 1, 0},
                         {64, 2000, 513, 0, 1, 0},  {65, 1000, 640, 8, 1, 0.25}, {48, 2048, 1000, 0, 1, 0},
-                        {40, 3000, 700, 3, 0.5, -1.5}, {24, 3200, 640, 0, 1, 0}, {33, 4096, 4000, 8, 1, 0.25}};
+                        {40, 3000, 700, 3, 0.5, -1.5}, {24, 3200, 640, 0, 1, 0}, {33, 4096, 4000, 8, 1, 0.25},
+                        {64, 28672, 160, 0, 1, 0}, {33, 16400, 200, 8, 1, 0.25}};
   for (Layout la : {Layout::RowMajor, Layout::ColMajor})
     for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
       for (std::int64_t tm : {0, 128})
@@ -413,6 +416,56 @@ TEST_CASE("GPU gemm on cuda-sm90a's default tiles runs few rows through the gene
         }
   CHECK(gemm_error<jit::bfloat16>(p, "cuda-sm90a", {16, 2048, 1000, 8, 1, 0}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
   CHECK(gemm_error<jit::bfloat16>(p, "cuda-sm90a", {64, 4096, 1000, 0, 1, 0}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
+}
+
+TEST_CASE("GPU gemm on cuda-sm90a's 64-row tiles splits K over a cluster where the tiles are few, matches, and repeats bit for bit",
+          "[gpu][gemm][split]") {
+  if (!have_gpu()) return;
+  if (!have_hopper()) return;
+  // 64 x 64 .. 64 x 256 tiles chosen by hand: few tiles for the SMs, so the launch runs each on a
+  // cluster of blocks walking shares of K (gemm_sm90.cu, SPLIT_K) -- 2 to 8 of them, shares of
+  // unequal slice counts (777: 13 slices over 3), a K that is not a multiple of 64, C's columns
+  // not a multiple of 8 (the unit's tail written element by element), rows past M in the tile, and
+  // one tile with too few slices to split (4). Every layout, beta over C and beta = 0 over C
+  // poisoned with NaN, an unaligned ldc (pad 3), an epilogue chain; gated too (gate/up groups).
+  const Case cases[] = {{64, 1000, 2500, 0, 1, 0},  {17, 520, 777, 8, 0.5, -1.5}, {1, 64, 256, 0, 1, 0},
+                        {64, 2048, 1300, 3, 1, 0.25}, {40, 129, 3000, 0, 2, 0}};
+  const std::int64_t tiles[][2] = {{64, 8}, {128, 6}, {192, 5}, {256, 4}};
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
+      for (const auto& t : tiles)
+        for (const Case& c : cases) {
+          INFO("a " << (la == Layout::RowMajor ? "row" : "col") << " b " << (lb == Layout::RowMajor ? "row" : "col") << " tile 64x"
+                    << t[0] << " m " << c.m << " n " << c.n << " k " << c.k << " pad " << c.pad << " beta " << c.beta);
+          auto q = params(jit::DType::bf16, la, lb);
+          q.tile_m = 64, q.tile_n = t[0], q.tile_k = 64, q.stages = t[1];
+          CHECK(gemm_error<jit::bfloat16>(q, "cuda-sm90a", c) <= tolerance<jit::bfloat16>());
+        }
+  auto e = params(jit::DType::bf16, Layout::RowMajor, Layout::RowMajor);
+  e.tile_m = 64, e.tile_n = 128, e.tile_k = 64, e.stages = 6;
+  CHECK(gemm_error<jit::bfloat16>(e, "cuda-sm90a", {64, 4096, 1000, 0, 1, 0}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
+  CHECK(gemm_error<jit::bfloat16>(e, "cuda-sm90a", {33, 1000, 1000, 8, 1, 0.5}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
+  auto g = e;
+  g.gate = kernels::Gemm::Gate::Silu;
+  for (const Case& c : {Case{64, 2048, 2500, 0, 1, 0}, Case{17, 1008, 777, 8, 0.5, -1.5}}) {
+    INFO("gated m " << c.m << " n " << c.n << " k " << c.k);
+    CHECK(gated_error<jit::bfloat16>(g, "cuda-sm90a", c) <= tolerance<jit::bfloat16>());
+    CHECK(gated_error<jit::bfloat16>(g, "cuda-sm90a", c, true) <= tolerance<jit::bfloat16>());
+  }
+  // the same launch twice gives the same bits: each block sums the cluster's partial sums in rank order
+  using T = jit::bfloat16;
+  const std::int64_t m = 64, n = 4096, k = 4096;
+  auto make = [](std::int64_t count) {
+    return jitk_test::random_values<T>(static_cast<std::size_t>(count), -1, 1, [](double v) { return from_double<T>(v); });
+  };
+  jit::cuda::DeviceArray<T> a(make(m * k)), b(make(k * n)), c1(make(m * n)), c2(make(m * n));
+  auto kernel = jit::get<kernels::Gemm>(e, gpu());
+  REQUIRE(kernel.implementation() == "cuda-sm90a");
+  kernel(m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, c1.data(), n);
+  kernel(m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, c2.data(), n);
+  jit::cuda::synchronize();
+  const auto x = c1.download(), y = c2.download();
+  CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0);
 }
 
 TEST_CASE("GPU gemm on the generic text's default tiles runs few rows through its split tiles, and matches", "[gpu][gemm]") {
@@ -599,7 +652,7 @@ TEMPLATE_TEST_CASE("GPU gated gemm matches the float64 reference in every implem
 }
 
 TEST_CASE("GPU gated gemm in other tiles, few rows (split and own-tile routes), unaligned rows and an epilogue, and matches",
-          "[gpu][gemm][gate]") {
+          "[gpu][gemm][gate][split]") {
   if (!have_gpu()) return;
   const auto silu = [](Layout a, Layout b) {
     auto p = params(jit::DType::bf16, a, b);
@@ -609,8 +662,10 @@ TEST_CASE("GPU gated gemm in other tiles, few rows (split and own-tile routes), 
   const double tol = tolerance<jit::bfloat16>();
   // the default selection (cuda-sm90a on Hopper): few rows route to the generic split tiles or
   // cuda-sm90a's own 64 x 64 tile; unaligned leading dimensions (pad 3) to the generic text
+  // (64 and 40 rows of 16384 columns and more: the 64 x 256 route, taken though the default tiles fill the SMs)
   const Case few[] = {{16, 4096, 1024, 0, 1, 0}, {8, 304, 696, 3, 0.5, -1.5}, {30, 1008, 800, 0, 1, 0}, {64, 2000, 513, 0, 1, 0},
-                      {65, 1008, 640, 8, 1, 0.25}, {48, 2048, 1000, 0, 1, 0}, {40, 3008, 700, 3, 0.5, -1.5}, {24, 3200, 640, 0, 1, 0}};
+                      {65, 1008, 640, 8, 1, 0.25}, {48, 2048, 1000, 0, 1, 0}, {40, 3008, 700, 3, 0.5, -1.5}, {24, 3200, 640, 0, 1, 0},
+                      {64, 28672, 200, 0, 1, 0},   {40, 16400, 136, 0, 0.5, -1.5}};
   for (Layout la : {Layout::RowMajor, Layout::ColMajor})
     for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
       for (const Case& c : few) {

@@ -257,6 +257,39 @@ TEST_CASE("every shipped kernel's CUDA text compiles with NVRTC for sm_80, sm_86
   CHECK(by_impl.count("gemm cuda-sm90a sm_80") == 0);
 }
 
+TEST_CASE("cuda-sm90a's 64-row tiles compile with their K split over a cluster (decode), plain, gated and with an epilogue", "[nvrtc]") {
+  if (!have_nvrtc()) return;
+  // The shipped-kernel sweep above compiles the default tiles (128 x 256: never split); the split
+  // path (JITK_MAX_SPLIT_K, gemm_sm90.cu's SPLIT_K) is compiled here for each 64-row tile width.
+  struct Variant {
+    std::int64_t tile_n, stages;
+    const char *a, *b, *gate, *epilogue;
+  };
+  const Variant variants[] = {{64, 8, "row", "row", "none", ""},        {128, 6, "row", "col", "silu", ""},
+                              {192, 5, "col", "row", "none", "add"},    {256, 4, "col", "col", "gelu_tanh", "add"},
+                              {128, 6, "row", "row", "none", "add_vec>gelu"}, {64, 8, "row", "row", "silu", "add"}};
+  for (const Variant& v : variants) {
+    jit::ParamSet params{{"dtype", std::string("bf16")}, {"a_layout", std::string(v.a)}, {"b_layout", std::string(v.b)},
+                         {"tile_m", std::int64_t{64}}, {"tile_n", v.tile_n}, {"tile_k", std::int64_t{64}}, {"stages", v.stages},
+                         {"gate", std::string(v.gate)}};
+    if (*v.epilogue) params.set("epilogue", std::string(v.epilogue));
+    const Unit u{"gemm", "cuda-sm90a", "sm_90", params, "sm_90a"};
+    INFO(u.label());
+    jit::Selection only;
+    only.implementation = u.implementation;
+    auto s = jit::detail::resolve(u.kernel, u.params, jit::Target::parse("cuda:sm_90"), only);
+    CHECK(s.unit.shape.max_split_k == 8);
+    CHECK_THAT(s.unit.main.text, Contains("#define JITK_MAX_SPLIT_K 8"));
+    const Outcome o = compile(u);
+    CHECK(o.problem.empty());
+  }
+  // 128-row tiles and clusters along M never split: their text has no split path
+  jit::ParamSet big{{"dtype", std::string("bf16")}, {"a_layout", std::string("row")}, {"b_layout", std::string("col")}};
+  CHECK(jit::detail::resolve("gemm", big, jit::Target::parse("cuda:sm_90")).unit.shape.max_split_k == 1);
+  big.set("tile_m", std::int64_t{64}), big.set("tile_n", std::int64_t{128}), big.set("tile_k", std::int64_t{64}), big.set("cluster_m", std::int64_t{2});
+  CHECK(jit::detail::resolve("gemm", big, jit::Target::parse("cuda:sm_90")).unit.shape.max_split_k == 1);
+}
+
 TEST_CASE("a Hopper-only text compiles for sm_90a whether the target names sm_90 or sm_90a", "[nvrtc]") {
   if (!have_nvrtc()) return;
   const jit::ParamSet params{{"dtype", std::string("bf16")}, {"a_layout", std::string("row")}, {"b_layout", std::string("col")}};

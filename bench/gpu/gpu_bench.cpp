@@ -912,6 +912,160 @@ int child_tune() {
   return ok ? 0 : 1;
 }
 
+// ---- decode gemms: the Llama-3-8B layer's four projections at 64 rows (a decode step of batch 64)
+// as examples/decoder_layer.hpp runs them (bf16, A row-major, weights K x N row-major; o with the
+// residual in its epilogue, down with beta = 1, gate/up gated), at the default params (the few-rows
+// route) and at cuda-sm90a tiles chosen by hand (64-row tiles split K over a cluster where they leave
+// SMs idle), against cuBLAS on the same product (gate/up: the plain one) timed in alternation. At 64
+// rows the weight's bytes are the work: GB/s of the weight read, and that as a fraction of a 1 GiB
+// D2D copy's rate (read + write) in the same run. Each side rotates over copies of the weight of
+// at least 256 MB in all, so that no weight stays in the 50 MB L2 from call to call (in the layer
+// 1.5 GB pass between two reads of one weight). Names: gemm_decode_<proj>_64x<n>x<k>_<side>.
+struct DecodeGemm {
+  const char* proj;
+  std::int64_t n, k;  // B's columns (gate/up: gate and up interleaved, C has n / 2) and rows
+  enum Kind { Plain, Residual, Accumulate, Gated } kind;
+};
+
+bool decode_gemm_benches(const Cublas& cublas) {
+  using Gemm = kernels::Gemm;
+  const DecodeGemm shapes[] = {{"qkv", 6144, 4096, DecodeGemm::Plain},
+                               {"o", 4096, 4096, DecodeGemm::Residual},
+                               {"gateup", 28672, 4096, DecodeGemm::Gated},
+                               {"down", 4096, 14336, DecodeGemm::Accumulate}};
+  struct Tile {
+    std::int64_t m, n, stages;
+  };
+  const Tile tiles[] = {{64, 64, 8}, {64, 64, 6}, {64, 128, 6}, {64, 256, 4}, {64, 256, 5}};
+  constexpr std::int64_t m = 64;
+  const auto wanted_shape = [&](const DecodeGemm& d) {
+    const std::string base = std::string("gemm_decode_") + d.proj + "_64x" + std::to_string(d.n) + "x" + std::to_string(d.k);
+    return wanted(base + "_");
+  };
+  bool any = false;
+  for (const DecodeGemm& d : shapes) any |= wanted_shape(d);
+  if (!any) return true;
+  if (!Cublas::kAvailable) {
+    std::fprintf(stderr, "gemm note: the decode gemms are checked against cuBLAS: skipped (built without it)\n");
+    return true;
+  }
+  // the copy rate: 1 GiB device to device, read + write
+  double copy_gbps = 0;
+  {
+    const std::size_t bytes = std::size_t(1) << 30;
+    jit::cuda::DeviceArray<unsigned char> from(bytes), to(bytes);
+    from.fill_bytes(0x3c);
+    const double ms = device_ms([&] { cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(to.data()), reinterpret_cast<CUdeviceptr>(from.data()), bytes, nullptr); });
+    copy_gbps = 2.0 * static_cast<double>(bytes) / ms / 1e6;
+    emit("gemm_decode_d2d_copy_1GiB_GBps", copy_gbps, "GB/s", 0, "-");
+  }
+  bool ok = true;
+  for (const DecodeGemm& d : shapes) {
+    if (!wanted_shape(d)) continue;
+    const std::string base = std::string("gemm_decode_") + d.proj + "_64x" + std::to_string(d.n) + "x" + std::to_string(d.k);
+    const bool gated = d.kind == DecodeGemm::Gated;
+    const std::int64_t n_out = gated ? d.n / 2 : d.n;
+    const double weight_bytes = 2.0 * static_cast<double>(d.n) * static_cast<double>(d.k);
+    const int copies = static_cast<int>(std::max<double>(1.0, std::ceil(256e6 / weight_bytes)));
+    const std::vector<unsigned char> a_host = random_values(jit::DType::bf16, m * d.k, 1);
+    std::vector<jit::cuda::DeviceArray<unsigned char>> weights;
+    {
+      const std::vector<unsigned char> w = random_values(jit::DType::bf16, d.k * d.n, 2);
+      for (int i = 0; i < copies; ++i) weights.emplace_back(w);
+    }
+    jit::cuda::DeviceArray<unsigned char> a(a_host), c = device_values(jit::DType::bf16, m * d.n),
+                                                    gu = device_values(jit::DType::bf16, m * d.n),
+                                                    ref = device_values(jit::DType::bf16, m * d.n),
+                                                    residual = device_values(jit::DType::bf16, m * n_out);
+    residual.fill_bytes(0);  // C = A B + 0: checked against cuBLAS's A B
+    GemmCase plain{jit::DType::bf16, Layout::RowMajor, Layout::RowMajor, {m, d.n, d.k}};
+    int turn_ref = 0;
+    const auto run_cublas = [&] { cublas.gemm(plain, a.data(), weights[static_cast<std::size_t>(turn_ref++ % copies)].data(), ref.data()); };
+    run_cublas();
+    std::vector<float> want = download_values(jit::DType::bf16, ref);
+    if (gated) {  // act(gate) * up of each group of 8 gate and 8 up columns
+      std::vector<float> act(static_cast<std::size_t>(m * n_out));
+      for (std::int64_t r = 0; r < m; ++r)
+        for (std::int64_t j = 0; j < n_out; ++j) {
+          const float g = want[static_cast<std::size_t>(r * d.n + j / 8 * 16 + j % 8)], u = want[static_cast<std::size_t>(r * d.n + j / 8 * 16 + 8 + j % 8)];
+          act[static_cast<std::size_t>(r * n_out + j)] = g / (1.0f + std::exp(-g)) * u;
+        }
+      want = std::move(act);
+    }
+    std::vector<std::pair<std::string, Gemm::Params>> sides;
+    const auto params_of = [&](const Tile* t) {
+      Gemm::Params p{jit::DType::bf16};
+      p.a_layout = Layout::RowMajor, p.b_layout = Layout::RowMajor;
+      if (d.kind == DecodeGemm::Residual) p.epilogue = "add";
+      if (gated) p.gate = Gemm::Gate::Silu;
+      if (t) p.tile_m = t->m, p.tile_n = t->n, p.tile_k = 64, p.stages = t->stages;
+      return p;
+    };
+    sides.emplace_back("default", params_of(nullptr));
+    for (const Tile& t : tiles)
+      sides.emplace_back("tile" + std::to_string(t.m) + "x" + std::to_string(t.n) + "x64x" + std::to_string(t.stages), params_of(&t));
+    const double beta = d.kind == DecodeGemm::Accumulate ? 1.0 : 0.0;
+    for (auto& [side, params] : sides) {
+      const std::string name = base + "_" + side;
+      try {
+        const auto k = jit::get<Gemm>(params, kCuda0);
+        int turn = 0;
+        const auto run = [&] {
+          const jit::ConstPtr w(weights[static_cast<std::size_t>(turn++ % copies)].data(), jit::DType::bf16);
+          Gemm::Args args{m, d.n, d.k, 1.0, jit::ConstPtr(a.data(), jit::DType::bf16), d.k, w, d.n, beta, jit::MutPtr(c.data(), jit::DType::bf16), n_out};
+          if (d.kind == DecodeGemm::Residual) args.epilogue = jit::Operands{jit::ConstPtr(residual.data(), jit::DType::bf16)};
+          k.launch(args);
+        };
+        c.fill_bytes(0);  // beta = 1 adds to it
+        run();
+        const std::vector<float> got = download_values(jit::DType::bf16, c);
+        const std::vector<float> got_c(got.begin(), got.begin() + m * n_out);
+        if (!check_error(name + " " + k.implementation() + " vs cuBLAS", rel_l2(got_c, want), kHalfLimit)) {
+          ok = false;
+          continue;
+        }
+        const auto [ms, cublas_ms] = device_ms_pair(run, run_cublas);
+        emit((name + "_GBps").c_str(), weight_bytes / ms / 1e6, "GB/s", weight_bytes / cublas_ms / 1e6, "cuBLAS GemmEx (plain), same run");
+        emit((name + "_of_copy").c_str(), weight_bytes / ms / 1e6 / copy_gbps, "x", weight_bytes / cublas_ms / 1e6 / copy_gbps,
+             "cuBLAS's fraction of the copy rate");
+      } catch (const jit::Error& e) {
+        std::fprintf(stderr, "gemm bench: %s failed: %s  <-- GEMM CHECK FAILED\n", name.c_str(), e.what());
+        ok = false;
+      }
+    }
+    if (gated) {  // the unfused pair the layer can run instead: the plain gemm, then silu_and_mul
+      const std::string name = base + "_unfused";
+      try {
+        Gemm::Params p = params_of(nullptr);
+        p.gate = Gemm::Gate::None;
+        const auto k = jit::get<Gemm>(p, kCuda0);
+        const auto act = jit::get<kernels::SiluAndMul>({jit::DType::bf16, 8});
+        int turn = 0;
+        const auto run = [&] {
+          const jit::ConstPtr w(weights[static_cast<std::size_t>(turn++ % copies)].data(), jit::DType::bf16);
+          k.launch(Gemm::Args{m, d.n, d.k, 1.0, jit::ConstPtr(a.data(), jit::DType::bf16), d.k, w, d.n, 0.0, jit::MutPtr(gu.data(), jit::DType::bf16), d.n});
+          act.launch(kernels::SiluAndMul::Args{m * n_out / 8, jit::ConstPtr(gu.data(), jit::DType::bf16), jit::MutPtr(c.data(), jit::DType::bf16)});
+        };
+        run();
+        const std::vector<float> got = download_values(jit::DType::bf16, c);
+        const std::vector<float> got_c(got.begin(), got.begin() + m * n_out);
+        if (!check_error(name + " vs cuBLAS", rel_l2(got_c, want), kHalfLimit)) {
+          ok = false;
+        } else {
+          const auto [ms, cublas_ms] = device_ms_pair(run, run_cublas);
+          emit((name + "_GBps").c_str(), weight_bytes / ms / 1e6, "GB/s", weight_bytes / cublas_ms / 1e6, "cuBLAS GemmEx (plain), same run");
+          emit((name + "_of_copy").c_str(), weight_bytes / ms / 1e6 / copy_gbps, "x", weight_bytes / cublas_ms / 1e6 / copy_gbps,
+               "cuBLAS's fraction of the copy rate");
+        }
+      } catch (const jit::Error& e) {
+        std::fprintf(stderr, "gemm bench: %s failed: %s  <-- GEMM CHECK FAILED\n", name.c_str(), e.what());
+        ok = false;
+      }
+    }
+  }
+  return ok;
+}
+
 // Every GEMM case against cuBLAS, then the tuning in a child with a cache of its own. False when a
 // result was wrong or a kernel could not be had.
 bool gemm_benches() {
@@ -933,6 +1087,7 @@ bool gemm_benches() {
         ok = false;
       }
     }
+    ok &= decode_gemm_benches(cublas);
   }
   char tmpl[] = "/tmp/jitk-gemm-tune-XXXXXX";
   if (!::mkdtemp(tmpl)) {

@@ -92,6 +92,10 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
                                      std::to_string(plan.shared_bytes) + " bytes of shared memory; at most " +
                                      std::to_string(kMaxSharedBytes),
                                  plan.shared_bytes);
+  // 64-row tiles (decode's) not in M clusters: a launch whose tiles leave over half the SMs idle
+  // splits each tile's K over a cluster (gemm_sm90.cu, SPLIT_K; the partial sums meet in the drained
+  // slots, which always hold them: 64 x (tile_n + 8) floats against stages x (64 + tile_n) x 128 bytes).
+  if (tm <= kMaxSplitRows && cluster == 1) plan.max_split_k = kMaxSplitK;
   return plan;
 }
 
@@ -222,6 +226,13 @@ constexpr std::int64_t kFewRowsF32K = 32;
 std::vector<FewRowsRoute> few_rows_params(const ParamSet& params) {
   if (!params.find("tile_m") || !params.find("tile_n") || !at_default_tiles(params)) return {};
   std::vector<FewRowsRoute> out;
+  if (!text_is(params, "dtype", "f32") && !text_is(params, "dtype", "f64")) {
+    // 33-64 rows of at least 16384 columns (an MLP's gate/up): cuda-sm90a's 64 x 256 x 64 tile, 4
+    // stages, even where the default 128 x 256 tiles fill the SMs (half their rows empty at 64)
+    FewRowsRoute wide{64, params, 32, 16384, true, true};
+    for (int i = 0; i < 4; ++i) wide.params.set(kTileParams[i], std::int64_t{i == 0 ? 64 : i == 1 ? 256 : i == 2 ? 64 : 4});
+    out.push_back(std::move(wide));
+  }
   if (!text_is(params, "dtype", "f32") && !text_is(params, "dtype", "f64"))  // cuda-sm90a's own 64 x 64 tile (routes.hpp)
     for (auto [min_rows, max_rows, min_columns] : {std::array<std::int64_t, 3>{16, 32, 3072}, {32, 64, 2048}}) {
       FewRowsRoute route{max_rows, params, min_rows, min_columns, true};

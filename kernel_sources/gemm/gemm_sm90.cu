@@ -147,6 +147,7 @@ __device__ inline void release(u64* bar) {
   }
 }
 using jitk::cluster_rank;
+using jitk::cluster_size;
 using jitk::cluster_sync;
 
 // One operand's slice: K-major, one box of ROWS rows of 64 K at (k, r); M/N-major, ROWS / 64 boxes
@@ -199,8 +200,9 @@ struct Plan {
 #endif
   }
 #else
+  int k0 = 0;  // the first slice (a split tile: this block's share of K starts there)
   __device__ void coords(int t, int& a_k, int& a_r, int& b_k, int& b_r) const {
-    a_k = t * TK, a_r = static_cast<int>(m0), b_k = t * TK, b_r = static_cast<int>(n0);
+    a_k = (k0 + t) * TK, a_r = static_cast<int>(m0), b_k = (k0 + t) * TK, b_r = static_cast<int>(n0);
   }
 #endif
 };
@@ -505,6 +507,106 @@ __device__ inline void store_transposed(const Plan& plan, float (&d)[TN / 2], in
   consumer_sync(w);  // the staging area is read before this consumer writes it again
 }
 
+// SPLIT_K (gemm, few rows: the host's plan gave the 64-row tiles JITK_MAX_SPLIT_K): a launch whose
+// tiles leave SMs idle (decode's 64 rows: 64 x 64 tiles of n 4096 are 64 for 132 SMs) runs each tile
+// on a cluster of blocks (the launch chooses how many: cluster_size()), block `part` walking its
+// share of K's slices. At 64 rows every block re-reads A (64 x K, from L2) beside its share of B (the
+// weight, from DRAM), and one block an SM reads at most ~70-85 GB/s (H100: 64 x 64 tiles of 64 x
+// 4096 x 4096 took the same 0.019-0.020 ms at n 1024 and 4096), so a weight is read near the copy
+// rate only by most of the SMs and wide tiles. The partial sums meet in shared memory as floats
+// (the drained slots, rows RED_LD apart); each block sums rows [64 part / split, 64 (part + 1) /
+// split) over the cluster in rank order (the same sum whichever block adds) and finishes them as
+// store() and store_gated() do (alpha, beta * C, the chain), 8 columns of C a thread.
+#if !JITK_KERNEL_BLOCK_SPARSE_MATMUL && defined(JITK_MAX_SPLIT_K)
+constexpr bool SPLIT_K = true;
+static_assert(TM == 64 && CLUSTER == 1 && !PINGPONG, "gemm_sm90.cu: a split tile the host's plan refuses");
+#else
+constexpr bool SPLIT_K = false;
+#endif
+constexpr int RED_LD = TN + 8;  // floats: a half-warp's float2 stores (rows (lane / 4), columns 2 (lane % 4)) hit every bank once
+static_assert(!SPLIT_K || 64 * RED_LD * 4 <= STAGES * static_cast<int>(SLOT_BYTES), "gemm_sm90.cu: a split tile's sums outgrow the slots");
+#if !JITK_KERNEL_BLOCK_SPARSE_MATMUL && defined(JITK_MAX_SPLIT_K)
+// Four floats of block `rank`'s shared memory at `local`'s offset (16-byte aligned).
+__device__ inline float4 cluster_load4(const float* local, unsigned rank) {
+  float4 v;
+  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %4, %5;\nld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [remote];\n}\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(smem_addr(local)), "r"(rank)
+               : "memory");
+  return v;
+}
+#endif
+// The consumer's accumulators (the layout store() describes) into red, row r at r * RED_LD.
+__device__ inline void stage_partial(const float (&d)[TN / 2], int t, float* red) {
+  const int r0 = (t / 32) * 16 + (t % 32) / 4;
+#pragma unroll
+  for (int i = 0; i < TN / 2; i += 2) {
+    const int r = r0 + 8 * ((i / 2) % 2), col = (i / 4) * 8 + (t % 4) * 2;
+    *reinterpret_cast<float2*>(red + r * RED_LD + col) = make_float2(d[i], d[i + 1]);
+  }
+}
+// This block's rows of a split tile: 8 columns of C a unit (gated: one group of 8 gate and 8 up
+// columns of the sums), summed over the cluster's `split` blocks' red in rank order.
+__device__ inline void store_split(const Plan& plan, unsigned split, unsigned part, int t, float alpha, float beta,
+                                   const jitk_chain& chain, const float* red) {
+#if !JITK_KERNEL_BLOCK_SPARSE_MATMUL && defined(JITK_MAX_SPLIT_K)
+  T* __restrict__ out = plan.c;
+  const i64 ld = plan.ldc, M_out = plan.rows, N_out = GATED ? plan.cols / 2 : plan.cols;
+  const int first = static_cast<int>(64 * part / split), last = static_cast<int>(64 * (part + 1) / split);
+  constexpr int UNITS = TN / (GATED ? 16 : 8);  // a row's
+  constexpr int READS = GATED ? 4 : 2;           // float4s a unit a block
+  const bool vectors = ld % 8 == 0 && jitk::aligned16(out) && chain.aligned();
+  for (int e = t; e < (last - first) * UNITS; e += 128) {
+    const int row = first + e / UNITS, unit = e % UNITS;
+    const i64 r = plan.m0 + row, col = (GATED ? plan.n0 / 2 : plan.n0) + unit * 8;
+    if (r >= M_out || col >= N_out) continue;
+    const float* at = red + row * RED_LD + unit * 8 * (GATED ? 2 : 1);
+    float s[4 * READS];
+#pragma unroll
+    for (int j = 0; j < READS; ++j) {
+      const float4 x = cluster_load4(at + 4 * j, 0);
+      s[4 * j] = x.x, s[4 * j + 1] = x.y, s[4 * j + 2] = x.z, s[4 * j + 3] = x.w;
+    }
+    for (unsigned q = 1; q < split; ++q)
+#pragma unroll
+      for (int j = 0; j < READS; ++j) {
+        const float4 x = cluster_load4(at + 4 * j, q);
+        s[4 * j] += x.x, s[4 * j + 1] += x.y, s[4 * j + 2] += x.z, s[4 * j + 3] += x.w;
+      }
+    float v[8];
+    if constexpr (GATED) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = gate_activation(rounded(alpha * s[k])) * rounded(alpha * s[k + 8]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = alpha * s[k];
+    }
+    const i64 at_c = r * ld + col;
+    if (vectors && col + 8 <= N_out) {
+      if (beta != 0.f) {
+        const auto old = jitk::load<8>(out + at_c);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] += beta * jitk::to_float(old.v[k]);
+      }
+      chain.epilogue<8>(v, at_c, col);
+      jitk::Pack<T, 8> p;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) p.v[k] = jitk::from_float<T>(v[k]);
+      jitk::store<8>(out + at_c, p);
+    } else {
+      for (int k = 0; k < 8 && col + k < N_out; ++k) {
+        float x[1] = {v[k]};
+        if (beta != 0.f) x[0] += beta * jitk::to_float(out[at_c + k]);
+        chain.epilogue<1>(x, at_c + k, col + k);
+        out[at_c + k] = jitk::from_float<T>(x[0]);
+      }
+    }
+  }
+#else
+  (void)plan, (void)split, (void)part, (void)t, (void)alpha, (void)beta, (void)chain, (void)red;
+#endif
+}
+
 // The tiles of a launch, and each one's plan.
 struct Tiles {
   i64 M, N, K;
@@ -513,7 +615,7 @@ struct Tiles {
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
   const int *row_ptr, *col_of, *row_of, *col_ptr, *by_col, *rows_by_count, *cols_by_count;
   i64 block_rows, block_cols, nnz;
-  static constexpr unsigned rank = 0;  // no clusters
+  static constexpr unsigned rank = 0, split = 1, part = 0;  // no clusters
 #if JITK_OP_BACKWARD_WEIGHT
   __device__ i64 round_tiles(i64 slots) const { return slots; }
   __device__ i64 count() const { return nnz; }
@@ -575,6 +677,8 @@ struct Tiles {
 #endif
 #else
   unsigned rank;  // this block's place in its cluster
+  // SPLIT_K: the blocks of a cluster walking shares of one tile's K (1: none), and this block's share
+  unsigned split, part;
   // Units of CLUSTER vertically neighbouring tiles, one a cluster: unit (u, n) is tile rows
   // u * CLUSTER .. + CLUSTER - 1 of tile column n, the block of rank r taking row u * CLUSTER + r.
   __device__ i64 count() const { return ((M + TM - 1) / TM + CLUSTER - 1) / CLUSTER * ((N + TN - 1) / TN); }
@@ -585,7 +689,13 @@ struct Tiles {
     const i64 group = 8, per_group = group * tiles_n;
     const i64 first = unit / per_group * group, in_group = units_m - first < group ? units_m - first : group;
     const i64 u = first + (unit % per_group) % in_group;
-    return {(u * CLUSTER + rank) * TM, (unit % per_group) / in_group * TN, c, ldc, M, N, static_cast<int>((K + TK - 1) / TK)};
+    Plan p{(u * CLUSTER + rank) * TM, (unit % per_group) / in_group * TN, c, ldc, M, N, static_cast<int>((K + TK - 1) / TK)};
+    if (SPLIT_K && split > 1) {  // this block's share of the slices (the launch gives each at least 4)
+      const int all = p.slices;
+      p.k0 = static_cast<int>(static_cast<i64>(all) * part / split);
+      p.slices = static_cast<int>(static_cast<i64>(all) * (part + 1) / split) - p.k0;
+    }
+    return p;
   }
 #endif
   // The block's local-th tile, or -1 past its last: blocks take tiles in turn; with PINGPONG the
@@ -599,7 +709,7 @@ struct Tiles {
   // an idle slot): it has none.
   __device__ i64 tile_of(i64 local) const {
     if (!PINGPONG) {  // clusters take units in turn, as blocks take tiles
-      const i64 tile = blockIdx.x / CLUSTER + local * (gridDim.x / CLUSTER);
+      const i64 tile = blockIdx.x / (CLUSTER * split) + local * (gridDim.x / (CLUSTER * split));
       return tile < count() ? tile : -1;
     }
     const i64 slots = static_cast<i64>(gridDim.x) * CONSUMERS, round = local / CONSUMERS, per_round = round_tiles(slots);
@@ -630,7 +740,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
 JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
                                           i64 ldb, float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows,
                                           const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b) {
-  const Tiles tiles{M, N, K, c, ldc, CLUSTER > 1 ? cluster_rank() : 0u};
+  const Tiles tiles{M, N, K, c, ldc, CLUSTER > 1 ? cluster_rank() : 0u, SPLIT_K ? cluster_size() : 1u, SPLIT_K ? cluster_rank() : 0u};
 #endif
   extern __shared__ __align__(1024) unsigned char jitk_smem[];
   // Slots 1024-byte aligned (the swizzle's period), then the barriers.
@@ -749,8 +859,25 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
       if (plan.slices > 0) release(&empty[(it - 1) % STAGES]);  // the tile's last slot
       if (PINGPONG) bar_arrive(&turn[1 - w]);
       if (SWAPPED) store_transposed(plan, d, t, w, alpha, beta, chain, staging);
+      else if (SPLIT_K && tiles.split > 1) {
+        consumer_sync(w);  // the consumer's warps are all past their last products before the slots are overwritten
+        stage_partial(d, t, reinterpret_cast<float*>(base));
+      }
       else if (GATED) store_gated(plan, d, part, t, alpha, beta, chain, staging);
       else store(plan, d, part, t, alpha, beta, chain, staging);
+    }
+  }
+  // A split tile: every block's partial sums staged, each block sums its share of the rows over the
+  // cluster and stores them (every thread of the cluster passes both barriers).
+  if constexpr (SPLIT_K) {
+    if (tiles.split > 1) {
+      cluster_sync();
+      if (warpgroup > 0) {
+        const i64 tile = blockIdx.x / tiles.split;
+        if (tile < count) store_split(tiles.plan(tile), tiles.split, tiles.part, t, alpha, beta, jitk_chain{JITK_CHAIN_ARGS},
+                                      reinterpret_cast<const float*>(base));
+      }
+      cluster_sync();  // no block leaves while another reads its shared memory
     }
   }
   // The other block may still arrive on this block's barriers and write into its slots: neither

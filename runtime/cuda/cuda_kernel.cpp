@@ -84,6 +84,7 @@ class CudaKernel final : public LoadedKernel {
     if (shape_.blocks_per_sm > 0) persistent_grid_ = static_cast<unsigned>(devices()[device].sm_count * shape_.blocks_per_sm);
     if (shape_.cluster > 1) persistent_grid_ = cluster_grid();
     if (shape_.max_split_k > 1) max_split_k_ = largest_cluster(shape_.max_split_k);
+    if (max_split_k_ > 1) active_clusters();
     if (shape_.stream_k) wave_ = stream_k_wave();
   }
   Backend backend() const override { return Backend::Cuda; }
@@ -91,10 +92,13 @@ class CudaKernel final : public LoadedKernel {
     if (args.work_items <= 0 || args.work_columns <= 0) return;
     GpuLaunch l(args, shape_);
     // few rows first: the generic text the route runs also takes what the copy engine cannot
-    if (!few_rows_.empty() && args.work_items <= kFewRows && leaves_sms_idle(l.grid, devices()[device_].sm_count))
+    if (!few_rows_.empty() && args.work_items <= kFewRows) {
+      const bool idle = leaves_sms_idle(l.grid, devices()[device_].sm_count);
       for (const auto& route : few_rows_)
-        if (args.work_items <= route->max_rows && args.work_items > route->min_rows && args.work_columns >= route->min_columns)
+        if (few_rows_route_takes(args.work_items, args.work_columns, idle, route->min_rows, route->max_rows, route->min_columns,
+                                 route->any_tiles))
           return route->get().launch(args);
+    }
     if (shape_.aligned_rows && args.unaligned && fallback_) return fallback_->get().launch(args);
     if (shape_.tensor_maps && args.matrix_count == 2 && fallback_ &&
         !(copy_engine_takes(args.matrices[0]) && copy_engine_takes(args.matrices[1])))
@@ -132,7 +136,11 @@ class CudaKernel final : public LoadedKernel {
       l.append(&dp_blocks);
     }
     // Few tiles for the SMs: each tile's K walk split over the blocks of a cluster.
-    const int split = std::min(max_split_k_, split_k_for(l.grid, args.work_depth, shape_, devices()[device_].sm_count));
+    const int split = split_that_fits(std::min(max_split_k_, split_k_for(l.grid, args.work_depth, shape_, devices()[device_].sm_count)),
+                                      l.grid, active_clusters_);
+    if (split > 1 && !(logged_splits_.fetch_or(1u << split) & (1u << split)))
+      log().info("a launch of {} tiles ({} x {} x {}) splits K over clusters of {} ({} such clusters run at once; 0: unknown)", l.grid,
+                 args.work_items, args.work_columns, args.work_depth, split, active_clusters_[split]);
     if (shape_.cluster > 1 || split > 1) {
       const int cluster = split > 1 ? split : shape_.cluster;
       CUlaunchAttribute attr{};
@@ -285,6 +293,19 @@ class CudaKernel final : public LoadedKernel {
     return 1;
   }
 
+  // active_clusters_[s]: the clusters of s blocks (2 .. max_split_k_) the device runs at once, where the driver says.
+  void active_clusters() {
+    const DriverApi* api = driver_api();
+    if (!api->cuOccupancyMaxActiveClusters) return;
+    make_current(device_);
+    for (int cluster = 2; cluster <= max_split_k_ && cluster <= 8; ++cluster) {
+      CUlaunchAttribute attr{};
+      CUlaunchConfig config = cluster_config(&attr, static_cast<unsigned>(cluster), nullptr, cluster);
+      int clusters = 0;
+      if (api->cuOccupancyMaxActiveClusters(&clusters, fn_, &config) == CUDA_SUCCESS && clusters > 0) active_clusters_[cluster] = clusters;
+    }
+  }
+
   // A persistent grid in clusters: the clusters the device runs at once (the driver's count; the
   // SMs' when it has none), each shape_.cluster blocks.
   unsigned cluster_grid() const {
@@ -342,6 +363,8 @@ class CudaKernel final : public LoadedKernel {
   mutable std::atomic<bool> pack_failed_{false};     // the packed route could not be had: launches run unpacked
   unsigned persistent_grid_ = 0;
   int max_split_k_ = 1;    // the largest cluster this kernel runs in, where its plan lets a tile's K be split
+  int active_clusters_[9] = {};  // clusters of each size the device runs at once (0: unknown)
+  mutable std::atomic<unsigned> logged_splits_{0};  // the splits said at INFO (bit s: split s), once each
   std::int64_t wave_ = 0;  // blocks the device runs at once, where a stream-K tail can be launched (0: never)
 };
 

@@ -47,11 +47,14 @@ std::vector<std::unique_ptr<Fallback>> few_rows_routes(const SourceUnit& unit, c
     route->max_rows = r.max_rows;
     route->min_rows = r.min_rows;
     route->min_columns = r.min_columns;
+    route->any_tiles = r.any_tiles;
     if (r.own) route->implementation = unit.implementation;
     route->target = target;
     route->why = "launches of " + std::to_string(r.min_rows + 1) + " to " + std::to_string(r.max_rows) + " rows" +
                  (r.min_columns ? " and at least " + std::to_string(r.min_columns) + " columns" : std::string()) +
-                 " whose tiles would leave over half the SMs idle (" + unit.params.to_string() + ")";
+                 (r.any_tiles ? std::string(" (tiles of 64 rows read the weights faster)")
+                              : std::string(" whose tiles would leave over half the SMs idle")) +
+                 " (" + unit.params.to_string() + ")";
     route->warn = false;
     routes.push_back(std::move(route));
   }

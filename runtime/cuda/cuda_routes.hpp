@@ -24,6 +24,7 @@ struct Fallback {
   std::int64_t max_rows = 0;     // a few-rows route: the most rows of a launch it takes,
   std::int64_t min_rows = 0;     // more than this many,
   std::int64_t min_columns = 0;  // and at least this many columns
+  bool any_tiles = false;        // also where the launch's own tiles would fill the SMs (FewRowsRoute)
   std::string implementation;    // the implementation to run (empty: the backend's generic one)
   bool warn = true;
   mutable std::once_flag once;
