@@ -219,7 +219,7 @@ TEST_CASE("attention_prefill on Hopper: cuda-sm90a-tma by default, cuda-sm90a by
   CHECK_THAT(jit::detail::describe_launch(*with_tma, resolved), Contains("tile 128x1x128"));
 }
 
-TEST_CASE("JITK_FA_TMA: 0 ranks the cp.async Hopper text first, 1 or unset the copy engine's; another value is one warning and changes nothing",
+TEST_CASE("JITK_FA_TMA: 0 ranks the cp.async Hopper text first, 1 or unset the copy engine's, another value is one warning and changes nothing",
           "[kernels][attention]") {
   // jitk explain names the implementation a get for the params would take (no GPU needed)
   const std::string explain =
