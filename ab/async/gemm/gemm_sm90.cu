@@ -108,20 +108,25 @@ constexpr bool GATED = true;
 #else
 constexpr bool GATED = false;
 #endif
-// EPI_WHOLE (gemm, where the host's plan left room for it: 128 x 256 at 3 stages, gated at 4): each
-// consumer puts its whole 64 rows of C's tile (TILE_C columns) into shared memory, then 64 of its
-// threads hand a row each to the copy engine (cp.async.bulk, shared to global) and the consumer goes
-// on to the next tile's products while the rows are copied out; it waits for the copies to have
-// read the area only before it writes the area again, a tile later. Row r's 16-byte piece p lies
-// at piece (p + r % 8) % C_PIECES of the row, so a stmatrix's 8 rows of one piece fall in distinct
-// banks, and a row is one or two contiguous runs (the rotation's two sides).
-constexpr int TILE_C = GATED ? TN / 2 : TN, C_PIECES = TILE_C / 8;
-constexpr unsigned WHOLE_BYTES = CONSUMERS * 64 * TILE_C * sizeof(T);
+// EPI_WHOLE (gemm, where the host's plan left room for it: 128 x 256 at 3 stages, gated at 4; at 4
+// stages room for half of it): each consumer puts its 64 rows of C's tile (TILE_C columns; where
+// only half fits, in two passes of half of them) into shared memory, then 64 of its threads hand a
+// row each to the copy engine (cp.async.bulk, shared to global) and the consumer goes on (to the
+// next pass or tile) while the rows are copied out; it waits for the copies to have read the area
+// only before it writes the area again. Row r's 16-byte piece p lies at piece
+// (p + r % 8) % C_PIECES of the row, so a stmatrix's 8 rows of one piece fall in distinct banks,
+// and a row is one or two contiguous runs (the rotation's two sides).
+constexpr int TILE_C = GATED ? TN / 2 : TN;
+constexpr unsigned area_bytes(int cols) { return CONSUMERS * 64 * cols * sizeof(T); }
+constexpr bool fits_beside(unsigned bytes) { return STAGES * SLOT_BYTES + bytes + 1024 + 16 * STAGES + 16 <= JITK_SHARED_BYTES; }
 #if JITK_KERNEL_BLOCK_SPARSE_MATMUL
-constexpr bool EPI_WHOLE = false;
+constexpr int PASS_C = 0;
 #else
-constexpr bool EPI_WHOLE = STAGES * SLOT_BYTES + WHOLE_BYTES + 1024 + 16 * STAGES + 16 <= JITK_SHARED_BYTES;
+constexpr int PASS_C = fits_beside(area_bytes(TILE_C)) ? TILE_C : TILE_C / 2 > 64 && fits_beside(area_bytes(TILE_C / 2)) ? TILE_C / 2 : 0;
 #endif
+constexpr bool EPI_WHOLE = PASS_C > 0;
+constexpr int C_PIECES = EPI_WHOLE ? PASS_C / 8 : 1, C_PASSES = EPI_WHOLE ? TILE_C / PASS_C : 1;
+constexpr unsigned WHOLE_BYTES = area_bytes(PASS_C);
 constexpr unsigned STAGING_BYTES = SWAPPED ? 2 * TN * 64 * sizeof(T) : EPI_WHOLE ? WHOLE_BYTES : EPI_STAGED ? EPI_BYTES : 0;
 static_assert(STAGES * SLOT_BYTES + STAGING_BYTES + 1024 + 16 * STAGES + 16 <= JITK_SHARED_BYTES,
               "gemm_sm90.cu: more shared memory than planned");
@@ -257,21 +262,21 @@ __device__ inline void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group
 __device__ inline void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 __device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // Where piece p (8 values) of the consumer's staged row `row` lies.
-__device__ inline int whole_at(int row, int p) { return row * TILE_C + ((p + row % 8) % C_PIECES) * 8; }
+__device__ inline int whole_at(int row, int p) { return row * PASS_C + ((p + row % 8) % C_PIECES) * 8; }
 // Before the consumer writes its area: the copies of its last tile have read it (each issuing
 // thread waits for its own), and every thread is past its last reads.
 __device__ inline void whole_begin(int w, int t) {
   if (t < 64) bulk_wait_read();
   consumer_sync(w);
 }
-// After the stmatrix: rows m0 + w * 64 + row of C, columns col0 .. col0 + TILE_C (those inside
+// After the stmatrix: rows m0 + w * 64 + row of C, columns col0 .. col0 + PASS_C (those inside
 // M_out x N_out), out of the area: a row a thread (t < 64), its whole 16-byte pieces by the copy
 // engine (one or two runs) and a last partial piece by the thread; where C's rows are not 16-byte
 // aligned, every thread stores values.
 __device__ inline void whole_out(const Plan& plan, int w, int t, const T* st, i64 col0, i64 M_out, i64 N_out, i64 ld, T* out) {
   fence_async_shared();  // the stmatrix writes, before the copy engine reads them
   consumer_sync(w);
-  const i64 cols = N_out - col0 < TILE_C ? N_out - col0 : TILE_C;
+  const i64 cols = N_out - col0 < PASS_C ? N_out - col0 : PASS_C;
   if (cols <= 0) return;
   if (ld % 8 == 0 && jitk::aligned16(out)) {
     if (t >= 64) return;
@@ -281,8 +286,8 @@ __device__ inline void whole_out(const Plan& plan, int w, int t, const T* st, i6
     T* to = out + r * ld + col0;
     const int whole = static_cast<int>(cols / 8), rot = row % 8, first = C_PIECES - rot;  // pieces 0 .. first - 1 lie at rot ..
     const int n1 = whole < first ? whole : first;
-    if (n1 > 0) bulk_store(to, st + row * TILE_C + rot * 8, n1 * 16);
-    if (whole > first) bulk_store(to + first * 8, st + row * TILE_C, (whole - first) * 16);
+    if (n1 > 0) bulk_store(to, st + row * PASS_C + rot * 8, n1 * 16);
+    if (whole > first) bulk_store(to + first * 8, st + row * PASS_C, (whole - first) * 16);
     bulk_commit();
     for (i64 e = whole * 8; e < cols; ++e) to[e] = st[whole_at(row, static_cast<int>(e / 8)) + e % 8];
     return;
@@ -353,22 +358,26 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
   };
   if constexpr (EPI_WHOLE) {
     const int lane = t % 32, warp = t / 32;
-    T* st = staging + w * 64 * TILE_C;  // the consumer's
+    T* st = staging + w * 64 * PASS_C;  // the consumer's
     const int srow = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8, sgroup = lane / 16;  // this lane's stmatrix row
     const float scale = reads ? 1.f : alpha;
-    whole_begin(w, t);
 #pragma unroll
-    for (int g = 0; g < TN / 8; g += 2) {  // groups g and g + 1 (pieces of the row)
-      const int i0 = g * 4;
-      if (reads) {
+    for (int pass = 0; pass < C_PASSES; ++pass) {
+      whole_begin(w, t);
 #pragma unroll
-        for (int i = i0; i < i0 + 8; i += 2) finish(i);
+      for (int g = pass * (PASS_C / 8); g < (pass + 1) * (PASS_C / 8); g += 2) {  // groups g and g + 1 (pieces of the row)
+        const int i0 = g * 4;
+        if (reads) {
+#pragma unroll
+          for (int i = i0; i < i0 + 8; i += 2) finish(i);
+        }
+        __syncwarp();  // stmatrix is .aligned: the whole warp, past finish()'s branches
+        stmatrix(st + whole_at(srow, g - pass * (PASS_C / 8) + sgroup), pack2(scale * d[i0], scale * d[i0 + 1]),
+                 pack2(scale * d[i0 + 2], scale * d[i0 + 3]), pack2(scale * d[i0 + 4], scale * d[i0 + 5]),
+                 pack2(scale * d[i0 + 6], scale * d[i0 + 7]));
       }
-      __syncwarp();  // stmatrix is .aligned: the whole warp, past finish()'s branches
-      stmatrix(st + whole_at(srow, g + sgroup), pack2(scale * d[i0], scale * d[i0 + 1]), pack2(scale * d[i0 + 2], scale * d[i0 + 3]),
-               pack2(scale * d[i0 + 4], scale * d[i0 + 5]), pack2(scale * d[i0 + 6], scale * d[i0 + 7]));
+      whole_out(plan, w, t, st, plan.n0 + pass * PASS_C, M_out, N_out, ld, out);
     }
-    whole_out(plan, w, t, st, plan.n0, M_out, N_out, ld, out);
     return;
   }
   if constexpr (EPI_STAGED) {
@@ -501,23 +510,26 @@ __device__ inline void store_gated(const Plan& plan, float (&d)[TN / 2], int w, 
   if constexpr (EPI_WHOLE) {
     // As store()'s: gate groups j and j + 2 (of each 4) give C's pieces j / 2 and j / 2 + 1
     const int lane = t % 32, warp = t / 32;
-    T* st = staging + w * 64 * TILE_C;  // the consumer's
+    T* st = staging + w * 64 * PASS_C;  // the consumer's
     const int srow = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8, sgroup = lane / 16;  // this lane's stmatrix row
-    whole_begin(w, t);
 #pragma unroll
-    for (int j = 0; j < TN / 8; j += 4) {
-      const int g0 = j * 4, g2 = (j + 2) * 4;  // gate groups j and j + 2 (registers)
-      if (reads) {  // their pairs: q = 2p, 2p + 1 for gate group 2p
+    for (int pass = 0; pass < C_PASSES; ++pass) {
+      whole_begin(w, t);
 #pragma unroll
-        for (int q = j / 2 * 2; q < j / 2 * 2 + 2; ++q) finish(q);
+      for (int j = pass * (PASS_C / 4); j < (pass + 1) * (PASS_C / 4); j += 4) {  // B's groups; C's pieces j / 2, j / 2 + 1
+        const int g0 = j * 4, g2 = (j + 2) * 4;  // gate groups j and j + 2 (registers)
+        if (reads) {  // their pairs: q = 2p, 2p + 1 for gate group 2p
 #pragma unroll
-        for (int q = (j + 2) / 2 * 2; q < (j + 2) / 2 * 2 + 2; ++q) finish(q);
+          for (int q = j / 2 * 2; q < j / 2 * 2 + 2; ++q) finish(q);
+#pragma unroll
+          for (int q = (j + 2) / 2 * 2; q < (j + 2) / 2 * 2 + 2; ++q) finish(q);
+        }
+        __syncwarp();  // stmatrix is .aligned: the whole warp, past finish()'s branches
+        stmatrix(st + whole_at(srow, j / 2 - pass * (PASS_C / 8) + sgroup), pack2(d[g0], d[g0 + 1]), pack2(d[g0 + 2], d[g0 + 3]),
+                 pack2(d[g2], d[g2 + 1]), pack2(d[g2 + 2], d[g2 + 3]));
       }
-      __syncwarp();  // stmatrix is .aligned: the whole warp, past finish()'s branches
-      stmatrix(st + whole_at(srow, j / 2 + sgroup), pack2(d[g0], d[g0 + 1]), pack2(d[g0 + 2], d[g0 + 3]), pack2(d[g2], d[g2 + 1]),
-               pack2(d[g2 + 2], d[g2 + 3]));
+      whole_out(plan, w, t, st, plan.n0 / 2 + pass * PASS_C, M_out, N_out, ld, out);
     }
-    whole_out(plan, w, t, st, plan.n0 / 2, M_out, N_out, ld, out);
     return;
   }
   if constexpr (EPI_STAGED) {
