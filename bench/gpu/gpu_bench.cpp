@@ -887,6 +887,7 @@ std::vector<GemmCase> gemm_cases() {
     cases.push_back({jit::DType::bf16, row, row, shape});
     cases.push_back({jit::DType::bf16, row, row, shape, "", 2});
     cases.push_back({jit::DType::bf16, row, row, shape, "", 0, 128, 256, 64, 3, "_stages3"});
+    if (shape.n == 28672) cases.push_back({jit::DType::bf16, row, row, shape, "", 0, 0, 0, 0, 0, "", Gemm::Gate::Silu});  // as the layer runs it
   }
   // The same layer's prefill at 8 x 2048 tokens (16384 rows; `--filter 16384`): qkv, o, gate/up
   // gated as the layer runs it (silu in the epilogue, C of N / 2 columns; cuBLAS's time is the
