@@ -319,9 +319,8 @@ TEST_CASE("GPU gemm in clusters of two blocks (B multicast to both) matches the 
 TEST_CASE("GPU gemm on cuda-sm90a stages C through shared memory where its plan has room, stores from registers where not, and matches",
           "[gpu][gemm][sm90_epilogue]") {
   if (!have_gpu() || !have_hopper()) return;
-  // Staged: the default 128 x 256 x 4, 64 x 64 x 4 (two blocks an SM, both staging), 128 x 64 x 6;
-  // with room for C's whole tile (a text may copy it out while the next tile runs): 128 x 256 x 3,
-  // 128 x 128 x 6.
+  // Staged: the default 128 x 256 x 4, 64 x 64 x 4 (two blocks an SM, both staging), 128 x 64 x 6,
+  // 128 x 256 x 3, 128 x 128 x 6.
   // From registers: 128 x 128 x 7 and 64 x 64 x 7 (no room beside the stages; test_gemm.cpp checks
   // the plans). Odd sizes and edge tiles (rows past M, columns past N: a 16-byte piece cut short),
   // leading dimensions that are not a multiple of 8 (each element stored alone) or 16-byte aligned
@@ -340,8 +339,7 @@ TEST_CASE("GPU gemm on cuda-sm90a stages C through shared memory where its plan 
           CHECK(gemm_error<jit::bfloat16>(q, "cuda-sm90a", c) <= tolerance<jit::bfloat16>());
         }
       }
-  // an epilogue chain over beta * C, staged (4; 6: the whole tile's room) and not (7); 128 x 256 x 3
-  // (the whole tile's room); f16
+  // an epilogue chain over beta * C, staged (4, 6) and not (7); 128 x 256 x 3; f16
   using Plan = std::pair<std::int64_t, std::int64_t>;
   for (auto [tn, stages] : {Plan{128, 4}, {128, 6}, {128, 7}, {256, 3}}) {
     auto q = params(jit::DType::bf16, Layout::RowMajor, Layout::RowMajor);

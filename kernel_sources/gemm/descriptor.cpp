@@ -85,17 +85,7 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   // where it fits beside the slots (and twice, for two blocks an SM); the text stages C through it
   // only when the plan gave it (JITK_SHARED_BYTES), storing from registers otherwise.
   const std::int64_t staged = sm90_shared_bytes(stages, tm, tn, kSm90EpilogueRows);
-  // Room for C's whole tile (each consumer's 64 rows by the tile's columns of C: tile_n, half of it
-  // gated) where that fits beside the slots (128 x 256 at 3 stages; gated at 4), else for half of
-  // it (128 x 256 at 4 stages) where that is more than the 64 x 64 staging: a text may then copy C
-  // out of shared memory asynchronously while its consumers go on.
-  const std::int64_t c_cols = gated(p) ? tn / 2 : tn;
-  const std::int64_t whole = sm90_shared_bytes(stages, tm, tn, c_cols), half = sm90_shared_bytes(stages, tm, tn, c_cols / 2);
-  const auto fits = [&](std::int64_t bytes) { return bytes * (two ? 2 : 1) <= kMaxSharedBytes; };
-  const std::int64_t shared = fits(whole)                             ? std::max(whole, staged)
-                              : c_cols / 2 > kSm90EpilogueRows && fits(half) ? half
-                              : fits(staged)                          ? staged
-                                                                      : base;
+  const std::int64_t shared = staged * (two ? 2 : 1) <= kMaxSharedBytes ? staged : base;
   TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, tn, tk, two ? 2 : 1, static_cast<int>(cluster)};
   if (plan.shared_bytes > kMaxSharedBytes)
     return shared_memory_refused(tile_text(p) + " x " + std::to_string(stages) + " stages needs " +
