@@ -349,9 +349,11 @@ constexpr bool GATED = false;
 #endif
 // silu and gelu_tanh as jitk_gpu.h's, g / (1 + e^x), with the division as a product by the
 // reciprocal (rcp.approx, about 1 ulp; __fdividef): the epilogue runs while the tensor cores wait,
-// and an IEEE division (a reciprocal, its refinement and a range check a value) took the gated gemm
-// to 0.880 of cuBLAS at 16384 x 28672 x 4096 where the plain one read 0.963 (H100). A denominator
-// past 2^126 (e^x overflowing: g under -87) gives 0, as g / inf does.
+// and an IEEE division (a reciprocal, its refinement and a range check a value) held the gated gemm
+// to 0.870-0.880 of cuBLAS's plain gemm where the plain one read 0.96-0.99 (H100, the Llama-3-8B
+// gate/up, 16384 x 28672 x 4096; 0.943 with rcp.approx, and 0.870 -> 0.970 at 2048 rows:
+// bench/results/2026-11-26-h100-gemm-16384.md). A denominator past 2^126 (e^x overflowing: g under
+// -87) gives 0, as g / inf does.
 __device__ inline float gate_activation(float g) {
 #if JITK_GATE_GELU_TANH
   return __fdividef(g, 1.0f + __expf(-1.5957691216057308f * (g + 0.044715f * g * g * g)));
