@@ -136,13 +136,19 @@ __device__ inline float neg_inf() { return __int_as_float(0xff800000); }
 // without cancellation for negative g: 0.5 g erfc(-g / sqrt 2), and 0.5 g (1 + tanh(u)) = g / (1 + exp(-2u)).
 __device__ inline float relu(float v) { return v < 0.0f ? 0.0f : v; }  // NaN stays NaN
 __device__ inline float sigmoid(float v) { return 1.0f / (1.0f + __expf(-v)); }
-__device__ inline float silu(float v) { return v / (1.0f + __expf(-v)); }
+// silu and gelu_tanh divide as a product by the reciprocal (rcp.approx, about 2 ulp; __fdividef): in
+// the gated gemm's epilogue (jitk_gate.h) an IEEE division (a reciprocal, its refinement and a range
+// check a value) held the Llama-3-8B gate/up to 0.870-0.880 of cuBLAS's plain gemm while the tensor
+// cores waited; 0.943 with rcp.approx (H100, 16384 x 28672 x 4096; 0.970 at 2048 rows:
+// bench/results/2026-11-26-h100-gemm-16384.md). A denominator past 2^126 (e^x overflowing: g under
+// -87) gives 0, as g / inf does.
+__device__ inline float silu(float v) { return __fdividef(v, 1.0f + __expf(-v)); }
 // gelu: erff (cheaper) where 1 + erf keeps its digits, erfcf below -3 where it would cancel
 // (1 + erf(-3 / sqrt 2) = 0.0027: under 3 of float's 7 digits lost, fewer than bf16/f16 keep).
 __device__ inline float gelu(float g) {
   return g >= -3.0f ? 0.5f * g * (1.0f + erff(g * 0.7071067811865476f)) : 0.5f * g * erfcf(g * -0.7071067811865476f);
 }
-__device__ inline float gelu_tanh(float g) { return g / (1.0f + __expf(-1.5957691216057308f * (g + 0.044715f * g * g * g))); }
+__device__ inline float gelu_tanh(float g) { return __fdividef(g, 1.0f + __expf(-1.5957691216057308f * (g + 0.044715f * g * g * g))); }
 
 __device__ inline bool aligned16(const void* p) { return (reinterpret_cast<u64>(p) & 15) == 0; }
 

@@ -318,9 +318,10 @@ TEST_CASE("GPU gemm in clusters of two blocks (B multicast to both) matches the 
 }
 
 TEST_CASE("GPU gemm on cuda-sm90a stages C through shared memory where its plan has room, stores from registers where not, and matches",
-          "[gpu][gemm]") {
+          "[gpu][gemm][sm90_epilogue]") {
   if (!have_gpu() || !have_hopper()) return;
-  // Staged: the default 128 x 256 x 4, 64 x 64 x 4 (two blocks an SM, both staging), 128 x 64 x 6.
+  // Staged: the default 128 x 256 x 4, 64 x 64 x 4 (two blocks an SM, both staging), 128 x 64 x 6,
+  // 128 x 256 x 3, 128 x 128 x 6.
   // From registers: 128 x 128 x 7 and 64 x 64 x 7 (no room beside the stages; test_gemm.cpp checks
   // the plans). Odd sizes and edge tiles (rows past M, columns past N: a 16-byte piece cut short),
   // leading dimensions that are not a multiple of 8 (each element stored alone) or 16-byte aligned
@@ -329,7 +330,7 @@ TEST_CASE("GPU gemm on cuda-sm90a stages C through shared memory where its plan 
   using Tile = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
   for (Layout la : {Layout::RowMajor, Layout::ColMajor})
     for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
-      for (auto [tm, tn, stages] : {Tile{0, 0, 0}, {64, 64, 4}, {128, 64, 6}, {128, 128, 7}, {64, 64, 7}}) {
+      for (auto [tm, tn, stages] : {Tile{0, 0, 0}, {64, 64, 4}, {128, 64, 6}, {128, 128, 7}, {64, 64, 7}, {128, 256, 3}, {128, 128, 6}}) {
         auto q = params(jit::DType::bf16, la, lb);
         q.tile_m = tm, q.tile_n = tn, q.tile_k = tm ? 64 : 0, q.stages = stages;
         for (const Case& c : cases) {
@@ -339,11 +340,12 @@ TEST_CASE("GPU gemm on cuda-sm90a stages C through shared memory where its plan 
           CHECK(gemm_error<jit::bfloat16>(q, "cuda-sm90a", c) <= tolerance<jit::bfloat16>());
         }
       }
-  // an epilogue chain over beta * C, staged and not; f16
-  for (std::int64_t stages : {4, 7}) {
+  // an epilogue chain over beta * C, staged (4, 6) and not (7); 128 x 256 x 3; f16
+  using Plan = std::pair<std::int64_t, std::int64_t>;
+  for (auto [tn, stages] : {Plan{128, 4}, {128, 6}, {128, 7}, {256, 3}}) {
     auto q = params(jit::DType::bf16, Layout::RowMajor, Layout::RowMajor);
-    q.tile_m = 128, q.tile_n = 128, q.tile_k = 64, q.stages = stages;
-    INFO("128 x 128 x " << stages);
+    q.tile_m = 128, q.tile_n = tn, q.tile_k = 64, q.stages = stages;
+    INFO("128 x " << tn << " x " << stages);
     CHECK(gemm_error<jit::bfloat16>(q, "cuda-sm90a", {300, 333, 200, 8, 1, 0.5}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
     q.dtype = jit::DType::f16;
     CHECK(gemm_error<jit::half>(q, "cuda-sm90a", {300, 333, 200, 8, 1, 0}) <= tolerance<jit::half>());
@@ -674,7 +676,7 @@ TEST_CASE("GPU gated gemm in other tiles, few rows (split and own-tile routes), 
         CHECK(gated_error<jit::bfloat16>(silu(la, lb), "", c) <= tol);
       }
   // every tile shape of each implementation's, with an epilogue (a tensor shaped like C)
-  const std::int64_t tiles[][4] = {{128, 256, 64, 4}, {128, 128, 64, 5}, {128, 192, 64, 4}, {64, 256, 64, 5}, {64, 64, 64, 8},
+  const std::int64_t tiles[][4] = {{128, 256, 64, 4}, {128, 128, 64, 5}, {128, 192, 64, 4}, {64, 256, 64, 5}, {64, 64, 64, 8}, {128, 256, 64, 3},
                                    {128, 128, 32, 3}, {64, 128, 32, 4},  {16, 128, 64, 4},  {64, 32, 32, 4},  {32, 16, 32, 3}};
   auto p = silu(Layout::RowMajor, Layout::RowMajor);
   for (const auto& impl : jit::implementations_for("gemm", gpu(), kernels::Gemm::to_params(p)))

@@ -522,11 +522,14 @@ struct GemmCase {
   std::int64_t cluster_m = 0;       // 2: Hopper's blocks in pairs sharing B (TMA multicast)
   std::int64_t tile_m = 0, tile_n = 0, tile_k = 0, stages = 0;  // 0: the implementation's defaults
   std::string tag = "";  // appended to the name (e.g. "_stages3" where the tile above alone would not tell)
+  Gemm::Gate gate = Gemm::Gate::None;  // silu: the gated gemm (C = silu(gate columns) * up columns, M x N / 2)
 
   bool a_row() const { return a_layout == Layout::RowMajor; }
   bool b_row() const { return b_layout == Layout::RowMajor; }
   std::int64_t lda() const { return a_row() ? shape.k : shape.m; }
   std::int64_t ldb() const { return b_row() ? shape.n : shape.k; }
+  bool gated() const { return gate != Gemm::Gate::None; }
+  std::int64_t n_out() const { return gated() ? shape.n / 2 : shape.n; }  // C's columns
   double flops() const { return 2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) * static_cast<double>(shape.k); }
   double tflops(double ms) const { return flops() / ms / 1e9; }
   Gemm::Params params() const {
@@ -536,13 +539,15 @@ struct GemmCase {
     p.b_layout = b_layout;
     p.cluster_m = cluster_m;
     p.tile_m = tile_m, p.tile_n = tile_n, p.tile_k = tile_k, p.stages = stages;
+    p.gate = gate;
     return p;
   }
   std::string name() const {  // "gemm_bf16_row_col_4096x4096x4096", "..._cluster2", "..._tile16x128x64"
     return "gemm_" + std::string(jit::dtype_name(dtype)) + (a_row() ? "_row" : "_col") + (b_row() ? "_row_" : "_col_") +
            std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k) +
            (cluster_m > 1 ? "_cluster" + std::to_string(cluster_m) : "") +
-           (tile_m > 0 ? "_tile" + std::to_string(tile_m) + "x" + std::to_string(tile_n) + "x" + std::to_string(tile_k) : "") + tag;
+           (tile_m > 0 ? "_tile" + std::to_string(tile_m) + "x" + std::to_string(tile_n) + "x" + std::to_string(tile_k) : "") +
+           (gated() ? std::string("_gated_") + Gemm::gate_name(gate) : "") + tag;
   }
 };
 
@@ -650,6 +655,27 @@ std::vector<float> download_values(jit::DType dtype, const jit::cuda::DeviceArra
 // A and B filled with random_values in the case's dtype and uploaded once; the host keeps their
 // rounded values for the float64 reference. Two outputs: one for jitk, one for the baseline it is
 // compared with.
+// x rounded to dtype's precision (16-bit types; f32 and wider as they are).
+double round_to(jit::DType dtype, double x) {
+  const float f = static_cast<float>(x);
+  if (dtype == jit::DType::bf16) return jit::to_float(jit::to_bfloat16(f));
+  if (dtype == jit::DType::f16) return jit::to_float(jit::to_half(f));
+  return x;
+}
+
+// A gated gemm's C (M x N / 2: silu of each gate column times its up column, docs/gemm.md) from the
+// plain product's M x N values (e.g. cuBLAS's, already in the dtype).
+std::vector<float> gated_from(const std::vector<float>& full, std::int64_t m, std::int64_t n) {
+  std::vector<float> out(static_cast<std::size_t>(m * (n / 2)));
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n / 2; ++j) {
+      const std::int64_t col = 16 * (j / 8) + j % 8;
+      const double gate = full[static_cast<std::size_t>(i * n + col)], up = full[static_cast<std::size_t>(i * n + col + 8)];
+      out[static_cast<std::size_t>(i * (n / 2) + j)] = static_cast<float>(gate / (1.0 + std::exp(-gate)) * up);
+    }
+  return out;
+}
+
 class GemmData {
  public:
   explicit GemmData(const GemmCase& g)
@@ -660,7 +686,7 @@ class GemmData {
         c_baseline_(device_values(g.dtype, g.shape.m * g.shape.n)) {}
 
   bool same_operands(const GemmCase& g) const {
-    return g.dtype == g_.dtype && g.a_layout == g_.a_layout && g.b_layout == g_.b_layout && g.shape.m == g_.shape.m &&
+    return g.dtype == g_.dtype && g.gate == g_.gate && g.a_layout == g_.a_layout && g.b_layout == g_.b_layout && g.shape.m == g_.shape.m &&
            g.shape.n == g_.shape.n && g.shape.k == g_.shape.k;
   }
   const void* a() const { return a_.data(); }
@@ -670,25 +696,44 @@ class GemmData {
   Gemm::Args args(void* c) const {
     const jit::DType t = g_.dtype;
     return {g_.shape.m, g_.shape.n, g_.shape.k, 1.0, jit::ConstPtr(a(), t), g_.lda(), jit::ConstPtr(b(), t), g_.ldb(),
-            0.0, jit::MutPtr(c, t), g_.shape.n, {}};
+            0.0, jit::MutPtr(c, t), g_.n_out(), {}};
   }
-  std::vector<float> c_values() const { return download_values(g_.dtype, c_); }
+  std::vector<float> c_values() const {  // C's M x n_out() values
+    std::vector<float> v = download_values(g_.dtype, c_);
+    v.resize(static_cast<std::size_t>(g_.shape.m * g_.n_out()));
+    return v;
+  }
   std::vector<float> baseline_values() const { return download_values(g_.dtype, c_baseline_); }
-  // Relative L2 error of C on sampled entries against sums in float64 of the host's A and B.
-  double error_vs_float64(const std::vector<float>& c) const {
+  // Relative L2 error of C on sampled entries against sums in float64 of the host's A and B (a
+  // gated case: its C, M x N / 2, against silu(g) * u of the float64 sums rounded to the dtype, as
+  // docs/gemm.md defines it; `gated` = false checks a full M x N product, e.g. cuBLAS's).
+  double error_vs_float64(const std::vector<float>& c, bool gated = true) const {
     const auto [m, n, k] = g_.shape;
-    std::mt19937_64 rng(7);
-    double err = 0, norm = 0;
-    for (int s = 0; s < kReferenceSamples; ++s) {
-      const std::int64_t i = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(m));
-      const std::int64_t j = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n));
+    gated = gated && g_.gated();
+    const std::int64_t n_out = gated ? n / 2 : n;
+    const auto product = [&](std::int64_t i, std::int64_t j) {
       double sum = 0;
       for (std::int64_t p = 0; p < k; ++p) {
         const double a = a_host_[static_cast<std::size_t>(g_.a_row() ? i * g_.lda() + p : p * g_.lda() + i)];
         const double b = b_host_[static_cast<std::size_t>(g_.b_row() ? p * g_.ldb() + j : j * g_.ldb() + p)];
         sum += a * b;
       }
-      const double d = c[static_cast<std::size_t>(i * n + j)] - sum;
+      return sum;
+    };
+    std::mt19937_64 rng(7);
+    double err = 0, norm = 0;
+    for (int s = 0; s < kReferenceSamples; ++s) {
+      const std::int64_t i = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(m));
+      const std::int64_t j = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n_out));
+      double sum;
+      if (gated) {
+        const std::int64_t col = 16 * (j / 8) + j % 8;
+        const double gate = round_to(g_.dtype, product(i, col)), up = round_to(g_.dtype, product(i, col + 8));
+        sum = gate / (1.0 + std::exp(-gate)) * up;
+      } else {
+        sum = product(i, j);
+      }
+      const double d = c[static_cast<std::size_t>(i * n_out + j)] - sum;
       err += d * d;
       norm += sum * sum;
     }
@@ -790,8 +835,10 @@ bool bench_gemm(const GemmCase& g, const Cublas& cublas, std::unique_ptr<GemmDat
   if (Cublas::kAvailable) {
     run_cublas();
     const std::vector<float> c_cublas = d.baseline_values();
-    ok &= check_error(g.name() + " cuBLAS vs float64", d.error_vs_float64(c_cublas), sixteen_bit ? kHalfLimit : kNoTf32Limit);
-    ok &= check_error(label + " vs cuBLAS", rel_l2(c, c_cublas), limit);
+    ok &= check_error(g.name() + " cuBLAS vs float64", d.error_vs_float64(c_cublas, false), sixteen_bit ? kHalfLimit : kNoTf32Limit);
+    // gated: against silu(g) * u of cuBLAS's product (cuBLAS's time is the plain gemm's, which
+    // writes twice C's bytes and leaves the activation to another launch)
+    ok &= check_error(label + " vs cuBLAS", rel_l2(c, g.gated() ? gated_from(c_cublas, g.shape.m, g.shape.n) : c_cublas), limit);
   }
   double tflops;
   if (Cublas::kAvailable) {
@@ -857,8 +904,19 @@ std::vector<GemmCase> gemm_cases() {
     cases.push_back({jit::DType::bf16, row, row, shape});
     cases.push_back({jit::DType::bf16, row, row, shape, "", 2});
     cases.push_back({jit::DType::bf16, row, row, shape, "", 0, 128, 256, 64, 3, "_stages3"});
+    if (shape.n == 28672) cases.push_back({jit::DType::bf16, row, row, shape, "", 0, 0, 0, 0, 0, "", Gemm::Gate::Silu});  // as the layer runs it
   }
-  for (const Gemm::Shape shape : {Gemm::Shape{16384, 28672, 4096}, {16384, 4096, 14336}}) cases.push_back({jit::DType::bf16, row, row, shape});
+  // The same layer's prefill at 8 x 2048 tokens (16384 rows; `--filter 16384`): qkv, o, gate/up
+  // gated as the layer runs it (silu in the epilogue, C of N / 2 columns; cuBLAS's time is the
+  // plain product's) and plain, down; at the default tiles, in clusters of two and at 3 stages.
+  for (const Gemm::Shape shape : {Gemm::Shape{16384, 6144, 4096}, {16384, 4096, 4096}, {16384, 28672, 4096}, {16384, 4096, 14336}}) {
+    const bool mlp_up = shape.n == 28672;
+    const Gemm::Gate gate = mlp_up ? Gemm::Gate::Silu : Gemm::Gate::None;
+    cases.push_back({jit::DType::bf16, row, row, shape, "", 0, 0, 0, 0, 0, "", gate});
+    cases.push_back({jit::DType::bf16, row, row, shape, "", 2, 0, 0, 0, 0, "", gate});
+    cases.push_back({jit::DType::bf16, row, row, shape, "", 0, 128, 256, 64, 3, "_stages3", gate});
+    if (mlp_up) cases.push_back({jit::DType::bf16, row, row, shape});
+  }
   return cases;
 }
 

@@ -17,7 +17,8 @@ for r in json.load(sys.stdin):
   while read -r kernel params impl launch key; do
     blob=$cache/blobs/${key:0:2}/$key
     [ -f "$blob" ] || continue
-    tail -c +89 "$blob" > "$tmp/k.cubin"  # the blob's 88-byte header (docs/cache-format.md), then the cubin
+    header=$(od -An -tu4 -j12 -N4 "$blob" | tr -d ' ')  # the blob's header_size (docs/cache-format.md), then the cubin
+    tail -c +$((header + 1)) "$blob" > "$tmp/k.cubin"
     usage=$("$cuobjdump" --dump-resource-usage "$tmp/k.cubin" 2>/dev/null | grep -o "REG:[0-9]* STACK:[0-9]* SHARED:[0-9]* LOCAL:[0-9]*" | head -1)
     printf "%-20s %-70s %-10s %-20s %s\n" "$kernel" "$params" "$impl" "$launch" "$usage"
   done

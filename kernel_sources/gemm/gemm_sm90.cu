@@ -576,7 +576,7 @@ __device__ inline void store_split(const Plan& plan, unsigned split, unsigned pa
     float v[8];
     if constexpr (GATED) {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) v[k] = gate_activation(rounded(alpha * s[k])) * rounded(alpha * s[k + 8]);
+      for (int k = 0; k < 8; ++k) v[k] = jitk::JITK_GATE_ACTIVATION(rounded(alpha * s[k])) * rounded(alpha * s[k + 8]);
     } else {
 #pragma unroll
       for (int k = 0; k < 8; ++k) v[k] = alpha * s[k];
