@@ -1041,6 +1041,13 @@ bool decode_gemm_benches(const Cublas& cublas) {
     const auto run_cublas = [&] { cublas.gemm(plain, a.data(), weights[static_cast<std::size_t>(turn_ref++ % copies)].data(), ref.data()); };
     run_cublas();
     std::vector<float> want = download_values(jit::DType::bf16, ref);
+    // name's weight read rate against cuBLAS's plain gemm (same run): GB/s and the fraction of the copy rate
+    const auto emit_rates = [&](const std::string& name, auto&& run) {
+      const auto [ms, cublas_ms] = device_ms_pair(run, run_cublas);
+      emit((name + "_GBps").c_str(), weight_bytes / ms / 1e6, "GB/s", weight_bytes / cublas_ms / 1e6, "cuBLAS GemmEx (plain), same run");
+      emit((name + "_of_copy").c_str(), weight_bytes / ms / 1e6 / copy_gbps, "x", weight_bytes / cublas_ms / 1e6 / copy_gbps,
+           "cuBLAS's fraction of the copy rate");
+    };
     if (gated) {  // act(gate) * up of each group of 8 gate and 8 up columns
       std::vector<float> act(static_cast<std::size_t>(m * n_out));
       for (std::int64_t r = 0; r < m; ++r)
@@ -1082,10 +1089,7 @@ bool decode_gemm_benches(const Cublas& cublas) {
           ok = false;
           continue;
         }
-        const auto [ms, cublas_ms] = device_ms_pair(run, run_cublas);
-        emit((name + "_GBps").c_str(), weight_bytes / ms / 1e6, "GB/s", weight_bytes / cublas_ms / 1e6, "cuBLAS GemmEx (plain), same run");
-        emit((name + "_of_copy").c_str(), weight_bytes / ms / 1e6 / copy_gbps, "x", weight_bytes / cublas_ms / 1e6 / copy_gbps,
-             "cuBLAS's fraction of the copy rate");
+        emit_rates(name, run);
       } catch (const jit::Error& e) {
         std::fprintf(stderr, "gemm bench: %s failed: %s  <-- GEMM CHECK FAILED\n", name.c_str(), e.what());
         ok = false;
@@ -1110,10 +1114,7 @@ bool decode_gemm_benches(const Cublas& cublas) {
         if (!check_error(name + " vs cuBLAS", rel_l2(got_c, want), kHalfLimit)) {
           ok = false;
         } else {
-          const auto [ms, cublas_ms] = device_ms_pair(run, run_cublas);
-          emit((name + "_GBps").c_str(), weight_bytes / ms / 1e6, "GB/s", weight_bytes / cublas_ms / 1e6, "cuBLAS GemmEx (plain), same run");
-          emit((name + "_of_copy").c_str(), weight_bytes / ms / 1e6 / copy_gbps, "x", weight_bytes / cublas_ms / 1e6 / copy_gbps,
-               "cuBLAS's fraction of the copy rate");
+          emit_rates(name, run);
         }
       } catch (const jit::Error& e) {
         std::fprintf(stderr, "gemm bench: %s failed: %s  <-- GEMM CHECK FAILED\n", name.c_str(), e.what());
