@@ -4,6 +4,7 @@
 
 #include <nanobind/stl/string.h>  // nb::cast<std::string>: the same caster in every file
 
+#include <algorithm>
 #include <stdexcept>
 #include <unordered_map>
 #include <variant>
@@ -109,14 +110,12 @@ const Signature& checked_signature(const KernelBinding& b) {
       throw std::logic_error(b.kernel + ": field " + std::to_string(i) + " ('" + sig.fields[i].name + "') of its Python signature is " +
                              std::string(field_type_name(want)) + "; the descriptor's is " + std::string(field_type_name(have)));
   }
-  for (const auto& f : sig.fields)
-    for (const auto& d : f.dims) {
-      bool known = d.when_param.empty();
-      for (const auto& p : b.param_fields) known = known || p.name == d.when_param;
-      if (!known)
-        throw std::logic_error(b.kernel + ": the dimension '" + d.text + "' of its Python signature depends on '" + d.when_param +
-                               "', which is not a param of its descriptor");
-    }
+  if (const auto [f, d] = dim_on_unknown_param(sig, [&](const std::string& name) {
+        return std::any_of(b.param_fields.begin(), b.param_fields.end(), [&](const auto& p) { return p.name == name; });
+      });
+      d)
+    throw std::logic_error(b.kernel + ": the dimension '" + d->text + "' of its Python signature depends on '" + d->when_param +
+                           "', which is not a param of its descriptor");
   for (std::size_t i = 0; i < b.param_fields.size(); ++i)
     if (b.param_fields[i].kind == ParamField::Kind::Unmapped)
       throw std::logic_error(b.kernel + ": field " + std::to_string(i) + " of its Params is not written by to_params in a way the binding reads");

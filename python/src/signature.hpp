@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace jitk_py {
@@ -74,5 +75,13 @@ struct Signature {
 
 // Parses a declaration; throws std::invalid_argument naming the kernel and the part it could not read.
 Signature parse_signature(std::string_view kernel, std::string_view declaration);
+// The first dimension of sig whose condition names a param has_param does not know (and its field),
+// or {nullptr, nullptr}: a registration's or a descriptor's check before any launch.
+template <class HasParam> std::pair<const Field*, const DimExpr*> dim_on_unknown_param(const Signature& sig, HasParam&& has_param) {
+  for (const auto& f : sig.fields)
+    for (const auto& d : f.dims)
+      if (!d.when_param.empty() && !has_param(d.when_param)) return {&f, &d};
+  return {nullptr, nullptr};
+}
 
 }  // namespace jitk_py

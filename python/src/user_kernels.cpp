@@ -4,6 +4,7 @@
 
 #include <nanobind/stl/string.h>  // nb::cast<std::string>: the same caster in every file
 
+#include <algorithm>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -117,14 +118,12 @@ void register_user_kernel(const std::string& name, const std::string& summary, c
           if (jit::dtype_name(d) == c) dtypes.push_back(d);
     spec.params.push_back(std::move(p));
   }
-  for (const auto& f : uk.sig.fields)
-    for (const auto& d : f.dims) {
-      bool known = d.when_param.empty();
-      for (const auto& p : spec.params) known = known || p.name == d.when_param;
-      if (!known)
-        throw jit::Error(jit::ErrorCode::InvalidParams, name + ": the dimension '" + d.text + "' of '" + f.name + "' depends on '" +
-                                                            d.when_param + "', which is not one of its params");
-    }
+  if (const auto [f, d] = dim_on_unknown_param(uk.sig, [&](const std::string& param) {
+        return std::any_of(spec.params.begin(), spec.params.end(), [&](const auto& p) { return p.name == param; });
+      });
+      d)
+    throw jit::Error(jit::ErrorCode::InvalidParams, name + ": the dimension '" + d->text + "' of '" + f->name + "' depends on '" +
+                                                        d->when_param + "', which is not one of its params");
   jit::Implementation cpu;
   cpu.name = "cpu";
   cpu.backend = jit::Backend::Cpu;
