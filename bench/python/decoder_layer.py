@@ -17,7 +17,7 @@ import time
 
 import torch
 
-import jitk.torch  # noqa: F401  (registers torch.ops.jitk)
+import jitk.torch  # registers torch.ops.jitk
 
 ops = torch.ops.jitk
 
@@ -56,10 +56,16 @@ def layer_jitk(x, w, a):
     v = v.reshape(t, a.kv_heads, a.head_dim).contiguous()
     ops.rotary_embedding(w["positions"], q, k, a.head_dim, 500000.0, "neox")
     o = ops.attention_prefill(q, k, v, w["cu"], w["cu"], t, 1.0 / math.sqrt(a.head_dim), True, 0)
-    attn = ops.gemm(o.view(t, -1), w["o"])
-    residual = x.clone()
-    h = ops.fused_add_rms_norm(attn, residual, w["post_norm"], 1e-6)  # residual = x + attn
-    return residual + ops.gemm(ops.silu_and_mul(ops.gemm(h, w["gate_up"])), w["down"])
+    if w.get("gate_up_interleaved") is None:  # --unfused: the gemms plain, silu_and_mul and the adds apart
+        attn = ops.gemm(o.view(t, -1), w["o"])
+        residual = x.clone()
+        h = ops.fused_add_rms_norm(attn, residual, w["post_norm"], 1e-6)  # residual = x + attn
+        return residual + ops.gemm(ops.silu_and_mul(ops.gemm(h, w["gate_up"])), w["down"])
+    # as examples/decoder_layer.cpp: the residual adds in the o and down gemms' epilogues, SiLU-and-mul in
+    # the gate/up gemm's (its weight interleaved: 8 gate columns, then 8 up)
+    x = ops.gemm(o.view(t, -1), w["o"], "none", x)
+    h = ops.rms_norm(x, w["post_norm"], 1e-6)
+    return ops.gemm(ops.gemm(h, w["gate_up_interleaved"], "silu"), w["down"], "none", x)
 
 
 def timed(fn, device, iterations):
@@ -91,6 +97,8 @@ def main():
     ap.add_argument("--inter", type=int, default=14336)
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--unfused", action="store_true",
+                    help="jitk's MLP as gate/up gemm + silu_and_mul and the residual adds apart (not in the gemms' epilogues)")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out (eager only)")
     ap.add_argument("--json", help="write medians and samples here")
     a = ap.parse_args()
@@ -107,6 +115,8 @@ def main():
          "down": rand(a.inter, a.hidden, scale=a.inter ** -0.5),
          "positions": torch.arange(a.tokens, device=dev),
          "cu": torch.tensor([0, a.tokens], dtype=torch.int32, device=dev)}
+    gate, up = w["gate_up"].chunk(2, -1)
+    w["gate_up_interleaved"] = None if a.unfused else jitk.torch.interleave_gate_up(gate, up).contiguous()
     x = rand(a.tokens, a.hidden)
     variants = {"torch eager": lambda: layer_torch(x, w, a), "jitk": lambda: layer_jitk(x, w, a)}
     first_call = {}

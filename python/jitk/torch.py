@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 import types
+from typing import Optional
 
 import torch
 
 import jitk
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "silu_and_mul", "gelu_and_mul", "layer_norm", "softmax", "log_softmax",
-           "rotary_embedding", "kv_cache_append", "attention_prefill", "attention_decode", "gemm", "attention",
+           "rotary_embedding", "kv_cache_append", "attention_prefill", "attention_decode", "gemm", "interleave_gate_up", "attention",
            "hf_attention_forward", "register_hf_attention", "use_kernel", "kernelize"]
 
 _DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32", torch.float64: "f64"}
@@ -205,9 +206,26 @@ def _(q, k_cache, v_cache, block_table, context_lens, scale, q_len=1):
     return torch.empty_like(q, memory_format=torch.contiguous_format)
 
 
+def interleave_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
+    """[k, h] gate and up weights -> the gated gemm's B, [k, 2 h] in groups of 16 columns, 8 gate then 8 up
+    (docs/gemm.md); h a multiple of 8."""
+    if w_gate.shape != w_up.shape or w_gate.dim() != 2 or w_gate.shape[1] % 8:
+        raise ValueError(f"interleave_gate_up: gate and up weights of one shape [k, h], h a multiple of 8; got "
+                         f"{tuple(w_gate.shape)} and {tuple(w_up.shape)}")
+    k = w_gate.shape[0]
+    return torch.stack((w_gate.reshape(k, -1, 8), w_up.reshape(k, -1, 8)), 2).reshape(k, -1)
+
+
+def _gemm_columns(b: torch.Tensor, gate: str) -> int:
+    return b.shape[1] // 2 if gate != "none" else b.shape[1]
+
+
 @torch.library.custom_op("jitk::gemm", mutates_args=())
-def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b for 2-D a (m x k) and b (k x n), either contiguous or transposed views."""
+def gemm(a: torch.Tensor, b: torch.Tensor, gate: str = "none", residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """a @ b for 2-D a (m x k) and b (k x n), either contiguous or transposed views.
+    gate = "silu" / "gelu" / "gelu_tanh": b holds gate and up weights interleaved (interleave_gate_up) and the
+    result is act(a @ b_gate) * (a @ b_up), m x n/2, in the gemm's epilogue. residual (m x the result's
+    columns): added in the epilogue (the chain step "add"), as Llama's output and down projections."""
     def layout(t):
         if t.is_contiguous():
             return t, "row"
@@ -216,14 +234,23 @@ def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return t.contiguous(), "row"
     a, a_layout = layout(a)
     b, b_layout = layout(b)
-    c = a.new_empty(a.shape[0], b.shape[1])
-    _kernel("gemm", a, dtype=_dtype(a), a_layout=a_layout, b_layout=b_layout)(a, b, c)
+    c = a.new_empty(a.shape[0], _gemm_columns(b, gate))
+    params = {"dtype": _dtype(a), "a_layout": a_layout, "b_layout": b_layout}
+    if gate != "none":
+        params["gate"] = gate
+    if residual is None:
+        _kernel("gemm", a, **params)(a, b, c)
+        return c
+    if tuple(residual.shape) != tuple(c.shape) or residual.dtype != c.dtype or residual.device != c.device:
+        raise ValueError(f"jitk::gemm: residual must be {tuple(c.shape)} {c.dtype} on {c.device} (the result's), got "
+                         f"{tuple(residual.shape)} {residual.dtype} on {residual.device}")
+    _kernel("gemm", a, epilogue="add", **params)(a, b, c, epilogue=[residual.contiguous()])
     return c
 
 
 @gemm.register_fake
-def _(a, b):
-    return a.new_empty(a.shape[0], b.shape[1])
+def _(a, b, gate="none", residual=None):
+    return a.new_empty(a.shape[0], _gemm_columns(b, gate))
 
 
 # ---- attention in torch's layout --------------------------------------------------------------------

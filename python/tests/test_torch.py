@@ -37,6 +37,41 @@ def test_ops_match_torch(device):
     assert close(jt.gemm(a, b.t()), a.double() @ b.double().t(), 1e-5)
 
 
+GATE_ACT = {"silu": torch.nn.functional.silu, "gelu": torch.nn.functional.gelu,
+            "gelu_tanh": lambda g: torch.nn.functional.gelu(g, approximate="tanh")}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("gate", ["none", "silu", "gelu_tanh"])
+def test_gemm_gate_and_residual_in_the_epilogue(device, gate):
+    # float32 at odd sizes (the generic text; C's n / 2 = 24 columns); on CUDA also bf16 at sizes the
+    # Hopper text takes (16-byte rows), METHOD.md's 16-bit tolerance
+    cases = [(torch.float32, 37, 53, 48, 1e-5)]
+    if device == "cuda":
+        cases += [(torch.bfloat16, 300, 256, 2 * 192, 1e-2), (torch.float16, 65, 4096, 2 * 256, 1e-2)]
+    g = torch.Generator().manual_seed(5)
+    for dtype, m, k, n, tol in cases:
+        a = torch.randn(m, k, generator=g).to(device, dtype)
+        wg, wu = torch.randn(k, n // 2, generator=g) / k ** 0.5, torch.randn(k, n // 2, generator=g) / k ** 0.5
+        if gate == "none":
+            b = torch.cat([wg, wu], 1).to(device, dtype)
+            want = a.double() @ b.double()
+        else:
+            b = jt.interleave_gate_up(wg, wu).to(device, dtype)
+            a64 = a.double()
+            want = GATE_ACT[gate](a64 @ wg.to(device, dtype).double()) * (a64 @ wu.to(device, dtype).double())
+        assert close(torch.ops.jitk.gemm(a, b, gate), want, tol), (dtype, m, k, n)
+        residual = torch.randn(*want.shape, generator=g).to(device, dtype)
+        got = torch.ops.jitk.gemm(a, b, gate, residual)
+        assert close(got, want + residual.double(), tol), (dtype, m, k, n)
+        # B transposed (a column-major view) gives the same
+        assert close(torch.ops.jitk.gemm(a, b.t().contiguous().t(), gate, residual), want + residual.double(), tol)
+    with pytest.raises(ValueError, match="residual must be"):
+        torch.ops.jitk.gemm(a, b, gate, residual[:, :-1])
+    with pytest.raises(ValueError, match="one shape"):
+        jt.interleave_gate_up(torch.zeros(4, 8), torch.zeros(4, 16))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_attention_matches_sdpa(device):
     # The GPU's attention runs f16 / bf16 only (a float32 tensor there is a clear ParamsError, below);
@@ -60,6 +95,8 @@ def test_ops_pass_opcheck():
     torch.library.opcheck(torch.ops.jitk.rms_norm, (x, w, 1e-6))
     torch.library.opcheck(torch.ops.jitk.silu_and_mul, (torch.randn(4, 64, device=DEV),))
     torch.library.opcheck(torch.ops.jitk.gemm, (torch.randn(8, 5, device=DEV), torch.randn(5, 3, device=DEV)))
+    torch.library.opcheck(torch.ops.jitk.gemm, (torch.randn(8, 5, device=DEV), torch.randn(5, 32, device=DEV), "silu",
+                                                torch.randn(8, 16, device=DEV)))
 
 
 def test_torch_compile_traces_without_graph_breaks():
