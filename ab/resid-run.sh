@@ -13,16 +13,14 @@ source .gpu-deps/unpack.sh > /dev/null
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 cmake --build build-gpu --target jitk_layer_bench test_gpu_kernels > /tmp/jitk-layer-build.log 2>&1 || { tail -30 /tmp/jitk-layer-build.log; exit 1; }
 # the chain codegen (epilogue_load ahead of the steps) on every chained kernel, built-in texts
-JITK_CACHE_DIR=$(mktemp -d) timeout 200 ./build-gpu/tests/test_gpu_kernels "[chains]" > "$out/chains.log" 2>&1 &
-chains=$!
+JITK_CACHE_DIR=$(mktemp -d) timeout 200 ./build-gpu/tests/test_gpu_kernels "[chains]" > "$out/chains.log" 2>&1
+echo "test_gpu_kernels [chains] exit: $?"; tail -3 "$out/chains.log"
 texts=("" "$@" "")
 for n in "${!texts[@]}"; do
   d=${texts[$n]}
   JITK_KERNEL_DIR=$d JITK_CACHE_DIR=$(mktemp -d) timeout 120 ./build-gpu/bench/gpu/jitk_layer_bench --json --prefill > "$out/layer$n.jsonl" 2> "$out/layer$n.err"
   echo "layer ${d:-built-in} ($n) exit: $?"
 done
-wait $chains
-echo "test_gpu_kernels [chains] exit: $?"; tail -3 "$out/chains.log"
 python3 - "$out" "${texts[@]}" <<'PY'
 import json, sys
 out, texts = sys.argv[1], sys.argv[2:]
