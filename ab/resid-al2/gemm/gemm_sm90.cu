@@ -248,42 +248,54 @@ static_assert((TN / 2) % (2 * EPI_CHUNK) == 0, "gemm_sm90.cu: the epilogue's chu
 // The staged epilogue's copy-out (store() and store_gated()): a consumer's 64 staged rows of
 // PIECES 16-byte pieces (8 columns each; the piece p of staged row `row` at p ^ (row % 8)) into C
 // from row r0 and column c0, 128 threads each taking pieces t, t + 128, ... (8 threads a 128-byte
-// row: 16-byte stores). Where the epilogue reads memory (beta != 0: C; a chain's tensors) the
-// values staged are alpha A B rounded to T, and the copy-out adds beta * C and runs the chain on
-// them, piece by piece, reading C and the chain's tensors at the piece's place in 16-byte pieces
-// too (C then is round(round(alpha A B) + beta C), as the plain gemm and an elementwise kernel
-// after it would compute). Those reads are issued a chunk ahead (load(): the next chunk's while
-// this one is stored), so that a tile's reads wait out about one round trip, not one a chunk.
-// Where C's rows or the chain's tensors are not 16-byte aligned, or a piece is cut short by C's
-// last column, the piece goes element by element (its reads then in the copy-out).
-template <int PIECES>
+// row: 16-byte stores). Where the epilogue reads memory (BETA: beta != 0, reading C; a chain's
+// tensors) the values staged are alpha A B rounded to T, and the copy-out adds beta * C and runs
+// the chain on them, piece by piece, reading C and the chain's tensors at the piece's place in
+// 16-byte pieces too (C then is round(round(alpha A B) + beta C), as the plain gemm and an
+// elementwise kernel after it would compute). The accumulators are packed to T first (half the
+// registers: the consumer has 168 of them, 128 holding a 256-wide tile's sums), and the reads of
+// the first AHEAD chunks are issued at once, before any is staged -- the tile's reads wait out
+// about one round trip, not one a chunk --, each further chunk's as soon as a chunk's are used;
+// AHEAD chunks' reads take at most EPI_READ_REGS registers a thread (more spilled). With both C
+// and a chain's tensors to read, the chain's are read in the copy-out. Where C's
+// rows or the chain's tensors are not 16-byte aligned, or a piece is cut short by C's last column,
+// the piece goes element by element (its reads then in the copy-out). BETA is a template
+// argument so that a launch with beta = 0 (a residual through the chain) keeps no registers for C.
+constexpr int EPI_READ_REGS = 16;
+template <int PIECES, bool BETA>
 struct EpiChunk {
   static constexpr int EACH = 64 * PIECES / 128;  // pieces a thread
+  static constexpr bool READS = BETA || jitk_chain::has_epilogue;
+  static constexpr int CHUNKS = TN / 64;
+  static constexpr bool CHAIN_AHEAD = !BETA;  // the chain's tensors read ahead (else in the copy-out)
+  // registers a chunk's reads take a thread; chunks of reads in flight
+  static constexpr int REGS = EACH * ((BETA ? 4 : 0) + (CHAIN_AHEAD ? static_cast<int>(sizeof(jitk_chain::EpilogueLoads<8>)) / 4 : 0));
+  static constexpr int AHEAD = REGS == 0 ? 1 : EPI_READ_REGS / REGS < 1 ? 1 : EPI_READ_REGS / REGS > CHUNKS ? CHUNKS : EPI_READ_REGS / REGS;
   static_assert(EACH * 128 == 64 * PIECES, "gemm_sm90.cu: a staged chunk's pieces divide among the consumer's threads");
   T* out;
   i64 ld, rows, cols;  // C's leading dimension and bounds
-  bool vectors, reads;
   float beta;
+  bool vectors;
   // A thread's reads for one chunk (loaded by load(), used by copy()).
   struct Reads {
-    jitk::Pack<T, 8> c[EACH];
-    jitk_chain::EpilogueLoads<8> e[EACH];
+    jitk::Pack<T, 8> c[BETA ? EACH : 1];
+    jitk_chain::EpilogueLoads<8> e[CHAIN_AHEAD ? EACH : 1];
   };
   __device__ EpiChunk(T* out_, i64 ld_, i64 rows_, i64 cols_, float beta_, const jitk_chain& chain)
-      : out(out_), ld(ld_), rows(rows_), cols(cols_), reads(beta_ != 0.f || jitk_chain::has_epilogue), beta(beta_) {
-    vectors = ld % 8 == 0 && jitk::aligned16(out) && (!reads || chain.aligned());
-  }
+      : out(out_), ld(ld_), rows(rows_), cols(cols_), beta(beta_),
+        vectors(ld_ % 8 == 0 && jitk::aligned16(out_) && (!READS || chain.aligned())) {}
   // The thread's pieces of the chunk at (r0, c0): C's and the chain's 16-byte pieces there.
   __device__ void load(Reads& x, i64 r0, i64 c0, int t, const jitk_chain& chain) const {
-    if (!reads) return;
+    if constexpr (READS) {
 #pragma unroll
-    for (int k = 0; k < EACH; ++k) {
-      const int q = t + 128 * k;
-      const i64 r = r0 + q / PIECES, col = c0 + (q % PIECES) * 8;
-      if (!vectors || r >= rows || col + 8 > cols) continue;
-      const i64 at = r * ld + col;
-      if (beta != 0.f) x.c[k] = jitk::load<8>(out + at);
-      x.e[k] = chain.epilogue_load<8>(at, col);
+      for (int k = 0; k < EACH; ++k) {
+        const int q = t + 128 * k;
+        const i64 r = r0 + q / PIECES, col = c0 + (q % PIECES) * 8;
+        if (!vectors || r >= rows || col + 8 > cols) continue;
+        const i64 at = r * ld + col;
+        if constexpr (BETA) x.c[k] = jitk::load<8>(out + at);
+        if constexpr (CHAIN_AHEAD) x.e[k] = chain.epilogue_load<8>(at, col);
+      }
     }
   }
   __device__ void copy(const T* st, const Reads& x, i64 r0, i64 c0, int t, const jitk_chain& chain) const {
@@ -296,23 +308,25 @@ struct EpiChunk {
       const i64 at = r * ld + col;
       if (vectors && col + 8 <= cols) {
         jitk::Pack<T, 8> s = *reinterpret_cast<const jitk::Pack<T, 8>*>(from);
-        if (reads) {
+        if constexpr (READS) {
           float v[8];
 #pragma unroll
           for (int e = 0; e < 8; ++e) v[e] = jitk::to_float(s.v[e]);
-          if (beta != 0.f)
+          if constexpr (BETA) {
 #pragma unroll
             for (int e = 0; e < 8; ++e) v[e] += beta * jitk::to_float(x.c[k].v[e]);
-          chain.epilogue<8>(v, x.e[k], at, col);
+          }
+          if constexpr (CHAIN_AHEAD) chain.epilogue<8>(v, x.e[k], at, col);
+          else chain.epilogue<8>(v, at, col);
 #pragma unroll
           for (int e = 0; e < 8; ++e) s.v[e] = jitk::from_float<T>(v[e]);
         }
         jitk::store<8>(out + at, s);
       } else {
         for (int e = 0; e < 8 && col + e < cols; ++e) {
-          if (reads) {
+          if constexpr (READS) {
             float v[1] = {jitk::to_float(from[e])};
-            if (beta != 0.f) v[0] += beta * jitk::to_float(out[at + e]);
+            if constexpr (BETA) v[0] += beta * jitk::to_float(out[at + e]);
             chain.epilogue<1>(v, at + e, col + e);
             out[at + e] = jitk::from_float<T>(v[0]);
           } else {
@@ -323,6 +337,26 @@ struct EpiChunk {
     }
   }
 };
+// The consumer's staged epilogue: TN / 64 chunks, chunk c staged by stage(c) (its stmatrix steps
+// into st), then copied out to C's rows r0.. and columns c0 + c * 8 * PIECES.. (EpiChunk).
+template <int PIECES, bool BETA, class Stage>
+__device__ inline void staged_epilogue(Stage&& stage, const T* st, T* out, i64 ld, i64 rows, i64 cols, i64 r0, i64 c0, float beta,
+                                       const jitk_chain& chain, int t, int w) {
+  using Chunk = EpiChunk<PIECES, BETA>;
+  constexpr int AHEAD = Chunk::AHEAD;
+  const Chunk chunk(out, ld, rows, cols, beta, chain);
+  typename Chunk::Reads x[AHEAD];
+#pragma unroll
+  for (int c = 0; c < AHEAD; ++c) chunk.load(x[c], r0, c0 + c * 8 * PIECES, t, chain);
+#pragma unroll
+  for (int c = 0; c < Chunk::CHUNKS; ++c) {
+    stage(c);
+    consumer_sync(w);
+    chunk.copy(st, x[c % AHEAD], r0, c0 + c * 8 * PIECES, t, chain);
+    if (c + AHEAD < Chunk::CHUNKS) chunk.load(x[c % AHEAD], r0, c0 + (c + AHEAD) * 8 * PIECES, t, chain);
+    consumer_sync(w);  // the staging area is read before this consumer writes it again
+  }
+}
 
 __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t, float alpha, float beta,
                              const jitk_chain& chain, T* staging) {
@@ -370,30 +404,25 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
     // 64 columns at a time: 4 register pairs at a time (two 8-column groups: one stmatrix of four
     // 8 x 8 matrices, the groups' top and bottom 8 rows of the warp's 16) into the consumer's 64 x
     // 64 staging area (the 16-byte piece p of row r at p ^ (r % 8): conflict-free both ways), then
-    // from there to C (EpiChunk: beta * C and the chain on the way, their reads a chunk ahead).
+    // from there to C (staged_epilogue: beta * C and the chain on the way).
     static_assert(EPI_CHUNK == 4, "gemm_sm90.cu: the staged epilogue stages 4 pairs a stmatrix");
     const int lane = t % 32, warp = t / 32;
     T* st = staging + w * 64 * 64;  // the consumer's
     const int srow = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8, sgroup = lane / 16;  // this lane's stmatrix row
-    const EpiChunk<8> chunk(out, ld, M_out, N_out, beta, chain);
-    const i64 rows0 = plan.m0 + w * 64;
-    EpiChunk<8>::Reads ahead[2];
-    chunk.load(ahead[0], rows0, plan.n0, t, chain);
+    unsigned packed[TN / 4];  // register pair i as T: packed[i / 2]
 #pragma unroll
-    for (int c = 0; c < TN / 64; ++c) {
+    for (int i = 0; i < TN / 4; ++i) packed[i] = pack2(alpha * d[2 * i], alpha * d[2 * i + 1]);
+    const auto stage = [&](int c) {
 #pragma unroll
       for (int j = 0; j < 8; j += 2) {
-        const int i0 = (c * 8 + j) * 4;  // registers of groups c * 8 + j and + 1
-        __syncwarp();  // stmatrix is .aligned: the whole warp, past load()'s and copy()'s branches
-        stmatrix(st + srow * 64 + (((j + sgroup) ^ (srow % 8)) * 8), pack2(alpha * d[i0], alpha * d[i0 + 1]),
-                 pack2(alpha * d[i0 + 2], alpha * d[i0 + 3]), pack2(alpha * d[i0 + 4], alpha * d[i0 + 5]),
-                 pack2(alpha * d[i0 + 6], alpha * d[i0 + 7]));
+        const int i0 = (c * 8 + j) * 2;  // packed registers of groups c * 8 + j and + 1
+        __syncwarp();  // stmatrix is .aligned: the whole warp, past the copy-out's branches
+        stmatrix(st + srow * 64 + (((j + sgroup) ^ (srow % 8)) * 8), packed[i0], packed[i0 + 1], packed[i0 + 2], packed[i0 + 3]);
       }
-      consumer_sync(w);
-      if (c + 1 < TN / 64) chunk.load(ahead[(c + 1) % 2], rows0, plan.n0 + (c + 1) * 64, t, chain);
-      chunk.copy(st, ahead[c % 2], rows0, plan.n0 + c * 64, t, chain);
-      consumer_sync(w);  // the staging area is read before this consumer writes it again
-    }
+    };
+    const i64 rows0 = plan.m0 + w * 64;
+    if (beta != 0.f) staged_epilogue<8, true>(stage, st, out, ld, M_out, N_out, rows0, plan.n0, beta, chain, t, w);
+    else staged_epilogue<8, false>(stage, st, out, ld, M_out, N_out, rows0, plan.n0, beta, chain, t, w);
     return;
   }
   if (!reads) {
@@ -477,29 +506,25 @@ __device__ inline void store_gated(const Plan& plan, float (&d)[TN / 2], int w, 
     // As store()'s staged path, on C's half-width tile: each 64 columns of B (8 groups: gate groups
     // c * 8 + j for even j, each with its up group j + 1) give 32 columns of C; one stmatrix takes
     // the gated values of two gate groups (j and j + 2: their top and bottom 8 rows of the warp's
-    // 16) into pieces j / 2 and j / 2 + 1 of the consumer's staging rows, then EpiChunk's copy-out
-    // (beta * C and the chain there).
+    // 16) into pieces j / 2 and j / 2 + 1 of the consumer's staging rows, then staged_epilogue's
+    // copy-out (beta * C and the chain there).
     const int lane = t % 32, warp = t / 32;
     T* st = staging + w * 64 * 64;  // the consumer's (rows of 64; 32 of each used here)
     const int srow = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8, sgroup = lane / 16;  // this lane's stmatrix row
-    const EpiChunk<4> chunk(out, ld, M_out, N_out, beta, chain);
-    const i64 rows0 = plan.m0 + w * 64;
-    EpiChunk<4>::Reads ahead[2];
-    chunk.load(ahead[0], rows0, plan.n0 / 2, t, chain);
+    unsigned packed[TN / 8];  // the gated values as T: gate group 2p's registers 8p + {0, 1} and {2, 3} in packed[2p], [2p + 1]
 #pragma unroll
-    for (int c = 0; c < TN / 64; ++c) {
+    for (int p = 0; p < TN / 16; ++p) packed[2 * p] = pack2(d[8 * p], d[8 * p + 1]), packed[2 * p + 1] = pack2(d[8 * p + 2], d[8 * p + 3]);
+    const auto stage = [&](int c) {
 #pragma unroll
       for (int j = 0; j < 8; j += 4) {
-        const int g0 = (c * 8 + j) * 4, g2 = (c * 8 + j + 2) * 4;  // gate groups c * 8 + j and + 2 (registers)
-        __syncwarp();  // stmatrix is .aligned: the whole warp, past load()'s and copy()'s branches
-        stmatrix(st + srow * 64 + (((j / 2 + sgroup) ^ (srow % 8)) * 8), pack2(d[g0], d[g0 + 1]), pack2(d[g0 + 2], d[g0 + 3]),
-                 pack2(d[g2], d[g2 + 1]), pack2(d[g2 + 2], d[g2 + 3]));
+        const int g0 = (c * 8 + j) / 2 * 2, g2 = (c * 8 + j + 2) / 2 * 2;  // gate groups c * 8 + j and + 2 (packed)
+        __syncwarp();  // stmatrix is .aligned: the whole warp, past the copy-out's branches
+        stmatrix(st + srow * 64 + (((j / 2 + sgroup) ^ (srow % 8)) * 8), packed[g0], packed[g0 + 1], packed[g2], packed[g2 + 1]);
       }
-      consumer_sync(w);
-      if (c + 1 < TN / 64) chunk.load(ahead[(c + 1) % 2], rows0, plan.n0 / 2 + (c + 1) * 32, t, chain);
-      chunk.copy(st, ahead[c % 2], rows0, plan.n0 / 2 + c * 32, t, chain);
-      consumer_sync(w);  // the staging area is read before this consumer writes it again
-    }
+    };
+    const i64 rows0 = plan.m0 + w * 64;
+    if (beta != 0.f) staged_epilogue<4, true>(stage, st, out, ld, M_out, N_out, rows0, plan.n0 / 2, beta, chain, t, w);
+    else staged_epilogue<4, false>(stage, st, out, ld, M_out, N_out, rows0, plan.n0 / 2, beta, chain, t, w);
     return;
   }
   if (!reads) {
