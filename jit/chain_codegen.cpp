@@ -144,16 +144,6 @@ std::string chain_code(const ParamSet& params, bool gpu) {
       epi_code += " l.t" + std::to_string(t) + " = jitk::load<W>(" + epi_owner[i]->name + (kind == OperandKind::Tensor ? " + at);" : " + col);");
       ++t;
     }
-    // The epilogue's tensors (those read at `at`, before any store step) fetched into L2 ahead.
-    std::string prefetch_code;
-    bool epilogue_reads = false;
-    for (int i = 0; i < epi.size(); ++i) {
-      const OperandKind kind = step_operand(epi[i]);
-      epilogue_reads |= kind == OperandKind::Tensor || kind == OperandKind::Vector;
-      if (!epi_loaded[i].empty() && kind == OperandKind::Tensor) prefetch_code += " jitk::prefetch_l2(" + epi_owner[i]->name + " + at);";
-    }
-    out << "  static constexpr bool epilogue_reads = " << (epilogue_reads ? "true" : "false") << ";\n";
-    out << "  __device__ void epilogue_prefetch(i64 at) const {" << prefetch_code << " (void)at; }\n";
     out << "  template <int W> struct EpilogueLoads {" << epi_members << " };\n";
     out << "  template <int W> __device__ EpilogueLoads<W> epilogue_load(i64 at, i64 col) const { EpilogueLoads<W> l;" << epi_code
         << " (void)at; (void)col; return l; }\n";

@@ -109,14 +109,6 @@ template <int W, class V> __device__ inline Pack<V, W> load_cached(const V* p) {
 #endif
   return load<W>(p);
 }
-// The 128-byte line holding *p fetched into L2 (CUDA; nothing elsewhere): a hint, no value returned.
-__device__ inline void prefetch_l2(const void* p) {
-#if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-#else
-  (void)p;
-#endif
-}
 template <int W, class V> __device__ inline void store_stream(V* p, const Pack<V, W>& x) {
 #if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
   if constexpr (sizeof(V) * W == 16) {

@@ -869,7 +869,9 @@ bool bench_gemm(const GemmCase& g, const Cublas& cublas, std::unique_ptr<GemmDat
   }
   if (!ok) return false;  // no number for a wrong result
   emit((g.name() + "_" + k.implementation() + "_TFLOPs").c_str(), tflops, "TFLOP/s", baseline,
-       Cublas::kAvailable ? "cuBLAS GemmEx, f32 accumulate" : "none: built without cuBLAS");
+       !Cublas::kAvailable                  ? "none: built without cuBLAS"
+       : g.reads == GemmCase::Reads::None ? "cuBLAS GemmEx, f32 accumulate"
+                                            : "cuBLAS GemmEx with beta = 1, f32 accumulate");
   if (Cublas::kAvailable && !sixteen_bit) {  // for context: what cuBLAS gets when f32 inputs may be cut to TF32
     const auto run_tf32 = [&] { cublas.gemm(g, d.a(), d.b(), d.c_baseline(), CublasMath::Tf32); };
     run_tf32();

@@ -689,28 +689,6 @@ __device__ inline void store_split(const Plan& plan, unsigned split, unsigned pa
 #endif
 }
 
-// What the epilogue of a tile reads (C where beta != 0; the chain's tensors) fetched into L2 by the
-// consumer itself, EPI_PREFETCH slices before the tile's last (or at its first): its 64 rows of the
-// tile's columns of C, a prefetch a 128-byte line. The epilogue runs while the tensor cores wait,
-// and in a large gemm its reads came from DRAM, all SMs' epilogues at once; from L2 they wait out
-// a shorter round trip.
-constexpr int EPI_PREFETCH = 0;
-__device__ inline void prefetch_epilogue(const Plan& plan, int w, int t, float beta, const jitk_chain& chain) {
-  if (beta == 0.f && !jitk_chain::epilogue_reads) return;
-  constexpr int COLS = GATED ? TN / 2 : TN, LINES = COLS / 64 + 1;  // a row's lines (one more where the row is not 128-byte aligned)
-  const i64 c0 = GATED ? plan.n0 / 2 : plan.n0, N_out = GATED ? plan.cols / 2 : plan.cols;
-  for (int e = t; e < 64 * LINES; e += 128) {
-    const int row = e / LINES, line = e % LINES;
-    const i64 r = plan.m0 + w * 64 + row;
-    i64 col = line + 1 < LINES ? c0 + line * 64 : c0 + COLS - 1;
-    if (col >= N_out) col = N_out - 1;
-    if (r >= plan.rows || col < c0) continue;
-    const i64 at = r * plan.ldc + col;
-    if (beta != 0.f) jitk::prefetch_l2(plan.c + at);
-    chain.epilogue_prefetch(at);
-  }
-}
-
 // The tiles of a launch, and each one's plan.
 struct Tiles {
   i64 M, N, K;
@@ -953,8 +931,6 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
           Wgmma<TN, TA, TB>::run(d, descriptor(k_step(as, kk, TA), TA), descriptor(k_step(bs, kk, TB), TB), 1);
         wgmma_commit();
         keep_registers(d);
-        if (!SWAPPED && EPI_PREFETCH > 0 && kt == (plan.slices > EPI_PREFETCH ? plan.slices - EPI_PREFETCH : 0) && !(SPLIT_K && tiles.split > 1))
-          prefetch_epilogue(plan, part, t, beta, chain);
         // One slice's products stay in flight while the next slice is awaited: once the previous
         // slice's are done, its slot goes back to the producer.
         wgmma_wait<1>();

@@ -2,7 +2,7 @@
 # resid's A/B (session 7): the gemm bench's o + residual / down beta = 1 cases and the gemm tests on
 # the built-in texts and each candidate (ab.sh), then the layer's prefill (1 x 2048 and 8 x 2048,
 # --prefill: no tuning, decode or cold start) on each text in a fresh cache, built-in first and last.
-#   bash ab/resid-run.sh DIR...   (from the repo root; logs under $OUT)
+#   bash bench/gpu/ab/resid-run.sh DIR...   (from the repo root; logs under $OUT; carry .gpu-deps)
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
