@@ -41,9 +41,12 @@ std::string gpu_step(Step s, const Member* m, const std::string& loaded) {
       return out + each + "v[k]" + op + "jitk::to_float(" + pack + ".v[k]); }";
     }
     case Step::add_vec:
-    case Step::mul_vec:
-      return "{ const auto b = jitk::load<W>(" + m->name + " + col); " + each + "v[k]" +
-             (s == Step::add_vec ? " += " : " *= ") + "jitk::to_float(b.v[k]); }";
+    case Step::mul_vec: {
+      const std::string pack = loaded.empty() ? "b" : loaded;
+      std::string out = "{ ";
+      if (loaded.empty()) out += "const auto b = jitk::load<W>(" + m->name + " + col); ";
+      return out + each + "v[k]" + (s == Step::add_vec ? " += " : " *= ") + "jitk::to_float(" + pack + ".v[k]); }";
+    }
     case Step::add_scalar: return each + "v[k] += " + m->name + ";";
     case Step::mul_scalar: return each + "v[k] *= " + m->name + ";";
     case Step::store:
@@ -126,14 +129,34 @@ std::string chain_code(const ParamSet& params, bool gpu) {
       out << "    for (int k = 0; k < W; ++k) x.v[k] = jitk::from_float<T>(v[k]);\n  ";
     }
     out << "}\n";
-    out << "  // v: the kernel's W results for element `at` (column `col`), before they are stored\n";
-    out << "  template <int W> __device__ void epilogue(float (&v)[W], i64 at, i64 col) const {";
+    // The epilogue's tensors and vectors can be loaded ahead too (epilogue_load, then the steps on
+    // what it loaded), so that a kernel puts several elements' loads in flight before it applies
+    // them; those after a store step stay in their step (the store may write what they read).
+    std::vector<std::string> epi_loaded(epi.size());
+    std::string epi_members, epi_code;
+    t = 0;
+    for (int i = 0; i < epi.size(); ++i) {
+      if (epi[i] == Step::store) break;
+      const OperandKind kind = step_operand(epi[i]);
+      if (kind != OperandKind::Tensor && kind != OperandKind::Vector) continue;
+      epi_loaded[i] = "l.t" + std::to_string(t);
+      epi_members += " jitk::Pack<T, W> t" + std::to_string(t) + ";";
+      epi_code += " l.t" + std::to_string(t) + " = jitk::load<W>(" + epi_owner[i]->name + (kind == OperandKind::Tensor ? " + at);" : " + col);");
+      ++t;
+    }
+    out << "  template <int W> struct EpilogueLoads {" << epi_members << " };\n";
+    out << "  template <int W> __device__ EpilogueLoads<W> epilogue_load(i64 at, i64 col) const { EpilogueLoads<W> l;" << epi_code
+        << " (void)at; (void)col; return l; }\n";
+    out << "  // v: the kernel's W results for element `at` (column `col`), before they are stored; l: epilogue_load's\n";
+    out << "  template <int W> __device__ void epilogue(float (&v)[W], const EpilogueLoads<W>& l, i64 at, i64 col) const {";
     if (!epi.empty()) {
       out << "\n";
-      for (int i = 0; i < epi.size(); ++i) out << "    " << gpu_step(epi[i], epi_owner[i], "") << "\n";
+      for (int i = 0; i < epi.size(); ++i) out << "    " << gpu_step(epi[i], epi_owner[i], epi_loaded[i]) << "\n";
       out << "  ";
     }
-    out << "}\n};\n";
+    out << "(void)v; (void)l; (void)at; (void)col; }\n";
+    out << "  template <int W> __device__ void epilogue(float (&v)[W], i64 at, i64 col) const { epilogue<W>(v, epilogue_load<W>(at, col), at, col); }\n";
+    out << "};\n";
     out << "#define JITK_CHAIN_PARAMS " << params << "\n";
     out << "#define JITK_CHAIN_ARGS " << args << "\n";
   } else {

@@ -48,17 +48,23 @@ struct Case {
 };
 
 // Runs one gemm with implementation `impl` and compares all of C's storage (padding included: it
-// must stay as it was) with the float64 reference on the same rounded inputs.
+// must stay as it was) with the float64 reference on the same rounded inputs. epilogue
+// "add_vec>gelu" (a bias vector) or "add" (a residual shaped like C, rows ldc apart, starting
+// `offset` elements into its buffer: 1 leaves it 2-byte aligned only). c_pad >= 0: C's rows padded
+// by c_pad alone, A's and B's rounded up to 8 elements (16 bytes, so that the copy engine takes
+// them whatever C's are) plus c.pad.
 template <class T>
-double gemm_error(const kernels::Gemm::Params& p, const std::string& impl, const Case& c, const std::string& epilogue = "") {
-  const std::int64_t lda = (p.a_layout == Layout::RowMajor ? c.k : c.m) + c.pad;
-  const std::int64_t ldb = (p.b_layout == Layout::RowMajor ? c.n : c.k) + c.pad;
-  const std::int64_t ldc = c.n + c.pad;
+double gemm_error(const kernels::Gemm::Params& p, const std::string& impl, const Case& c, const std::string& epilogue = "",
+                  std::int64_t offset = 0, std::int64_t c_pad = -1) {
+  const auto round8 = [&](std::int64_t v) { return c_pad >= 0 ? (v + 7) / 8 * 8 : v; };
+  const std::int64_t lda = round8(p.a_layout == Layout::RowMajor ? c.k : c.m) + c.pad;
+  const std::int64_t ldb = round8(p.b_layout == Layout::RowMajor ? c.n : c.k) + c.pad;
+  const std::int64_t ldc = c.n + (c_pad >= 0 ? c_pad : c.pad);
   const auto rows_a = p.a_layout == Layout::RowMajor ? c.m : c.k, rows_b = p.b_layout == Layout::RowMajor ? c.k : c.n;
   auto make = [](std::int64_t n) {
     return jitk_test::random_values<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, n)), -1, 1, [](double v) { return from_double<T>(v); });
   };
-  const auto a = make(rows_a * lda), b = make(rows_b * ldb), bias = make(c.n);
+  const auto a = make(rows_a * lda), b = make(rows_b * ldb), bias = make(c.n), residual = make(c.m * ldc + offset);
   auto cv = make(c.m * ldc);
   std::vector<double> expected(cv.size());
   for (std::size_t i = 0; i < cv.size(); ++i) expected[i] = as_double(cv[i]);
@@ -71,10 +77,14 @@ double gemm_error(const kernels::Gemm::Params& p, const std::string& impl, const
       if (epilogue == "add_vec>gelu") {
         const double g = as_double(from_double<T>(v)) + as_double(bias[static_cast<std::size_t>(j)]);
         v = 0.5 * g * std::erfc(-g / std::sqrt(2.0));
+      } else if (epilogue == "add") {
+        v = as_double(from_double<T>(v)) + as_double(residual[static_cast<std::size_t>(offset + i * ldc + j)]);
+      } else {
+        REQUIRE(epilogue.empty());
       }
       expected[static_cast<std::size_t>(i * ldc + j)] = v;
     }
-  jit::cuda::DeviceArray<T> da(a), db(b), dbias(bias), dc(cv);
+  jit::cuda::DeviceArray<T> da(a), db(b), dbias(bias), dresidual(residual), dc(cv);
   if (c.beta == 0) {  // beta = 0 must not read C: poison its tile (NaN), keep the padding as it was
     std::vector<T> poisoned = cv;
     for (std::int64_t i = 0; i < c.m; ++i)
@@ -85,7 +95,8 @@ double gemm_error(const kernels::Gemm::Params& p, const std::string& impl, const
   jit::Operands ops;
   if (!epilogue.empty()) {
     q.epilogue = jit::Chain::parse(epilogue);
-    ops.add(jit::ConstPtr(dbias.data(), jit::dtype_of<T>()));
+    if (epilogue == "add") ops.add(jit::ConstPtr(dresidual.data() + offset, jit::dtype_of<T>()));
+    else ops.add(jit::ConstPtr(dbias.data(), jit::dtype_of<T>()));
   }
   jit::Selection s;
   s.implementation = impl;
@@ -349,6 +360,75 @@ TEST_CASE("GPU gemm on cuda-sm90a stages C through shared memory where its plan 
     CHECK(gemm_error<jit::bfloat16>(q, "cuda-sm90a", {300, 333, 200, 8, 1, 0.5}, "add_vec>gelu") <= tolerance<jit::bfloat16>());
     q.dtype = jit::DType::f16;
     CHECK(gemm_error<jit::half>(q, "cuda-sm90a", {300, 333, 200, 8, 1, 0}) <= tolerance<jit::half>());
+  }
+}
+
+TEST_CASE("GPU gemm on cuda-sm90a adds beta * C and a residual in the staged copy-out, 16-byte pieces and element by element, and matches",
+          "[gpu][gemm][sm90_epilogue]") {
+  if (!have_gpu() || !have_hopper()) return;
+  // The staged epilogue reads C (beta != 0) and the chain's tensors in its copy-out, chunks of 64
+  // columns ahead: 16-byte pieces where C's rows (ldc a multiple of 8) and the chain's tensor are
+  // 16-byte aligned, else element by element (ldc odd; the residual one element off). Rows past M
+  // (M not a multiple of 64: a consumer with few or none), a piece cut short by C's last column
+  // (n 300, 1001), one column, tiles of one 64-column chunk (64 x 64) and of four (the default 128 x
+  // 256); 128 x 128 x 7 stores from registers (no staging room) for comparison. B row-major (the
+  // decoder layer's) and column-major. A's and B's rows stay 16-byte aligned (the copy engine's:
+  // else the generic text runs); `pad` here is C's alone (gemm_error's c_pad).
+  const Case cases[] = {{1, 8, 64, 0, 1, 1},          {65, 300, 70, 4, 1, 1},     {130, 256, 200, 0, 0.5, -1.5},
+                        {200, 1001, 129, 7, 1, 0.25}, {257, 520, 96, 1, 1, 1},    {63, 1, 64, 7, 1, 1},
+                        {300, 264, 333, 8, -1, 0},    {129, 512, 64, 0, 2, 0},    {77, 136, 1000, 3, 1, 1}};
+  using Tile = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
+  for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
+    for (auto [tm, tn, stages] : {Tile{0, 0, 0}, {64, 64, 4}, {128, 128, 7}}) {
+      auto q = params(jit::DType::bf16, Layout::RowMajor, lb);
+      q.tile_m = tm, q.tile_n = tn, q.tile_k = tm ? 64 : 0, q.stages = stages;
+      for (const Case& c : cases)
+        for (const char* epilogue : {"", "add"})
+          for (std::int64_t offset : {0, 1}) {
+            if (!*epilogue && offset) continue;
+            if (!*epilogue && c.beta == 0) continue;  // the plain gemm: the test above
+            INFO("b " << (lb == Layout::RowMajor ? "row" : "col") << " tile " << tm << "x" << tn << " x " << stages << " m " << c.m
+                      << " n " << c.n << " k " << c.k << " pad " << c.pad << " alpha " << c.alpha << " beta " << c.beta << " epilogue '"
+                      << epilogue << "' offset " << offset);
+            CHECK(gemm_error<jit::bfloat16>(q, "cuda-sm90a", {c.m, c.n, c.k, 0, c.alpha, c.beta}, epilogue, offset, c.pad) <=
+                  tolerance<jit::bfloat16>());
+          }
+    }
+  // f16
+  auto q = params(jit::DType::f16, Layout::RowMajor, Layout::RowMajor);
+  CHECK(gemm_error<jit::half>(q, "cuda-sm90a", {300, 264, 333, 0, 1, 1}, "add", 0, 8) <= tolerance<jit::half>());
+  // in place: the residual is C itself (y = x W + y through the chain, beta = 0), read
+  // ahead of the stores; the padding stays
+  using T = jit::bfloat16;
+  const std::int64_t m = 300, n = 264, k = 336, ldc = 272;  // A and B rows 16-byte aligned (the copy engine takes them)
+  auto make = [](std::int64_t count) {
+    return jitk_test::random_values<T>(static_cast<std::size_t>(count), -1, 1, [](double v) { return from_double<T>(v); });
+  };
+  const auto a = make(m * k), b = make(k * n), c0 = make(m * ldc);
+  std::vector<double> expected(c0.size());
+  for (std::size_t i = 0; i < c0.size(); ++i) expected[i] = as_double(c0[i]);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (std::int64_t p = 0; p < k; ++p) sum += as_double(a[static_cast<std::size_t>(i * k + p)]) * as_double(b[static_cast<std::size_t>(p * n + j)]);
+      const auto o = static_cast<std::size_t>(i * ldc + j);
+      expected[o] = as_double(from_double<T>(sum)) + as_double(c0[o]);
+    }
+  jit::cuda::DeviceArray<T> da(a), db(b), dc(c0);
+  auto p = params(jit::DType::bf16, Layout::RowMajor, Layout::RowMajor);
+  p.epilogue = "add";
+  for (std::int64_t tm : {0, 64}) {
+    p.tile_m = tm, p.tile_n = tm, p.tile_k = tm, p.stages = tm ? 4 : 0;
+    jit::Selection sel;
+    sel.implementation = "cuda-sm90a";
+    auto kernel = jit::get<kernels::Gemm>(p, gpu(), sel);
+    dc.upload(c0);
+    kernel(m, n, k, 1.0, da.data(), k, db.data(), n, 0.0, dc.data(), ldc, jit::Operands{jit::ConstPtr(dc.data(), jit::dtype_of<T>())});
+    jit::cuda::synchronize();
+    std::vector<double> got;
+    for (const T& v : dc.download()) got.push_back(as_double(v));
+    INFO("in place, tile " << tm);
+    CHECK(ref::relative_l2_error(got, expected) <= tolerance<T>());
   }
 }
 

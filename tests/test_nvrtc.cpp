@@ -290,6 +290,48 @@ TEST_CASE("cuda-sm90a's 64-row tiles compile with their K split over a cluster (
   CHECK(jit::detail::resolve("gemm", big, jit::Target::parse("cuda:sm_90")).unit.shape.max_split_k == 1);
 }
 
+TEST_CASE("cuda-sm90a's staged gemm epilogue compiles with its chain's tensors and vectors loaded ahead", "[nvrtc]") {
+  if (!have_nvrtc()) return;
+  // The default tiles (128 x 256, C staged) and a 64 x 64 tile, plain and gated: where the epilogue
+  // reads memory the staged copy-out loads C and the chain's operands a chunk ahead
+  // (jitk_chain::epilogue_load, then the steps on what it loaded). A tensor read after a store
+  // step is read in its step, not ahead (the store may write it).
+  struct Variant {
+    const char *gate, *epilogue, *ahead;  // what epilogue_load loads ("": nothing)
+    std::int64_t tile;                    // 0: the default
+  };
+  const Variant variants[] = {{"none", "add", "l.t0 = jitk::load<W>(e0 + at);", 0},
+                              {"none", "add>store>mul", "l.t0 = jitk::load<W>(e0 + at);", 0},
+                              {"none", "mul_vec>add>relu", "l.t1 = jitk::load<W>(e1 + at);", 64},
+                              {"silu", "add", "l.t0 = jitk::load<W>(e0 + at);", 0},
+                              {"silu", "tanh", "", 64},
+                              {"none", "", "", 0}};
+  for (const Variant& v : variants) {
+    jit::ParamSet params{{"dtype", std::string("bf16")}, {"a_layout", std::string("row")}, {"b_layout", std::string("row")},
+                         {"gate", std::string(v.gate)}};
+    if (v.tile) {
+      params.set("tile_m", v.tile), params.set("tile_n", v.tile), params.set("tile_k", std::int64_t{64});
+      params.set("stages", std::int64_t{4});
+    }
+    if (*v.epilogue) params.set("epilogue", std::string(v.epilogue));
+    const Unit u{"gemm", "cuda-sm90a", "sm_90", params, "sm_90a"};
+    INFO(u.label());
+    jit::Selection only;
+    only.implementation = u.implementation;
+    const auto s = jit::detail::resolve(u.kernel, u.params, jit::Target::parse("cuda:sm_90"), only);
+    const std::string& text = s.unit.main.text;
+    if (*v.ahead) CHECK_THAT(text, Contains(v.ahead));
+    else CHECK_THAT(text, Contains("EpilogueLoads<W> l; (void)at; (void)col; return l; }"));  // loads nothing
+    if (std::string(v.epilogue) == "mul_vec>add>relu") CHECK_THAT(text, Contains("l.t0 = jitk::load<W>(e0 + col);"));
+    if (std::string(v.epilogue) == "add>store>mul") {  // the mul's tensor (e2) after the store: read in its step
+      CHECK_THAT(text, Contains("const auto t = jitk::load<W>(e2 + at);"));
+      CHECK_THAT(text, !Contains("l.t1 = "));
+    }
+    const Outcome o = compile(u);
+    CHECK(o.problem.empty());
+  }
+}
+
 TEST_CASE("a Hopper-only text compiles for sm_90a whether the target names sm_90 or sm_90a", "[nvrtc]") {
   if (!have_nvrtc()) return;
   const jit::ParamSet params{{"dtype", std::string("bf16")}, {"a_layout", std::string("row")}, {"b_layout", std::string("col")}};

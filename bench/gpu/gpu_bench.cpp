@@ -523,6 +523,11 @@ struct GemmCase {
   std::int64_t tile_m = 0, tile_n = 0, tile_k = 0, stages = 0;  // 0: the implementation's defaults
   std::string tag = "";  // appended to the name (e.g. "_stages3" where the tile above alone would not tell)
   Gemm::Gate gate = Gemm::Gate::None;  // silu: the gated gemm (C = silu(gate columns) * up columns, M x N / 2)
+  // What the epilogue reads: nothing (C = A B), C (beta = 1: C += A B, as the layer's down
+  // projection), or a residual shaped like C added by the epilogue chain (epilogue "add", as the
+  // layer's output projection). cuBLAS's side then runs with beta = 1 (the same sum); the operands
+  // start at zero for the checks, so either gives A B there.
+  enum class Reads { None, C, Residual } reads = Reads::None;
 
   bool a_row() const { return a_layout == Layout::RowMajor; }
   bool b_row() const { return b_layout == Layout::RowMajor; }
@@ -540,14 +545,17 @@ struct GemmCase {
     p.cluster_m = cluster_m;
     p.tile_m = tile_m, p.tile_n = tile_n, p.tile_k = tile_k, p.stages = stages;
     p.gate = gate;
+    if (reads == Reads::Residual) p.epilogue = "add";
     return p;
   }
+  double beta() const { return reads == Reads::C ? 1.0 : 0.0; }
   std::string name() const {  // "gemm_bf16_row_col_4096x4096x4096", "..._cluster2", "..._tile16x128x64"
     return "gemm_" + std::string(jit::dtype_name(dtype)) + (a_row() ? "_row" : "_col") + (b_row() ? "_row_" : "_col_") +
            std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k) +
            (cluster_m > 1 ? "_cluster" + std::to_string(cluster_m) : "") +
            (tile_m > 0 ? "_tile" + std::to_string(tile_m) + "x" + std::to_string(tile_n) + "x" + std::to_string(tile_k) : "") +
-           (gated() ? std::string("_gated_") + Gemm::gate_name(gate) : "") + tag;
+           (gated() ? std::string("_gated_") + Gemm::gate_name(gate) : "") + (reads == Reads::C ? "_beta1" : "") +
+           (reads == Reads::Residual ? "_residual" : "") + tag;
   }
 };
 
@@ -683,10 +691,13 @@ class GemmData {
         a_(random_values(g.dtype, g.shape.m * g.shape.k, 1, &a_host_)),
         b_(random_values(g.dtype, g.shape.k * g.shape.n, 2, &b_host_)),
         c_(device_values(g.dtype, g.shape.m * g.shape.n)),
-        c_baseline_(device_values(g.dtype, g.shape.m * g.shape.n)) {}
+        c_baseline_(device_values(g.dtype, g.shape.m * g.shape.n)),
+        residual_(g.reads == GemmCase::Reads::Residual ? static_cast<std::size_t>(g.shape.m * g.n_out()) * jit::dtype_size(g.dtype) : 1) {
+    residual_.fill_bytes(0);
+  }
 
   bool same_operands(const GemmCase& g) const {
-    return g.dtype == g_.dtype && g.gate == g_.gate && g.a_layout == g_.a_layout && g.b_layout == g_.b_layout && g.shape.m == g_.shape.m &&
+    return g.dtype == g_.dtype && g.gate == g_.gate && g.reads == g_.reads && g.a_layout == g_.a_layout && g.b_layout == g_.b_layout && g.shape.m == g_.shape.m &&
            g.shape.n == g_.shape.n && g.shape.k == g_.shape.k;
   }
   const void* a() const { return a_.data(); }
@@ -695,8 +706,15 @@ class GemmData {
   void* c_baseline() const { return c_baseline_.data(); }
   Gemm::Args args(void* c) const {
     const jit::DType t = g_.dtype;
-    return {g_.shape.m, g_.shape.n, g_.shape.k, 1.0, jit::ConstPtr(a(), t), g_.lda(), jit::ConstPtr(b(), t), g_.ldb(),
-            0.0, jit::MutPtr(c, t), g_.n_out(), {}};
+    Gemm::Args args{g_.shape.m, g_.shape.n, g_.shape.k, 1.0, jit::ConstPtr(a(), t), g_.lda(), jit::ConstPtr(b(), t), g_.ldb(),
+                    g_.beta(), jit::MutPtr(c, t), g_.n_out(), {}};
+    if (g_.reads == GemmCase::Reads::Residual) args.epilogue = jit::Operands{jit::ConstPtr(residual_.data(), t)};
+    return args;
+  }
+  // C and cuBLAS's C zeroed (where the epilogue reads C, a run then gives A B)
+  void zero_c() {
+    c_.fill_bytes(0);
+    c_baseline_.fill_bytes(0);
   }
   std::vector<float> c_values() const {  // C's M x n_out() values
     std::vector<float> v = download_values(g_.dtype, c_);
@@ -743,7 +761,7 @@ class GemmData {
  private:
   GemmCase g_;
   std::vector<float> a_host_, b_host_;  // before a_ and b_, which fill them
-  jit::cuda::DeviceArray<unsigned char> a_, b_, c_, c_baseline_;
+  jit::cuda::DeviceArray<unsigned char> a_, b_, c_, c_baseline_, residual_;
 };
 
 double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
@@ -788,10 +806,10 @@ class Cublas {
   // in memory the column-major n x m C^T = B^T A^T: so B is cuBLAS's first operand, A its second,
   // and the sizes go n, m, k. A row-major operand's memory, read column-major, is already its
   // transpose (op N); a column-major one is itself, so it needs op T. A row, B col gives (T, N).
-  void gemm(const GemmCase& g, const void* a, const void* b, void* c, CublasMath math = CublasMath::F32) const {
+  void gemm(const GemmCase& g, const void* a, const void* b, void* c, CublasMath math = CublasMath::F32, float beta = 0.0f) const {
     const cudaDataType t = g.dtype == jit::DType::f32 ? CUDA_R_32F : g.dtype == jit::DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
     const cublasComputeType_t compute = math == CublasMath::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    const float alpha = 1.0f, beta = 0.0f;  // CUBLAS_COMPUTE_32F*: float scalars
+    const float alpha = 1.0f;  // CUBLAS_COMPUTE_32F*: float scalars (beta too)
     CUBLAS(cublasGemmEx(handle_, g.b_row() ? CUBLAS_OP_N : CUBLAS_OP_T, g.a_row() ? CUBLAS_OP_N : CUBLAS_OP_T,
                         static_cast<int>(g.shape.n), static_cast<int>(g.shape.m), static_cast<int>(g.shape.k), &alpha,
                         b, t, static_cast<int>(g.ldb()), a, t, static_cast<int>(g.lda()), &beta, c, t,
@@ -806,7 +824,7 @@ class Cublas {
 class Cublas {
  public:
   static constexpr bool kAvailable = false;
-  void gemm(const GemmCase&, const void*, const void*, void*, CublasMath = CublasMath::F32) const {}
+  void gemm(const GemmCase&, const void*, const void*, void*, CublasMath = CublasMath::F32, float = 0.0f) const {}
 };
 #endif
 
@@ -826,7 +844,9 @@ bool bench_gemm(const GemmCase& g, const Cublas& cublas, std::unique_ptr<GemmDat
   }
   GemmData& d = *data;
   const auto run_jitk = [&] { k.launch(d.args(d.c())); };
-  const auto run_cublas = [&] { cublas.gemm(g, d.a(), d.b(), d.c_baseline()); };
+  // beta = 1 for cuBLAS where jitk's epilogue reads C or a residual (the same sum, C += A B)
+  const auto run_cublas = [&] { cublas.gemm(g, d.a(), d.b(), d.c_baseline(), CublasMath::F32, g.reads == GemmCase::Reads::None ? 0.0f : 1.0f); };
+  d.zero_c();
   run_jitk();
   const std::vector<float> c = d.c_values();
   const double limit = sixteen_bit ? kHalfLimit : kF32Limit;
@@ -849,7 +869,9 @@ bool bench_gemm(const GemmCase& g, const Cublas& cublas, std::unique_ptr<GemmDat
   }
   if (!ok) return false;  // no number for a wrong result
   emit((g.name() + "_" + k.implementation() + "_TFLOPs").c_str(), tflops, "TFLOP/s", baseline,
-       Cublas::kAvailable ? "cuBLAS GemmEx, f32 accumulate" : "none: built without cuBLAS");
+       !Cublas::kAvailable                  ? "none: built without cuBLAS"
+       : g.reads == GemmCase::Reads::None ? "cuBLAS GemmEx, f32 accumulate"
+                                            : "cuBLAS GemmEx with beta = 1, f32 accumulate");
   if (Cublas::kAvailable && !sixteen_bit) {  // for context: what cuBLAS gets when f32 inputs may be cut to TF32
     const auto run_tf32 = [&] { cublas.gemm(g, d.a(), d.b(), d.c_baseline(), CublasMath::Tf32); };
     run_tf32();
@@ -916,6 +938,14 @@ std::vector<GemmCase> gemm_cases() {
     cases.push_back({jit::DType::bf16, row, row, shape, "", 2, 0, 0, 0, 0, "", gate});
     cases.push_back({jit::DType::bf16, row, row, shape, "", 0, 128, 256, 64, 3, "_stages3", gate});
     if (mlp_up) cases.push_back({jit::DType::bf16, row, row, shape});
+  }
+  // ... and as the layer runs o (the residual added by the epilogue chain) and down (beta = 1), at
+  // both token counts (`--filter _residual`, `--filter _beta1`): against cuBLAS with beta = 1.
+  for (const std::int64_t m : {2048, 16384}) {
+    GemmCase o{jit::DType::bf16, row, row, {m, 4096, 4096}}, down{jit::DType::bf16, row, row, {m, 4096, 14336}};
+    o.reads = GemmCase::Reads::Residual, down.reads = GemmCase::Reads::C;
+    cases.push_back(o);
+    cases.push_back(down);
   }
   return cases;
 }

@@ -14,7 +14,9 @@
 // torch eager / torch.compile on the same shapes: bench/gpu/torch_baseline.py --layer (run.sh runs
 // both); --dump DIR writes the 1 x 2048 prefill's input, weights and output (raw bf16) for its
 // correctness check against PyTorch.
-//   jitk_layer_bench [--json] [--dump DIR] [--prefill-only]
+//   jitk_layer_bench [--json] [--dump DIR] [--prefill-only | --prefill]
+//     (--prefill-only: the 1 x 2048 prefill alone; --prefill: 1 x 2048 and 8 x 2048, no tuning,
+//     decode or cold start: an A/B of kernel texts at both sizes)
 //   jitk_layer_bench --child-first-forward [--compile-all] [--ready-file F --start-file G]
 //     (what the parent, or bench/gpu/fleet.sh, runs in children)
 #include <cuda.h>
@@ -181,8 +183,10 @@ void precompile_gemm_candidates() {
 
 // prefill_only: the 1 x 2048 prefill and its breakdown alone (an A/B of kernel texts through
 // JITK_KERNEL_DIR, e.g. bench/gpu/ab.sh's folders): no tuning, 8 x 2048, decode or cold start.
-int bench(const std::string& dump, bool prefill_only) {
-  if (!prefill_only) precompile_gemm_candidates();
+// prefill (--prefill): the same at 1 x 2048 and 8 x 2048.
+int bench(const std::string& dump, bool prefill_only, bool prefill = false) {
+  const bool prefills_alone = prefill_only || prefill;
+  if (!prefills_alone) precompile_gemm_candidates();
   const double copy = copy_gbps(std::size_t(1) << 30);
   emit("layer_d2d_copy_1GiB", copy, "GB/s", 0, "-");
   auto weights = llama_weights();
@@ -232,7 +236,7 @@ int bench(const std::string& dump, bool prefill_only) {
     layer.use_unfused_mlp(false);
     emit(name + "_unfused_mlp_ms", unfused, "ms", ms, "gated gemm, same run (ratio: unfused / fused)");
     breakdown(layer, step, stream, name);
-    if (prefill_only) continue;
+    if (prefills_alone) continue;
     // the same with each gemm's tile tuned for its shape (the first run tunes, untimed)
     layer.use_tuned_gemms(true);
     layer.run(step, stream);
@@ -242,7 +246,7 @@ int bench(const std::string& dump, bool prefill_only) {
     breakdown(layer, step, stream, name + "_tuned");
   }
   if (!dump.empty()) weights = {};
-  if (prefill_only) return 0;
+  if (prefills_alone) return 0;
   // decode: batch 64 over context 4096, one step (a new token a sequence at position 4096)
   {
     const std::int64_t batch = 64, context = 4096;
@@ -440,7 +444,7 @@ void sweep_few_rows() {
 int main(int argc, char** argv) {
   try {
     std::string dump, ready_file, start_file;
-    bool child = false, compile_all = false, sweep = false, prefill_only = false;
+    bool child = false, compile_all = false, sweep = false, prefill_only = false, prefill = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--json") g_json = true;
@@ -451,8 +455,9 @@ int main(int argc, char** argv) {
       else if (a == "--start-file" && i + 1 < argc) start_file = argv[++i];
       else if (a == "--sweep-few-rows") sweep = true;
       else if (a == "--prefill-only") prefill_only = true;
+      else if (a == "--prefill") prefill = true;
       else {
-        std::fprintf(stderr, "usage: jitk_layer_bench [--json] [--dump DIR] [--prefill-only] [--sweep-few-rows] | --child-first-forward [--compile-all] [--ready-file F --start-file G]\n");
+        std::fprintf(stderr, "usage: jitk_layer_bench [--json] [--dump DIR] [--prefill-only | --prefill] [--sweep-few-rows] | --child-first-forward [--compile-all] [--ready-file F --start-file G]\n");
         return 2;
       }
     }
@@ -465,8 +470,8 @@ int main(int argc, char** argv) {
       sweep_few_rows();
       return 0;
     }
-    if (!prefill_only) cold_and_warm();
-    return bench(dump, prefill_only);
+    if (!prefill_only && !prefill) cold_and_warm();
+    return bench(dump, prefill_only, prefill);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "jitk_layer_bench: %s\n", e.what());
     return 1;

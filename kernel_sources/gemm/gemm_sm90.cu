@@ -233,16 +233,103 @@ __device__ inline void stmatrix(const T* row, unsigned r0, unsigned r1, unsigned
 // Thread t of consumer w holds, for each 8-column group j, rows w*64 + (t/32)*16 + (t%32)/4 (+8)
 // and columns j*8 + (t%4)*2 (+1): registers 4j + {0, 1} and 4j + {2, 3}. Pairs of columns are
 // stored together where C and the chain's tensors allow.
-// Where the epilogue reads memory (beta != 0: C; a chain's tensors), EPI_CHUNK register pairs are
-// finished (their reads in flight together) before they are stored: the chain's pointers are not
-// __restrict__, so a read cannot be moved above a store to C, and pair by pair each read waited
-// out a round trip behind the last store (H100, the decoder layer's output projection with its
-// residual in the epilogue: 0.126 ms against 0.108 without). Measured there (two rounds, one call):
-// chunks of 1 pair 0.1428 / 0.1375 ms, 4 pairs 0.1350 / 0.1347, 8 pairs 0.1360 / 0.1381, 16 pairs
-// 0.1417 / 0.1439; all pairs at once (two passes) 0.144 (registers). The plain q projection of the
-// same shape: 0.110-0.113.
+// From registers (no staging area), where the epilogue reads memory (beta != 0: C; a chain's
+// tensors), EPI_CHUNK register pairs are finished (their reads in flight together) before they are
+// stored: the chain's pointers are not __restrict__, so a read cannot be moved above a store to C,
+// and pair by pair each read waited out a round trip behind the last store (H100, the decoder
+// layer's output projection with its residual in the epilogue: 0.126 ms against 0.108 without).
+// Measured there (two rounds, one call): chunks of 1 pair 0.1428 / 0.1375 ms, 4 pairs 0.1350 /
+// 0.1347, 8 pairs 0.1360 / 0.1381, 16 pairs 0.1417 / 0.1439; all pairs at once (two passes) 0.144
+// (registers). The plain q projection of the same shape: 0.110-0.113. The staged epilogue reads
+// in the staged copy-out instead (EpiChunk, below).
 constexpr int EPI_CHUNK = 4 < TN / 4 ? 4 : TN / 4;
 static_assert((TN / 2) % (2 * EPI_CHUNK) == 0, "gemm_sm90.cu: the epilogue's chunks tile the registers");
+
+// The staged epilogue's copy-out (store() and store_gated()): a consumer's 64 staged rows of
+// PIECES 16-byte pieces (8 columns each; the piece p of staged row `row` at p ^ (row % 8)) into C
+// from row r0 and column c0, 128 threads each taking pieces t, t + 128, ... (8 threads a 128-byte
+// row: 16-byte stores). Where the epilogue reads memory (beta != 0: C; a chain's tensors) the
+// values staged are alpha A B rounded to T, and the copy-out adds beta * C and runs the chain on
+// them, piece by piece, reading C and the chain's tensors at the piece's place in 16-byte pieces
+// too (C then is round(round(alpha A B) + beta C), as the plain gemm and an elementwise kernel
+// after it would compute). Those reads are issued a chunk ahead (load(): the next chunk's while
+// this one is stored), all of a thread's pieces of a chunk at once, so that a tile's reads wait
+// out about one round trip, not one a stmatrix: read in the accumulators' layout (4 bytes a
+// thread, 8 rows a warp instruction) right before each stmatrix, C and the residual cost the
+// Llama-3-8B layer's 8 x 2048 prefill ~0.4 ms in each of its o and down gemms (H100; against cuBLAS
+// with beta = 1, o + residual 16384 x 4096 x 4096 0.745 -> 0.873, down 16384 x 4096 x 14336 with
+// beta = 1 0.924 -> 0.977; bench/results/2026-11-26-h100-residual-epilogue-ab.md). Where C's rows
+// or the chain's tensors are not 16-byte aligned, or a piece is cut short by C's last column, the
+// piece goes element by element (its reads then in the copy-out). Where the epilogue reads
+// nothing the copy-out is a copy (store()'s and store_gated()'s own loops).
+template <int PIECES>
+struct EpiChunk {
+  static constexpr int EACH = 64 * PIECES / 128;  // pieces a thread
+  static_assert(EACH * 128 == 64 * PIECES, "gemm_sm90.cu: a staged chunk's pieces divide among the consumer's threads");
+  T* out;
+  i64 ld, rows, cols;  // C's leading dimension and bounds
+  bool vectors, reads;
+  float beta;
+  // A thread's reads for one chunk (loaded by load(), used by copy()).
+  struct Reads {
+    jitk::Pack<T, 8> c[EACH];
+    jitk_chain::EpilogueLoads<8> e[EACH];
+  };
+  __device__ EpiChunk(T* out_, i64 ld_, i64 rows_, i64 cols_, float beta_, const jitk_chain& chain)
+      : out(out_), ld(ld_), rows(rows_), cols(cols_), reads(beta_ != 0.f || jitk_chain::has_epilogue), beta(beta_) {
+    vectors = ld % 8 == 0 && jitk::aligned16(out) && (!reads || chain.aligned());
+  }
+  // The thread's pieces of the chunk at (r0, c0): C's and the chain's 16-byte pieces there.
+  __device__ void load(Reads& x, i64 r0, i64 c0, int t, const jitk_chain& chain) const {
+    if (!reads) return;
+#pragma unroll
+    for (int k = 0; k < EACH; ++k) {
+      const int q = t + 128 * k;
+      const i64 r = r0 + q / PIECES, col = c0 + (q % PIECES) * 8;
+      if (!vectors || r >= rows || col + 8 > cols) continue;
+      const i64 at = r * ld + col;
+      if (beta != 0.f) x.c[k] = jitk::load<8>(out + at);
+      x.e[k] = chain.epilogue_load<8>(at, col);
+    }
+  }
+  __device__ void copy(const T* st, const Reads& x, i64 r0, i64 c0, int t, const jitk_chain& chain) const {
+#pragma unroll
+    for (int k = 0; k < EACH; ++k) {
+      const int q = t + 128 * k, row = q / PIECES, p = q % PIECES;
+      const i64 r = r0 + row, col = c0 + p * 8;
+      if (r >= rows) break;  // q rises with the row
+      const T* from = st + row * 64 + ((p ^ (row % 8)) * 8);
+      const i64 at = r * ld + col;
+      if (vectors && col + 8 <= cols) {
+        jitk::Pack<T, 8> s = *reinterpret_cast<const jitk::Pack<T, 8>*>(from);
+        if (reads) {
+          float v[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) v[e] = jitk::to_float(s.v[e]);
+          if (beta != 0.f)
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] += beta * jitk::to_float(x.c[k].v[e]);
+          chain.epilogue<8>(v, x.e[k], at, col);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) s.v[e] = jitk::from_float<T>(v[e]);
+        }
+        jitk::store<8>(out + at, s);
+      } else {
+        for (int e = 0; e < 8 && col + e < cols; ++e) {
+          if (reads) {
+            float v[1] = {jitk::to_float(from[e])};
+            if (beta != 0.f) v[0] += beta * jitk::to_float(out[at + e]);
+            chain.epilogue<1>(v, at + e, col + e);
+            out[at + e] = jitk::from_float<T>(v[0]);
+          } else {
+            out[at + e] = from[e];
+          }
+        }
+      }
+    }
+  }
+};
+
 __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t, float alpha, float beta,
                              const jitk_chain& chain, T* staging) {
   T* __restrict__ out = plan.c;
@@ -286,29 +373,47 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
     }
   };
   if constexpr (EPI_STAGED) {
-    // 64 columns at a time: finished 4 register pairs at a time (two 8-column groups: one
-    // stmatrix of four 8 x 8 matrices, the groups' top and bottom 8 rows of the warp's 16) into
-    // the consumer's 64 x 64 staging area (the 16-byte piece p of row r at p ^ (r % 8):
-    // conflict-free both ways), then from there to C.
-    static_assert(EPI_CHUNK == 4, "gemm_sm90.cu: the staged epilogue finishes 4 pairs a stmatrix");
+    // 64 columns at a time: 4 register pairs at a time (two 8-column groups: one stmatrix of four
+    // 8 x 8 matrices, the groups' top and bottom 8 rows of the warp's 16) into the consumer's 64 x
+    // 64 staging area (the 16-byte piece p of row r at p ^ (r % 8): conflict-free both ways), then
+    // from there to C.
+    // Where the epilogue reads memory, beta * C and the chain are added in the copy-out (EpiChunk).
+    static_assert(EPI_CHUNK == 4, "gemm_sm90.cu: the staged epilogue stages 4 pairs a stmatrix");
     const int lane = t % 32, warp = t / 32;
     T* st = staging + w * 64 * 64;  // the consumer's
     const int srow = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8, sgroup = lane / 16;  // this lane's stmatrix row
-    const float scale = reads ? 1.f : alpha;
+    if (reads) {
+      const EpiChunk<8> chunk(out, ld, M_out, N_out, beta, chain);
+      const i64 rows0 = plan.m0 + w * 64;
+      EpiChunk<8>::Reads ahead[2];
+      chunk.load(ahead[0], rows0, plan.n0, t, chain);
+#pragma unroll
+      for (int c = 0; c < TN / 64; ++c) {
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) {
+          const int i0 = (c * 8 + j) * 4;  // registers of groups c * 8 + j and + 1
+          __syncwarp();  // stmatrix is .aligned: the whole warp, past load()'s and copy()'s branches
+          stmatrix(st + srow * 64 + (((j + sgroup) ^ (srow % 8)) * 8), pack2(alpha * d[i0], alpha * d[i0 + 1]),
+                   pack2(alpha * d[i0 + 2], alpha * d[i0 + 3]), pack2(alpha * d[i0 + 4], alpha * d[i0 + 5]),
+                   pack2(alpha * d[i0 + 6], alpha * d[i0 + 7]));
+        }
+        consumer_sync(w);
+        if (c + 1 < TN / 64) chunk.load(ahead[(c + 1) % 2], rows0, plan.n0 + (c + 1) * 64, t, chain);
+        chunk.copy(st, ahead[c % 2], rows0, plan.n0 + c * 64, t, chain);
+        consumer_sync(w);  // the staging area is read before this consumer writes it again
+      }
+      return;
+    }
     const bool vectors = ld % 8 == 0 && jitk::aligned16(out);
 #pragma unroll
     for (int c = 0; c < TN / 64; ++c) {
 #pragma unroll
       for (int j = 0; j < 8; j += 2) {
         const int i0 = (c * 8 + j) * 4;  // registers of groups c * 8 + j and + 1
-        if (reads) {
-#pragma unroll
-          for (int i = i0; i < i0 + 8; i += 2) finish(i);
-        }
-        __syncwarp();  // stmatrix is .aligned: the whole warp, past finish()'s branches
-        stmatrix(st + srow * 64 + (((j + sgroup) ^ (srow % 8)) * 8), pack2(scale * d[i0], scale * d[i0 + 1]),
-                 pack2(scale * d[i0 + 2], scale * d[i0 + 3]), pack2(scale * d[i0 + 4], scale * d[i0 + 5]),
-                 pack2(scale * d[i0 + 6], scale * d[i0 + 7]));
+        __syncwarp();  // stmatrix is .aligned: the whole warp
+        stmatrix(st + srow * 64 + (((j + sgroup) ^ (srow % 8)) * 8), pack2(alpha * d[i0], alpha * d[i0 + 1]),
+                 pack2(alpha * d[i0 + 2], alpha * d[i0 + 3]), pack2(alpha * d[i0 + 4], alpha * d[i0 + 5]),
+                 pack2(alpha * d[i0 + 6], alpha * d[i0 + 7]));
       }
       consumer_sync(w);
 #pragma unroll
@@ -408,23 +513,39 @@ __device__ inline void store_gated(const Plan& plan, float (&d)[TN / 2], int w, 
     // As store()'s staged path, on C's half-width tile: each 64 columns of B (8 groups: gate groups
     // c * 8 + j for even j, each with its up group j + 1) give 32 columns of C; one stmatrix takes
     // the gated values of two gate groups (j and j + 2: their top and bottom 8 rows of the warp's
-    // 16) into pieces j / 2 and j / 2 + 1 of the consumer's staging rows, then 16-byte stores.
+    // 16) into pieces j / 2 and j / 2 + 1 of the consumer's staging rows, then 16-byte stores
+    // (where the epilogue reads memory: EpiChunk's copy-out, beta * C and the chain there).
     const int lane = t % 32, warp = t / 32;
     T* st = staging + w * 64 * 64;  // the consumer's (rows of 64; 32 of each used here)
     const int srow = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8, sgroup = lane / 16;  // this lane's stmatrix row
+    if (reads) {
+      const EpiChunk<4> chunk(out, ld, M_out, N_out, beta, chain);
+      const i64 rows0 = plan.m0 + w * 64;
+      EpiChunk<4>::Reads ahead[2];
+      chunk.load(ahead[0], rows0, plan.n0 / 2, t, chain);
+#pragma unroll
+      for (int c = 0; c < TN / 64; ++c) {
+#pragma unroll
+        for (int j = 0; j < 8; j += 4) {
+          const int g0 = (c * 8 + j) * 4, g2 = (c * 8 + j + 2) * 4;  // gate groups c * 8 + j and + 2 (registers)
+          __syncwarp();  // stmatrix is .aligned: the whole warp, past load()'s and copy()'s branches
+          stmatrix(st + srow * 64 + (((j / 2 + sgroup) ^ (srow % 8)) * 8), pack2(d[g0], d[g0 + 1]), pack2(d[g0 + 2], d[g0 + 3]),
+                   pack2(d[g2], d[g2 + 1]), pack2(d[g2 + 2], d[g2 + 3]));
+        }
+        consumer_sync(w);
+        if (c + 1 < TN / 64) chunk.load(ahead[(c + 1) % 2], rows0, plan.n0 / 2 + (c + 1) * 32, t, chain);
+        chunk.copy(st, ahead[c % 2], rows0, plan.n0 / 2 + c * 32, t, chain);
+        consumer_sync(w);  // the staging area is read before this consumer writes it again
+      }
+      return;
+    }
     const bool vectors = ld % 8 == 0 && jitk::aligned16(out);
 #pragma unroll
     for (int c = 0; c < TN / 64; ++c) {
 #pragma unroll
       for (int j = 0; j < 8; j += 4) {
         const int g0 = (c * 8 + j) * 4, g2 = (c * 8 + j + 2) * 4;  // gate groups c * 8 + j and + 2 (registers)
-        if (reads) {  // their pairs: q = 2p, 2p + 1 for gate group 2p
-#pragma unroll
-          for (int q = (c * 8 + j) / 2 * 2; q < (c * 8 + j) / 2 * 2 + 2; ++q) finish(q);
-#pragma unroll
-          for (int q = (c * 8 + j + 2) / 2 * 2; q < (c * 8 + j + 2) / 2 * 2 + 2; ++q) finish(q);
-        }
-        __syncwarp();  // stmatrix is .aligned: the whole warp, past finish()'s branches
+        __syncwarp();  // stmatrix is .aligned: the whole warp
         stmatrix(st + srow * 64 + (((j / 2 + sgroup) ^ (srow % 8)) * 8), pack2(d[g0], d[g0 + 1]), pack2(d[g0 + 2], d[g0 + 3]),
                  pack2(d[g2], d[g2 + 1]), pack2(d[g2 + 2], d[g2 + 3]));
       }
