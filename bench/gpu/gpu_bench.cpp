@@ -430,6 +430,9 @@ bool prefill_benches() {
   cases.push_back({64, 2048, 32, 32, false, 128, 192});
   for (bool causal : {false, true})
     for (std::int64_t d : {64, 128, 256}) cases.push_back({d, 8192, 2048 / d, 2048 / d, causal, 0, 0, "cuda"});
+  // the generic text's causal rows at other tiles (fewer accumulators a thread than the defaults)
+  for (auto [tm, tn] : {std::pair{64, 64}, {128, 32}}) cases.push_back({128, 8192, 16, 16, true, tm, tn, "cuda"});
+  cases.push_back({64, 8192, 32, 32, true, 128, 64, "cuda"});
   // Hopper's default (cuda-sm90a-tma, the copy engine) at other tiles: head 64 on two consumers
   // (240 registers each), head 256 by 64 keys (its default is 128 x 80)
   for (std::int64_t s : {2048, 8192})
