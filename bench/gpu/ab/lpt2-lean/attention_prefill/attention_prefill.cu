@@ -33,16 +33,21 @@ struct Work {
 };
 
 // K and V bytes the blocks that run at once may share through L2 (a budget under the smallest L2
-// of the GPUs served: A100 40 MB, H100 50 MB).
+// of the GPUs served: A100 40 MB, H100 50 MB), and about the blocks a GPU runs at once (an H100:
+// 132 of the Hopper text's, 264 of the generic one's; an A100 216).
 constexpr i64 kL2Bytes = i64{32} << 20;
+constexpr i64 kWaveBlocks = 256;
 
 // Block b of m_tiles * batch * kv_heads: which (sequence, kv head) pair -- a column -- and which of
 // its row tiles. Without a causal mask every tile walks the same keys: the pairs one after another,
 // the row tiles of a pair consecutive (they share K and V through L2). Under a causal mask row tile
-// mt walks mt + 1 tiles' keys, so the heaviest go first over the whole grid, the lightest last (no
-// SM is left with a heavy tile while the others have run out of work): the columns are taken in
-// sections of as many pairs as fit K and V in kL2Bytes (a power of two; FlashAttention-3's LPT
-// order), and within a section the last row tile of every pair, then the one before, and so on.
+// mt walks mt + 1 tiles' keys, so the heaviest go first, the lightest last (no SM is left with a
+// heavy tile while the others have run out of work; FlashAttention-3's LPT order): the columns are
+// taken in sections, and within a section the last row tile of every pair, then the one before, and
+// so on. A section is the fewest pairs (a power of two) whose tiles fill a wave of blocks, and no
+// more than fit their K and V in kL2Bytes: the blocks that run at once share few pairs' K and V
+// (H100, 2026-11-26: one section of every pair ran 0.73x at head 128 x 2048 tokens; sections of
+// 16 pairs cost a GQA shape of 128 tiles a pair 5%).
 __device__ inline bool block_tile(i64 m_tiles, i64 columns, i64 batch, i64 total_k, i64& col, i64& mt) {
   const i64 block = blockIdx.x;
   if (block >= m_tiles * columns) return false;
@@ -50,7 +55,7 @@ __device__ inline bool block_tile(i64 m_tiles, i64 columns, i64 batch, i64 total
     const i64 keys = batch > 0 && total_k / batch > 0 ? total_k / batch : 1;  // a sequence's keys, on average
     const i64 column_bytes = keys * D * 2 * static_cast<i64>(sizeof(T));
     i64 section = 1;
-    while (section < columns && 2 * section * column_bytes <= kL2Bytes) section *= 2;
+    while (section < columns && section * m_tiles < kWaveBlocks && 2 * section * column_bytes <= kL2Bytes) section *= 2;
     const i64 per_section = section * m_tiles, first = block / per_section * section;
     const i64 in = block - first * m_tiles, here = columns - first < section ? columns - first : section;
     col = first + in % here;
@@ -622,11 +627,6 @@ constexpr int CHUNKS = D / 8;  // 16-byte chunks a row
 constexpr bool kQInRegisters = WM == 1 && D <= 128;
 static_assert(D % 16 == 0 && TM % 16 == 0 && TN % 16 == 0, "tiles of whole mma shapes");
 
-// A compile-time switch passed to a generic lambda (NVRTC has no <type_traits>).
-template <bool B> struct Flag {
-  static constexpr bool value = B;
-};
-
 // Four 8x8 matrices from shared memory (a 32-bit shared address: offsets from one base fold into
 // the instruction, where 64-bit generic pointers would each take registers).
 __device__ inline void ldmatrix_x4(unsigned (&r)[4], unsigned at) {
@@ -706,8 +706,8 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;  // the fragments' row in 8 and column pair
   // this thread's rows are row_base + 16 m + 8 h of the sequence's lq * G (g and g + 8 of each of its
-  // warp's WM slices of 16); row r sits at key position r / G + lk - lq. Worked out in the masked
-  // steps alone, so that no register holds them through the walk.
+  // warp's WM slices of 16); row r sits at key position r / G + lk - lq, worked out where a tile is
+  // masked rather than held in registers through the walk
   const int row_base = w.row0 + warp * WM * 16 + g, shift = static_cast<int>(w.lk - w.lq), lk = static_cast<int>(w.lk);
 
   // row r of the tile: token (row0 + r) / G, head kv_head * G + (row0 + r) % G
@@ -721,8 +721,8 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   const T* k_head = k + w.k0 * k_stride + static_cast<i64>(w.kv_head) * D;
   const T* v_head = v + w.k0 * v_stride + static_cast<i64>(w.kv_head) * D;
 
-  // the walk's keys, whole tiles: [first_key, end_key) (positions in a sequence fit an int)
-  const int first_key = static_cast<int>(w.key_begin / TN * TN), end_key = static_cast<int>((w.key_end + TN - 1) / TN * TN);
+  // the walk: tiles of TN keys from first_key while they start before key_end
+  const i64 first_key = w.key_begin / TN * TN, key_end = w.key_end;
   float acc[WM][D / 8][4];
   float row_max[WM][2], row_sum[WM][2];
   #pragma unroll
@@ -737,7 +737,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   const float scale_log2 = scale * kLog2e;
 
   load_rows<TM>(sq, w.rows, aligned, q_row);
-  if (first_key < end_key) load_kv(sk, k_head + first_key * k_stride, k_stride, lk - first_key < TN ? lk - first_key : TN, aligned);
+  if (first_key < key_end) load_kv(sk, k_head + first_key * k_stride, k_stride, static_cast<int>(w.lk - first_key < TN ? w.lk - first_key : TN), aligned);
   commit();
 
   unsigned qf[kQInRegisters ? D / 16 : 1][4];
@@ -751,14 +751,8 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   const unsigned k_frag = shared_address(sk + bk_row * LD + bk_col);
   const unsigned v_frag = shared_address(sv + bv_row * LD + bv_col);
 
-  // One step of the walk over the tile of TN keys from n0; kMasked: the mask applied to S (the
-  // tiles where some row may not see some key: the diagonal's, a window's edge, the sequence's
-  // end). Two copies of the step, so that the bulk of the walk carries no mask code and none of
-  // its registers.
-  const auto step = [&](int n0, auto masked) {
-    constexpr bool kMasked = decltype(masked)::value;
-    const int keys = lk - n0 < TN ? lk - n0 : TN;
-    unsigned p_frag[WM][TN / 16][4];  // P, below
+  for (i64 n0 = first_key; n0 < key_end; n0 += TN) {
+    const int keys = static_cast<int>(w.lk - n0 < TN ? w.lk - n0 : TN);
     wait_all();
     __syncthreads();  // K's tile is in; every warp is done with V's previous one
     if (kQInRegisters && n0 == first_key)
@@ -800,18 +794,21 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
     }
 
     // the mask, where some row of the tile may not see some key of it
-    if constexpr (kMasked)
+    if (needs_mask(w, n0)) {
       #pragma unroll
-      for (int m = 0; m < WM; ++m)
+      for (int m = 0; m < WM; ++m) {
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int at = (row_base + 16 * m + 8 * h) / G + shift;
           #pragma unroll
-          for (int i = 0; i < TN / 8; ++i)
+          for (int i = 0; i < TN / 8; ++i) {
             #pragma unroll
             for (int e = 0; e < 2; ++e)
-              if (!sees(at, n0 + i * 8 + 2 * t + e, lk)) s[m][i][2 * h + e] = jitk::neg_inf();
+              if (!sees(at, static_cast<int>(n0) + i * 8 + 2 * t + e, lk)) s[m][i][2 * h + e] = jitk::neg_inf();
+          }
         }
+      }
+    }
 
     // online softmax: each row's running max and sum (a quad of lanes shares a row)
     #pragma unroll
@@ -843,22 +840,24 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
         }
       }
 
-    // P as bf16/f16 pairs, the A fragments of 16 keys at a time (half S's registers through P V)
+    // P as 16-bit pairs, the A fragments of 16 keys at a time: S's registers go before P V
+    unsigned p[WM][TN / 16][4];
     #pragma unroll
-    for (int m = 0; m < WM; ++m)
+    for (int m = 0; m < WM; ++m) {
       #pragma unroll
       for (int kk = 0; kk < TN / 16; ++kk) {
-        p_frag[m][kk][0] = pack2(s[m][2 * kk][0], s[m][2 * kk][1]);
-        p_frag[m][kk][1] = pack2(s[m][2 * kk][2], s[m][2 * kk][3]);
-        p_frag[m][kk][2] = pack2(s[m][2 * kk + 1][0], s[m][2 * kk + 1][1]);
-        p_frag[m][kk][3] = pack2(s[m][2 * kk + 1][2], s[m][2 * kk + 1][3]);
+        p[m][kk][0] = pack2(s[m][2 * kk][0], s[m][2 * kk][1]);
+        p[m][kk][1] = pack2(s[m][2 * kk][2], s[m][2 * kk][3]);
+        p[m][kk][2] = pack2(s[m][2 * kk + 1][0], s[m][2 * kk + 1][1]);
+        p[m][kk][3] = pack2(s[m][2 * kk + 1][2], s[m][2 * kk + 1][3]);
       }
+    }
 
     wait_all();
     __syncthreads();  // V's tile is in; every warp is done with K's
-    if (n0 + TN < end_key) {
-      const int next = n0 + TN;
-      load_kv(sk, k_head + next * k_stride, k_stride, lk - next < TN ? lk - next : TN, aligned);
+    if (n0 + TN < key_end) {
+      const i64 next = n0 + TN;
+      load_kv(sk, k_head + next * k_stride, k_stride, static_cast<int>(w.lk - next < TN ? w.lk - next : TN), aligned);
     }
     commit();
 
@@ -871,17 +870,11 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
         ldmatrix_x4_trans(b, v_frag + kk * 16 * kRow + dn * 32);
         #pragma unroll
         for (int m = 0; m < WM; ++m) {
-          mma(acc[m][2 * dn], p_frag[m][kk], b[0], b[1]);
-          mma(acc[m][2 * dn + 1], p_frag[m][kk], b[2], b[3]);
+          mma(acc[m][2 * dn], p[m][kk], b[0], b[1]);
+          mma(acc[m][2 * dn + 1], p[m][kk], b[2], b[3]);
         }
       }
     }
-  };
-  for (int n0 = first_key; n0 < end_key; n0 += TN) {
-    if (needs_mask(w, n0))
-      step(n0, Flag<true>{});
-    else
-      step(n0, Flag<false>{});
   }
 
   // O = acc / sum, staged through shared memory (Q's tile) for 16-byte stores; lse = ln of the sum
