@@ -1013,6 +1013,23 @@ TEMPLATE_TEST_CASE("GPU attention_prefill's generic text with other tiles, long 
   check_gpu_prefill<TestType>({{6, 3}, {2, 0}, 1, 1, 64, true, 0, 0}, 0, 0, 0, "cuda");  // rows that see no key: o = 0, lse = -inf
 }
 
+// Under a causal mask the blocks take the row tiles heaviest first, in sections of (sequence, kv
+// head) pairs no larger than a wave of blocks needs: 9 pairs of 32 row tiles (the generic text's
+// 128 rows) are a section of 8 and one of 1, of 64 tiles (64 rows) sections of 4, 4 and 1. Every
+// tile of every pair must still be walked once: ragged sequences (most of the short ones' tiles
+// past their end), bottom-right causal, GQA, a window, every implementation.
+TEMPLATE_TEST_CASE("GPU attention_prefill's causal blocks, heaviest first in sections with a partial last one, cover every row tile once",
+                   "[gpu][attention]", jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  const jitk_test::AttnCase sections{{1024, 300, 77}, {1024, 500, 77}, 3, 4, 64, true, 0, 0};
+  const jitk_test::AttnCase windowed{{1024, 300, 77}, {1024, 500, 77}, 3, 4, 64, true, 200, 8};
+  for (const auto& impl : jit::implementations_for("attention_prefill", gpu())) {
+    check_gpu_prefill<TestType>(sections, 0, 0, 0, impl);
+    check_gpu_prefill<TestType>(sections, 64, 64, 0, impl);
+    check_gpu_prefill<TestType>(windowed, 64, 64, 0, impl);
+  }
+}
+
 TEST_CASE("GPU attention_prefill writes NaN rows for a sequence longer than max_seqlen_q", "[gpu][attention]") {
   if (!have_gpu()) return;
   auto kernel = jit::get<jitk_test::Prefill>({jit::DType::bf16, 64, true, 0, 4, 16, 16}, gpu());
