@@ -33,29 +33,36 @@ struct Work {
 };
 
 // K and V bytes the blocks that run at once may share through L2 (a budget under the smallest L2
-// of the GPUs served: A100 40 MB, H100 50 MB), and about the blocks a GPU runs at once (an H100:
-// 132 of the Hopper text's, 264 of the generic one's; an A100 216).
+// of the GPUs served: A100 40 MB, H100 50 MB).
 constexpr i64 kL2Bytes = i64{32} << 20;
-constexpr i64 kWaveBlocks = 256;
+// Which texts take the heaviest row tiles first under a causal mask (below): the generic one. The
+// Hopper texts keep one pair's tiles after another: on the H100 the order gained them nothing at
+// 2048 tokens and cost Llama-3-8B's GQA shape (32 pairs of 128 row tiles) 5%, for +5-7% at 8192
+// tokens (bench/results/2026-11-26-h100-attention-causal-order.md; bench/gpu/ab/lpt2 is the next try).
+#if defined(JITK_IMPLEMENTATION_CUDA)
+constexpr bool kHeaviestFirst = kCausal;
+#else
+constexpr bool kHeaviestFirst = false;
+#endif
 
 // Block b of m_tiles * batch * kv_heads: which (sequence, kv head) pair -- a column -- and which of
-// its row tiles. Without a causal mask every tile walks the same keys: the pairs one after another,
-// the row tiles of a pair consecutive (they share K and V through L2). Under a causal mask row tile
-// mt walks mt + 1 tiles' keys, so the heaviest go first, the lightest last (no SM is left with a
-// heavy tile while the others have run out of work; FlashAttention-3's LPT order): the columns are
-// taken in sections, and within a section the last row tile of every pair, then the one before, and
-// so on. A section is the fewest pairs (a power of two) whose tiles fill a wave of blocks, and no
-// more than fit their K and V in kL2Bytes: the blocks that run at once share few pairs' K and V
-// (H100, 2026-11-26: one section of every pair ran 0.73x at head 128 x 2048 tokens; sections of
-// 16 pairs cost a GQA shape of 128 tiles a pair 5%).
+// its row tiles. By default the pairs one after another, the row tiles of a pair consecutive (they
+// share K and V through L2), the last first (under a causal mask it walks the most keys).
+// kHeaviestFirst: under a causal mask row tile mt walks mt + 1 tiles' keys, so the heaviest go
+// first over the whole grid, the lightest last (no SM is left with a heavy tile while the others
+// have run out of work; FlashAttention-2 takes them lightest first): the columns are taken in
+// sections of as many pairs as fit K and V in kL2Bytes (a power of two; FlashAttention-3's LPT
+// order), and within a section the last row tile of every pair, then the one before, and so on.
+// H100, generic text, 8192 tokens: +5% at head 64, +16% at 128, +9% at 256; one section of every
+// pair instead cost the Hopper text 27% at head 128 x 2048 tokens (128 pairs' K and V at once).
 __device__ inline bool block_tile(i64 m_tiles, i64 columns, i64 batch, i64 total_k, i64& col, i64& mt) {
   const i64 block = blockIdx.x;
   if (block >= m_tiles * columns) return false;
-  if constexpr (kCausal) {
+  if constexpr (kHeaviestFirst) {
     const i64 keys = batch > 0 && total_k / batch > 0 ? total_k / batch : 1;  // a sequence's keys, on average
     const i64 column_bytes = keys * D * 2 * static_cast<i64>(sizeof(T));
     i64 section = 1;
-    while (section < columns && section * m_tiles < kWaveBlocks && 2 * section * column_bytes <= kL2Bytes) section *= 2;
+    while (section < columns && 2 * section * column_bytes <= kL2Bytes) section *= 2;
     const i64 per_section = section * m_tiles, first = block / per_section * section;
     const i64 in = block - first * m_tiles, here = columns - first < section ? columns - first : section;
     col = first + in % here;
