@@ -1013,6 +1013,24 @@ TEMPLATE_TEST_CASE("GPU attention_prefill's generic text with other tiles, long 
   check_gpu_prefill<TestType>({{6, 3}, {2, 0}, 1, 1, 64, true, 0, 0}, 0, 0, 0, "cuda");  // rows that see no key: o = 0, lse = -inf
 }
 
+// Under a causal mask the generic text's blocks take the row tiles heaviest first, in sections of
+// (sequence, kv head) pairs whose K and V fit 32 MB: 3 sequences of 6296 keys (2098 on average, at
+// head 256: 2 MB a pair) on 3 kv heads are 9 pairs, a section of 8 and one of 1. Every row tile of
+// every pair must still be walked once: ragged sequences (the short one's tiles past its end),
+// queries fewer than keys (bottom-right causal), GQA, a window, one and four row tiles a pair, and
+// every implementation (the Hopper texts keep one pair after another) on the same shapes.
+TEMPLATE_TEST_CASE("GPU attention_prefill's causal blocks, heaviest first in sections with a partial last one, cover every row tile once",
+                   "[gpu][attention]", jit::half, jit::bfloat16) {
+  if (!have_gpu()) return;
+  const jitk_test::AttnCase sections{{64, 64, 10}, {4096, 2100, 100}, 3, 1, 256, true, 0, 0};
+  const jitk_test::AttnCase windowed{{64, 64, 10}, {4096, 2100, 100}, 3, 2, 256, true, 1000, 8};
+  for (const auto& impl : jit::implementations_for("attention_prefill", gpu())) {
+    check_gpu_prefill<TestType>(sections, 0, 0, 0, impl);
+    check_gpu_prefill<TestType>(windowed, 0, 0, 0, impl);
+    if (impl == "cuda") check_gpu_prefill<TestType>(sections, 16, 16, 0, impl);  // four row tiles a pair
+  }
+}
+
 TEST_CASE("GPU attention_prefill writes NaN rows for a sequence longer than max_seqlen_q", "[gpu][attention]") {
   if (!have_gpu()) return;
   auto kernel = jit::get<jitk_test::Prefill>({jit::DType::bf16, 64, true, 0, 4, 16, 16}, gpu());

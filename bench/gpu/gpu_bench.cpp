@@ -5,7 +5,8 @@
 // Prints one JSON object per line with --json: bench, value, unit, baseline, baseline_name, ratio.
 // --only compile,first_use,launch,bandwidth,rotary,prefill,decode,gemm,block_sparse runs those sections (default: all,
 // in that order). --filter TEXT keeps only the gemm, tuning and block-sparse cases whose names
-// hold TEXT, or one of TEXT's parts between '|' (e.g. --only gemm --filter 'f32|bf16_row_row').
+// hold TEXT, or one of TEXT's parts between '|' (e.g. --only gemm --filter 'f32|bf16_row_row'; a
+// part ending in '$' matches the name's end).
 #include <cuda.h>
 
 #include <thread>
@@ -54,11 +55,18 @@ namespace {
 bool g_json = false;
 std::string g_filter;  // --filter: the gemm, tuning, block-sparse and prefill cases whose names hold it
 
-// --filter A|B: names holding A or B.
+// --filter A|B: names holding A or B; a part ending in '$' only at the name's end (`causal_cuda$`:
+// the generic prefill text's rows, not cuda-sm90a's).
 bool wanted(const std::string& name) {
   for (std::size_t at = 0;;) {
     const std::size_t bar = g_filter.find('|', at);
-    if (name.find(g_filter.substr(at, bar == std::string::npos ? std::string::npos : bar - at)) != std::string::npos) return true;
+    std::string part = g_filter.substr(at, bar == std::string::npos ? std::string::npos : bar - at);
+    if (!part.empty() && part.back() == '$') {
+      part.pop_back();
+      if (name.size() >= part.size() && name.compare(name.size() - part.size(), part.size(), part) == 0) return true;
+    } else if (name.find(part) != std::string::npos) {
+      return true;
+    }
     if (bar == std::string::npos) return false;
     at = bar + 1;
   }
@@ -422,6 +430,9 @@ bool prefill_benches() {
   cases.push_back({64, 2048, 32, 32, false, 128, 192});
   for (bool causal : {false, true})
     for (std::int64_t d : {64, 128, 256}) cases.push_back({d, 8192, 2048 / d, 2048 / d, causal, 0, 0, "cuda"});
+  // the generic text's causal rows at other tiles (fewer accumulators a thread than the defaults)
+  for (auto [tm, tn] : {std::pair{64, 64}, {128, 32}}) cases.push_back({128, 8192, 16, 16, true, tm, tn, "cuda"});
+  cases.push_back({64, 8192, 32, 32, true, 128, 64, "cuda"});
   // Hopper's default (cuda-sm90a-tma, the copy engine) at other tiles: head 64 on two consumers
   // (240 registers each), head 256 by 64 keys (its default is 128 x 80)
   for (std::int64_t s : {2048, 8192})
@@ -441,9 +452,12 @@ bool prefill_benches() {
   for (const Case& c : cases) {
     // --filter: the cases whose names hold it (the implementation named as asked; "" is Hopper's
     // default on sm_90, cuda-sm90a-tma, or cuda-sm90a under JITK_FA_TMA=0)
-    char pre[128];
-    std::snprintf(pre, sizeof pre, "prefill_bf16_d%lld_s%lld_h%lld_kv%lld_%s_%s", (long long)c.head_dim, (long long)c.seqlen,
-                  (long long)c.heads, (long long)c.kv_heads, c.causal ? "causal" : "full", *c.implementation ? c.implementation : "cuda-sm90a-tma");
+    // (the row's name as emitted below, with the tiles where asked for)
+    const std::string tiles = c.tile_m ? "_t" + std::to_string(c.tile_m) + "x" + std::to_string(c.tile_n) : "";
+    char pre[160];
+    std::snprintf(pre, sizeof pre, "prefill_bf16_d%lld_s%lld_h%lld_kv%lld_%s%s_%s", (long long)c.head_dim, (long long)c.seqlen,
+                  (long long)c.heads, (long long)c.kv_heads, c.causal ? "causal" : "full", tiles.c_str(),
+                  *c.implementation ? c.implementation : "cuda-sm90a-tma");
     if (!wanted(pre)) continue;
     const std::int64_t batch = tokens / c.seqlen, group = c.heads / c.kv_heads;
     std::vector<std::int32_t> cu(static_cast<std::size_t>(batch + 1));
@@ -474,10 +488,9 @@ bool prefill_benches() {
       ok = false;
     const double ms = device_ms(run, 10, 3);
     const double flops = 4.0 * batch * c.heads * double(c.seqlen) * double(c.seqlen) * c.head_dim / (c.causal ? 2 : 1);
-    char name[128];
+    char name[160];
     std::snprintf(name, sizeof name, "prefill_bf16_d%lld_s%lld_h%lld_kv%lld_%s%s_%s", (long long)c.head_dim, (long long)c.seqlen,
-                  (long long)c.heads, (long long)c.kv_heads, c.causal ? "causal" : "full",
-                  c.tile_m ? ("_t" + std::to_string(c.tile_m) + "x" + std::to_string(c.tile_n)).c_str() : "", kernel.implementation().c_str());
+                  (long long)c.heads, (long long)c.kv_heads, c.causal ? "causal" : "full", tiles.c_str(), kernel.implementation().c_str());
     emit(name, flops / ms / 1e9, "TFLOP/s", 0, "torch SDPA: torch.jsonl, same run");
   }
   // cold compile (empty jitk cache and driver compute cache) and warm first use, fresh processes

@@ -32,13 +32,53 @@ struct Work {
   i64 fill_end = 0;  // overflow: the block fills rows [row0, fill_end)
 };
 
-// Block b of m_tiles * batch * kv_heads: the (sequence, kv head) pairs one after another, the row
-// tiles of a pair consecutive (they share K and V through L2), the last tile first (under a causal
-// mask it walks the most keys).
-__device__ inline Work find_work(const int* cu_q, const int* cu_k, i64 kv_heads, i64 total_q, i64 total_k, i64 rows) {
+// K and V bytes the blocks that run at once may share through L2 (a budget under the smallest L2
+// of the GPUs served: A100 40 MB, H100 50 MB).
+constexpr i64 kL2Bytes = i64{32} << 20;
+// Which texts take the heaviest row tiles first under a causal mask (below): the generic one. The
+// Hopper texts keep one pair's tiles after another: on the H100 the order gained them nothing at
+// 2048 tokens and cost Llama-3-8B's GQA shape (32 pairs of 128 row tiles) 5%, for +5-7% at 8192
+// tokens (bench/results/2026-11-26-h100-attention-causal-order.md; bench/gpu/ab/lpt2 is the next try).
+#if defined(JITK_IMPLEMENTATION_CUDA)
+constexpr bool kHeaviestFirst = kCausal;
+#else
+constexpr bool kHeaviestFirst = false;
+#endif
+
+// Block b of m_tiles * batch * kv_heads: which (sequence, kv head) pair -- a column -- and which of
+// its row tiles. By default the pairs one after another, the row tiles of a pair consecutive (they
+// share K and V through L2), the last first (under a causal mask it walks the most keys).
+// kHeaviestFirst: under a causal mask row tile mt walks mt + 1 tiles' keys, so the heaviest go
+// first over the whole grid, the lightest last (no SM is left with a heavy tile while the others
+// have run out of work; FlashAttention-2 takes them lightest first): the columns are taken in
+// sections of as many pairs as fit K and V in kL2Bytes (a power of two; FlashAttention-3's LPT
+// order), and within a section the last row tile of every pair, then the one before, and so on.
+// H100, generic text, 8192 tokens: +5% at head 64, +16% at 128, +9% at 256; one section of every
+// pair instead cost the Hopper text 27% at head 128 x 2048 tokens (128 pairs' K and V at once).
+__device__ inline bool block_tile(i64 m_tiles, i64 columns, i64 batch, i64 total_k, i64& col, i64& mt) {
+  const i64 block = blockIdx.x;
+  if (block >= m_tiles * columns) return false;
+  if constexpr (kHeaviestFirst) {
+    const i64 keys = batch > 0 && total_k / batch > 0 ? total_k / batch : 1;  // a sequence's keys, on average
+    const i64 column_bytes = keys * D * 2 * static_cast<i64>(sizeof(T));
+    i64 section = 1;
+    while (section < columns && 2 * section * column_bytes <= kL2Bytes) section *= 2;
+    const i64 per_section = section * m_tiles, first = block / per_section * section;
+    const i64 in = block - first * m_tiles, here = columns - first < section ? columns - first : section;
+    col = first + in % here;
+    mt = m_tiles - 1 - in / here;
+  } else {
+    col = block / m_tiles;
+    mt = m_tiles - 1 - block % m_tiles;
+  }
+  return true;
+}
+
+__device__ inline Work find_work(const int* cu_q, const int* cu_k, i64 batch, i64 kv_heads, i64 total_q, i64 total_k, i64 rows) {
   Work w;
   const i64 m_tiles = (rows + TM - 1) / TM;
-  const i64 col = blockIdx.x / m_tiles, mt = m_tiles - 1 - blockIdx.x % m_tiles;
+  i64 col = 0, mt = 0;
+  if (!block_tile(m_tiles, batch * kv_heads, batch, total_k, col, mt)) return w;
   const i64 b = col / kv_heads;
   w.kv_head = static_cast<int>(col - b * kv_heads);
   const i64 q0 = cu_q[b], q1 = cu_q[b + 1], k0 = cu_k[b], k1 = cu_k[b + 1];
@@ -357,7 +397,7 @@ extern "C" __global__ void __launch_bounds__(JITK_BLOCK, 1)
   u64* empty_v = empty_k + STAGES;
   u64* edge = empty_v + STAGES;  // kTma: a sequence's last V tile, before its rows past the end are zeroed
   (void)edge;
-  const Work w = find_work(cu_q, cu_k, kv_heads, total_q, total_k, rows);
+  const Work w = find_work(cu_q, cu_k, batch, kv_heads, total_q, total_k, rows);
   if (!w.valid || w.rows == 0) return;
   if (w.overflow) return fill_nan(w, o, lse, kv_heads, total_q);
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -644,7 +684,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   T* sq = reinterpret_cast<T*>(shared);
   T* sk = sq + TM * LD;
   T* sv = sk + TN * LD;
-  const Work w = find_work(cu_q, cu_k, kv_heads, total_q, total_k, rows);
+  const Work w = find_work(cu_q, cu_k, batch, kv_heads, total_q, total_k, rows);
   if (!w.valid || w.rows == 0) return;
   if (w.overflow) return fill_nan(w, o, lse, kv_heads, total_q);
   const i64 heads = kv_heads * G;
@@ -859,7 +899,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
 JITK_GPU_KERNEL(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
                 float* __restrict__ lse, const int* __restrict__ cu_q, const int* __restrict__ cu_k, i64 batch, i64 kv_heads,
                 i64 total_q, i64 total_k, i64 q_stride, i64 k_stride, i64 v_stride, float scale, i64 rows, i64 items) {
-  const Work w = find_work(cu_q, cu_k, kv_heads, total_q, total_k, rows);
+  const Work w = find_work(cu_q, cu_k, batch, kv_heads, total_q, total_k, rows);
   if (!w.valid) return;
   if (w.overflow) return fill_nan(w, o, lse, kv_heads, total_q);
   const i64 heads = kv_heads * G, shift = w.lk - w.lq;
