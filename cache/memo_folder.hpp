@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cache/cache_root.hpp"
 #include "support/memo_store.hpp"
@@ -21,6 +22,13 @@ class MemoFolder final : public MemoStore {
   bool write(const std::string& name, std::string_view text) const override;
   // Removes every memo (and leftover temp file) in the folder; how many.
   int remove_all() const;
+  // The names of at most `limit` memos in the folder (plain memo names only; no temp files).
+  std::vector<std::string> names(std::size_t limit) const;
+  // Takes memo `name` away: renamed aside first (of processes taking the same memo, one gets it),
+  // then read and removed. nullopt when it is gone, not a regular file of ours (it is removed all
+  // the same; a folder is left alone), or larger than max_bytes (removed too). A read-only cache
+  // takes nothing.
+  std::optional<std::string> take(const std::string& name, std::size_t max_bytes) const;
 
  private:
   std::shared_ptr<CacheRoot> root_;

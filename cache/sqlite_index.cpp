@@ -300,7 +300,7 @@ std::int64_t SqliteIndex::record_hits(const std::vector<IndexRow>& hits, std::in
   exec("BEGIN IMMEDIATE");
   try {
     for (const auto& hit : hits) {
-      Statement s(db_, "UPDATE artifacts SET hits = hits + 1, last_used = ? WHERE key = ?");
+      Statement s(db_, "UPDATE artifacts SET hits = hits + 1, last_used = MAX(last_used, ?) WHERE key = ?");
       s.bind(1, hit.last_used).bind(2, hit.key);
       s.step();
       if (sqlite3_changes(db_) > 0) continue;
