@@ -597,3 +597,27 @@ TEST_CASE("a damaged, forged or hostile hits journal is dropped, never trusted, 
   CHECK(journals_in(dir.path()) == std::vector<std::string>{"a-folder"});
   CHECK(jitk_test::read_file(outside.path() / "target") == journal("misses 9\n"));
 }
+
+TEST_CASE("a read-only cache, or a root moved away while the process ran, gets no hits journal", "[cache][journal]") {
+  TempDir dir;
+  const std::string key(32, '9');
+  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
+  {
+    DiskTier writer(dir.path() / "c");
+    REQUIRE(writer.put(key, meta, bytes_of("object"), PutReason::Compiled));
+  }
+  {
+    DiskTier reader(dir.path() / "c", std::nullopt, "disk", CacheRoot::Access::ReadOnly);
+    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "c" / "hits"));
+  {
+    DiskTier reader(dir.path() / "c");
+    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+    std::filesystem::rename(dir.path() / "c", dir.path() / "moved");
+    std::filesystem::create_directory(dir.path() / "c");
+    std::filesystem::permissions(dir.path() / "c", std::filesystem::perms::owner_all);
+  }  // its exit writes nothing, in the folder it opened or in the one now at its path
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "moved" / "hits"));
+  CHECK(std::filesystem::is_empty(dir.path() / "c"));
+}
