@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string_view>
 
@@ -206,8 +207,8 @@ bool DiskTier::journal_hits(const std::vector<IndexRow>& hits, std::int64_t miss
 
 void DiskTier::take_journals(SqliteIndex& idx, std::vector<IndexRow>* hits, std::int64_t* misses) {
   MemoFolder journals(handle_, kHitsFolder, /*writable=*/true);
-  for (const auto& name : journals.names(kJournalsPerFlush)) {
-    auto text = journals.take(name, kMaxJournalBytes);
+  std::map<std::string, std::optional<IndexRow>> known;  // key -> its row's fields to record (meta when restored), or none
+  for (const auto& [name, text] : journals.take_all(kJournalsPerFlush, kMaxJournalBytes)) {
     if (!text) continue;
     auto body = unseal_memo(*text);
     auto journal = body ? parse_journal(*body) : std::nullopt;
@@ -218,17 +219,26 @@ void DiskTier::take_journals(SqliteIndex& idx, std::vector<IndexRow>* hits, std:
     }
     *misses += journal->misses;
     for (const auto& [key, when] : journal->hits) {
-      IndexRow row;
+      // Looked up once a key (many journals name the same few artifacts).
+      auto [it, first] = known.try_emplace(key);
+      if (first) {
+        if (idx.find(key)) {
+          it->second.emplace();  // has its row: only counted
+        } else {
+          // Its row is gone: put back only from a blob that verifies, named by its own header.
+          BlobRead blob = blobs_.read(key);
+          if (blob.status == BlobRead::Status::Ok) {
+            IndexRow& row = it->second.emplace();
+            static_cast<ArtifactMeta&>(row) = blob.header.meta;
+            row.size_bytes = static_cast<std::int64_t>(blob.payload.size());
+            row.checksum = blob.checksum;
+          }
+        }
+      }
+      if (!it->second) continue;  // no row and no sound blob: not counted
+      IndexRow row = *it->second;
       row.key = key;
       row.created = row.last_used = when;
-      if (!idx.find(key)) {
-        // Its row is gone: put back only from a blob that verifies, named by its own header.
-        BlobRead blob = blobs_.read(key);
-        if (blob.status != BlobRead::Status::Ok) continue;
-        static_cast<ArtifactMeta&>(row) = blob.header.meta;
-        row.size_bytes = static_cast<std::int64_t>(blob.payload.size());
-        row.checksum = blob.checksum;
-      }
       hits->push_back(std::move(row));
     }
   }
@@ -257,7 +267,12 @@ void DiskTier::flush_pending(bool at_exit) {
     if (hits.empty() && misses == 0) return;
     // A clear in another process may have removed a blob since it was read: count the hit, but
     // do not restore a row for a blob that is gone.
-    std::erase_if(hits, [&](const IndexRow& h) { return !blobs_.exists(h.key); });
+    std::map<std::string, bool> present;  // one look a key
+    std::erase_if(hits, [&](const IndexRow& h) {
+      auto [it, first] = present.try_emplace(h.key, false);
+      if (first) it->second = blobs_.exists(h.key);
+      return !it->second;
+    });
     if (std::int64_t restored = idx->record_hits(hits, misses); restored > 0)
       warn_once("cache-rows-restored", "cache: index.db had no row for " + std::to_string(restored) +
                                            " verified artifact(s) in use; their rows are restored");

@@ -2,6 +2,8 @@
 // written through the root's verified handle.
 #pragma once
 #include <memory>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -24,11 +26,12 @@ class MemoFolder final : public MemoStore {
   int remove_all() const;
   // The names of at most `limit` memos in the folder (plain memo names only; no temp files).
   std::vector<std::string> names(std::size_t limit) const;
-  // Takes memo `name` away: renamed aside first (of processes taking the same memo, one gets it),
-  // then read and removed. nullopt when it is gone, not a regular file of ours (it is removed all
-  // the same; a folder is left alone), or larger than max_bytes (removed too). A read-only cache
+  // Takes at most `limit` memos of the folder away, the folder opened once: each is renamed aside
+  // first (of processes taking the same memo, one gets it), then read and removed. Each comes back as
+  // (name, text), the text nullopt when it was not a regular file of ours (removed all the same) or
+  // larger than max_bytes (removed too); a folder in a memo's place is left alone. A read-only cache
   // takes nothing.
-  std::optional<std::string> take(const std::string& name, std::size_t max_bytes) const;
+  std::vector<std::pair<std::string, std::optional<std::string>>> take_all(std::size_t limit, std::size_t max_bytes) const;
 
  private:
   std::shared_ptr<CacheRoot> root_;
