@@ -621,3 +621,32 @@ TEST_CASE("a read-only cache, or a root moved away while the process ran, gets n
   CHECK_FALSE(std::filesystem::exists(dir.path() / "moved" / "hits"));
   CHECK(std::filesystem::is_empty(dir.path() / "c"));
 }
+
+TEST_CASE("a hits/ that is a symlink or a file is never written through: the exit writes the index instead", "[cache][journal][hostile]") {
+  TempDir dir;
+  TempDir outside;
+  const std::string key(32, '8');
+  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
+  {
+    DiskTier writer(dir.path());
+    REQUIRE(writer.put(key, meta, bytes_of("object"), PutReason::Compiled));
+  }
+  std::filesystem::create_symlink(outside.path(), dir.path() / "hits");
+  {
+    DiskTier reader(dir.path());
+    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+  }
+  CHECK(std::filesystem::is_empty(outside.path()));
+  CHECK(SqliteIndex(dir.path() / "index.db").counters().hits == 1);
+
+  std::filesystem::remove(dir.path() / "hits");
+  jitk_test::write_file(dir.path() / "hits", "not a folder");
+  {
+    DiskTier reader(dir.path());
+    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+  }
+  CHECK(jitk_test::read_file(dir.path() / "hits") == "not a folder");
+  CHECK(SqliteIndex(dir.path() / "index.db").counters().hits == 2);
+  DiskTier next(dir.path());
+  CHECK(next.counters().hits == 2);  // the taking side copes with it too
+}
