@@ -1,10 +1,15 @@
 // Loading, storing, clearing and verifying artifacts on disk.
 #include "cache/disk_tier.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <set>
+#include <string_view>
 
+#include "cache/blob_format.hpp"
 #include "cache/cache_root.hpp"
 #include "cache/memo_folder.hpp"
 #include "jit/error.hpp"
@@ -14,6 +19,68 @@ namespace jit::detail {
 namespace {
 std::int64_t now_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Hits of processes that never opened the index, left in <root>/hits/ for the next one that does.
+constexpr const char* kHitsFolder = "hits";
+constexpr std::string_view kJournalHeader = "jitk-hits 1\n";
+constexpr std::size_t kMaxJournalBytes = 256 * 1024;
+constexpr std::size_t kMaxJournalHits = 4096;       // more: the process writes the index itself
+constexpr std::size_t kJournalsBeforeFold = 64;     // this many waiting: the exiting process folds them
+constexpr std::size_t kJournalsPerFlush = 4096;     // taken by one flush at most
+constexpr std::int64_t kMaxCount = 1'000'000'000'000;  // a count or time past this is not ours
+
+// A decimal number in [0, kMaxCount]; nullopt otherwise.
+std::optional<std::int64_t> small_number(std::string_view s) {
+  if (s.empty() || s.size() > 13) return std::nullopt;
+  std::int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  if (v > kMaxCount) return std::nullopt;
+  return v;
+}
+
+struct Journal {
+  std::vector<std::pair<std::string, std::int64_t>> hits;  // key, last used (unix seconds)
+  std::int64_t misses = 0;
+};
+
+std::string journal_text(const std::vector<IndexRow>& hits, std::int64_t misses) {
+  std::string text(kJournalHeader);
+  text += "misses " + std::to_string(misses) + "\n";
+  for (const auto& h : hits) text += "hit " + h.key + " " + std::to_string(h.last_used) + "\n";
+  return text;
+}
+
+// Exactly what journal_text writes (after its checksum line is checked); nullopt otherwise.
+std::optional<Journal> parse_journal(std::string_view text) {
+  if (text.substr(0, kJournalHeader.size()) != kJournalHeader) return std::nullopt;
+  text.remove_prefix(kJournalHeader.size());
+  Journal j;
+  bool first = true;
+  while (!text.empty()) {
+    const auto end = text.find('\n');
+    if (end == std::string_view::npos) return std::nullopt;
+    std::string_view line = text.substr(0, end);
+    text.remove_prefix(end + 1);
+    if (first) {
+      if (line.substr(0, 7) != "misses ") return std::nullopt;
+      auto n = small_number(line.substr(7));
+      if (!n) return std::nullopt;
+      j.misses = *n;
+      first = false;
+      continue;
+    }
+    if (line.size() < 38 || line.substr(0, 4) != "hit " || line[36] != ' ') return std::nullopt;
+    const std::string key(line.substr(4, 32));
+    auto when = small_number(line.substr(37));
+    if (!is_cache_key(key) || !when || j.hits.size() >= kMaxJournalHits) return std::nullopt;
+    j.hits.emplace_back(key, *when);
+  }
+  if (first) return std::nullopt;
+  return j;
 }
 
 // Every field given (-Wmissing-field-initializers names one left out); the meta's come whole.
@@ -91,7 +158,7 @@ void DiskTier::give_up_busy(const std::string& what) {
 }
 
 DiskTier::~DiskTier() {
-  flush_pending();
+  flush_pending(/*at_exit=*/true);
 }
 
 SqliteIndex* DiskTier::index_or_null() {
@@ -99,6 +166,7 @@ SqliteIndex* DiskTier::index_or_null() {
   // exit, when it writes its hit counts.
   if (!in_place()) return nullptr;
   std::call_once(index_opened_, [this] {
+    index_tried_ = true;
     if (!root_ok_ || read_only_) return;
     try {
       std::string repaired;
@@ -125,7 +193,58 @@ std::string DiskTier::unavailable_reason() {
   return unavailable_;
 }
 
-void DiskTier::flush_pending() {
+bool DiskTier::journal_hits(const std::vector<IndexRow>& hits, std::int64_t misses) {
+  if (hits.size() > kMaxJournalHits) return false;
+  MemoFolder journals(handle_, kHitsFolder, /*writable=*/true);
+  // Bounded: once enough wait, this process writes them all to the index instead.
+  if (journals.names(kJournalsBeforeFold).size() >= kJournalsBeforeFold) return false;
+  static std::atomic<unsigned> counter{0};
+  const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  const std::string name = std::to_string(::getpid()) + "-" + std::to_string(now_ns) + "-" + std::to_string(counter++);
+  return journals.write(name, seal_memo(journal_text(hits, misses)));
+}
+
+void DiskTier::take_journals(SqliteIndex& idx, std::vector<IndexRow>* hits, std::int64_t* misses) {
+  MemoFolder journals(handle_, kHitsFolder, /*writable=*/true);
+  std::map<std::string, std::optional<IndexRow>> known;  // key -> its row's fields to record (meta when restored), or none
+  for (const auto& [name, text] : journals.take_all(kJournalsPerFlush, kMaxJournalBytes)) {
+    if (!text) continue;
+    auto body = unseal_memo(*text);
+    auto journal = body ? parse_journal(*body) : std::nullopt;
+    if (!journal) {
+      // Hit counts only: a damaged one is dropped (as a crashed process's counts are).
+      log().debug("cache: {}/{} is not a hits journal; dropped", handle_->shown(kHitsFolder).string(), name);
+      continue;
+    }
+    *misses += journal->misses;
+    for (const auto& [key, when] : journal->hits) {
+      // Looked up once a key (many journals name the same few artifacts).
+      auto [it, first] = known.try_emplace(key);
+      if (first) {
+        if (idx.find(key)) {
+          it->second.emplace();  // has its row: only counted
+        } else {
+          // Its row is gone: put back only from a blob that verifies, named by its own header.
+          BlobRead blob = blobs_.read(key);
+          if (blob.status == BlobRead::Status::Ok) {
+            IndexRow& row = it->second.emplace();
+            static_cast<ArtifactMeta&>(row) = blob.header.meta;
+            row.size_bytes = static_cast<std::int64_t>(blob.payload.size());
+            row.checksum = blob.checksum;
+          }
+        }
+      }
+      if (!it->second) continue;  // no row and no sound blob: not counted
+      IndexRow row = *it->second;
+      row.key = key;
+      row.created = row.last_used = when;
+      hits->push_back(std::move(row));
+    }
+  }
+}
+
+void DiskTier::flush_pending(bool at_exit) {
   std::vector<IndexRow> hits;
   std::int64_t misses;
   {
@@ -134,14 +253,26 @@ void DiskTier::flush_pending() {
     misses = pending_misses_;
     pending_misses_ = 0;
   }
-  if (hits.empty() && misses == 0) return;
+  if (at_exit) {
+    if (hits.empty() && misses == 0) return;
+    // A process that only hit the cache never opened its index: opening it now (SQLite, its WAL,
+    // a checkpoint with fsync) would cost its exit about a millisecond; the next writer does it.
+    if (!index_tried_ && root_ok_ && !read_only_ && in_place() && journal_hits(hits, misses)) return;
+  }
   SqliteIndex* idx = index_or_null();
   if (!idx) return;
   try {
     auto shared = maintenance_lock(FileLock::Mode::Shared);
+    take_journals(*idx, &hits, &misses);
+    if (hits.empty() && misses == 0) return;
     // A clear in another process may have removed a blob since it was read: count the hit, but
     // do not restore a row for a blob that is gone.
-    std::erase_if(hits, [&](const IndexRow& h) { return !blobs_.exists(h.key); });
+    std::map<std::string, bool> present;  // one look a key
+    std::erase_if(hits, [&](const IndexRow& h) {
+      auto [it, first] = present.try_emplace(h.key, false);
+      if (first) it->second = blobs_.exists(h.key);
+      return !it->second;
+    });
     if (std::int64_t restored = idx->record_hits(hits, misses); restored > 0)
       warn_once("cache-rows-restored", "cache: index.db had no row for " + std::to_string(restored) +
                                            " verified artifact(s) in use; their rows are restored");
@@ -326,6 +457,7 @@ DiskTier::Cleared DiskTier::clear() {
   if (rows > c.entries) c.entries = rows;
   blobs_.remove_stale_temp_files();
   MemoFolder(handle_, "keys", !read_only_).remove_all();  // the keys requests resolved to: none is left
+  MemoFolder(handle_, kHitsFolder, !read_only_).remove_all();  // hits written since the flush above: of artifacts gone
   return c;
 }
 

@@ -126,7 +126,14 @@ class DiskTier final : public StorageTier {
 
  private:
   SqliteIndex* index_or_null();
-  void flush_pending();
+  // Writes the pending hits and misses, with those other processes left in hits/, to the index.
+  // at_exit: a process that never opened its index leaves its own in hits/ instead (one small file,
+  // no SQLite), unless hits/ already holds kJournalsBeforeFold of them.
+  void flush_pending(bool at_exit = false);
+  // Leaves hits and misses in a journal file in hits/; false when it cannot (then they go to the index).
+  bool journal_hits(const std::vector<IndexRow>& hits, std::int64_t misses);
+  // Takes the journals in hits/ (each taken by one process only): their hits, as rows to record.
+  void take_journals(SqliteIndex& idx, std::vector<IndexRow>* hits, std::int64_t* misses);
   // A dropped artifact's pending hits would otherwise put its row back at the next flush.
   void forget_pending_hits(const std::string& key);
   // Off for good, one WARN: the problem, then what a person can do (the default: disk, ownership).
@@ -148,6 +155,7 @@ class DiskTier final : public StorageTier {
   std::atomic<bool> root_ok_{false};  // blobs can be read
   bool read_only_ = false;             // ... but nothing written: no index, no stores, no locks
   std::once_flag index_opened_;       // the index opens at its first use, not on a disk hit
+  std::atomic<bool> index_tried_{false};  // index_or_null has opened (or tried to open) it
   std::unique_ptr<SqliteIndex> index_;
   mutable std::mutex state_mutex_;
   std::string unavailable_;  // under state_mutex_

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <vector>
 
 #include "jit/error.hpp"
@@ -77,6 +78,99 @@ bool MemoFolder::write(const std::string& name, std::string_view text) const {
   }
 }
 
+namespace {
+
+// The entries of an open folder (not "." and ".."); empty when it cannot be listed.
+std::vector<std::string> entries_of(int dir_fd, std::size_t limit) {
+  std::vector<std::string> names;
+  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return names;
+  DIR* d = ::fdopendir(copy);
+  if (!d) {
+    ::close(copy);
+    return names;
+  }
+  while (names.size() < limit)
+    if (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    } else {
+      break;
+    }
+  ::closedir(d);
+  return names;
+}
+
+}  // namespace
+
+std::vector<std::string> MemoFolder::names(std::size_t limit) const {
+  std::vector<std::string> out;
+  if (!root_ || !root_->usable() || limit == 0) return out;
+  try {
+    bool missing = false;
+    UniqueFd dir = root_->open_dir(folder_, /*create=*/false, &missing);
+    if (!dir) return out;
+    // Temp files and taken memos (names starting with '.') are skipped, so read a few more.
+    for (auto& name : entries_of(dir.get(), limit * 2 + 16))
+      if (is_memo_name(name) && out.size() < limit) out.push_back(std::move(name));
+  } catch (const Error&) {
+  }
+  return out;
+}
+
+namespace {
+
+// Takes one memo of an open folder (take_all).
+std::optional<std::string> take_in(int dir, const std::string& name, std::size_t max_bytes, const std::string& shown) {
+  if (!is_memo_name(name)) return std::nullopt;
+  // A folder in a memo's place is left where it is (nothing of ours makes one; unlink cannot remove it).
+  struct stat entry{};
+  if (::fstatat(dir, name.c_str(), &entry, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(entry.st_mode)) return std::nullopt;
+  static std::atomic<unsigned> counter{0};
+  const std::string taken = "." + name + ".taken." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  // renameat moves the entry itself (a symlink stays a symlink): only one taker succeeds.
+  if (::renameat(dir, name.c_str(), dir, taken.c_str()) != 0) return std::nullopt;
+  struct RemoveTaken {
+    int dir;
+    const std::string& name;
+    ~RemoveTaken() { ::unlinkat(dir, name.c_str(), 0); }
+  } remove_taken{dir, taken};
+  std::string problem;
+  struct stat st{};
+  UniqueFd f = open_regular_file(dir, taken, O_RDONLY, 0, shown + "/" + name, &problem, &st);
+  if (!f || st.st_size < 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) return std::nullopt;
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(f.get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    got += static_cast<std::size_t>(n);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::optional<std::string>>> MemoFolder::take_all(std::size_t limit, std::size_t max_bytes) const {
+  std::vector<std::pair<std::string, std::optional<std::string>>> out;
+  if (!writable_ || !root_ || !root_->usable() || root_->read_only() || limit == 0) return out;
+  try {
+    bool missing = false;
+    UniqueFd dir = root_->open_dir(folder_, /*create=*/false, &missing);
+    if (!dir) return out;
+    const std::string shown = root_->shown(folder_).string();
+    for (auto& name : entries_of(dir.get(), limit * 2 + 16)) {
+      if (out.size() >= limit) break;
+      if (!is_memo_name(name)) continue;
+      auto text = take_in(dir.get(), name, max_bytes, shown);
+      out.emplace_back(std::move(name), std::move(text));
+    }
+  } catch (const Error&) {
+  }
+  return out;
+}
+
 int MemoFolder::remove_all() const {
   if (!writable_ || !root_ || !root_->usable() || root_->read_only()) return 0;
   int removed = 0;
@@ -84,19 +178,7 @@ int MemoFolder::remove_all() const {
     bool missing = false;
     UniqueFd dir = root_->open_dir(folder_, /*create=*/false, &missing);
     if (!dir) return 0;
-    const int copy = ::fcntl(dir.get(), F_DUPFD_CLOEXEC, 0);
-    if (copy < 0) return 0;
-    DIR* d = ::fdopendir(copy);
-    if (!d) {
-      ::close(copy);
-      return 0;
-    }
-    std::vector<std::string> names;
-    while (dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    ::closedir(d);
+    const std::vector<std::string> names = entries_of(dir.get(), SIZE_MAX);
     for (const auto& name : names) {
       struct stat st{};
       if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&

@@ -2,7 +2,10 @@
 // written through the root's verified handle.
 #pragma once
 #include <memory>
+#include <optional>
+#include <utility>
 #include <string>
+#include <vector>
 
 #include "cache/cache_root.hpp"
 #include "support/memo_store.hpp"
@@ -21,6 +24,14 @@ class MemoFolder final : public MemoStore {
   bool write(const std::string& name, std::string_view text) const override;
   // Removes every memo (and leftover temp file) in the folder; how many.
   int remove_all() const;
+  // The names of at most `limit` memos in the folder (plain memo names only; no temp files).
+  std::vector<std::string> names(std::size_t limit) const;
+  // Takes at most `limit` memos of the folder away, the folder opened once: each is renamed aside
+  // first (of processes taking the same memo, one gets it), then read and removed. Each comes back as
+  // (name, text), the text nullopt when it was not a regular file of ours (removed all the same) or
+  // larger than max_bytes (removed too); a folder in a memo's place is left alone. A read-only cache
+  // takes nothing.
+  std::vector<std::pair<std::string, std::optional<std::string>>> take_all(std::size_t limit, std::size_t max_bytes) const;
 
  private:
   std::shared_ptr<CacheRoot> root_;

@@ -110,6 +110,10 @@ class Statement {
     return p ? reinterpret_cast<const char*>(p) : "";
   }
   std::int64_t i64(int c) const { return sqlite3_column_int64(stmt_, c); }
+  void reset() {  // to step it again with new bindings
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
   double f64(int c) const { return sqlite3_column_double(stmt_, c); }
 
  private:
@@ -299,8 +303,10 @@ std::int64_t SqliteIndex::record_hits(const std::vector<IndexRow>& hits, std::in
   std::int64_t restored = 0;
   exec("BEGIN IMMEDIATE");
   try {
+    // Prepared once: a flush that takes the journals of many processes records many hits.
+    Statement s(db_, "UPDATE artifacts SET hits = hits + 1, last_used = MAX(last_used, ?) WHERE key = ?");
     for (const auto& hit : hits) {
-      Statement s(db_, "UPDATE artifacts SET hits = hits + 1, last_used = ? WHERE key = ?");
+      s.reset();
       s.bind(1, hit.last_used).bind(2, hit.key);
       s.step();
       if (sqlite3_changes(db_) > 0) continue;

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <sqlite3.h>
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "cache/file_lock.hpp"
 #include "cache/memo_folder.hpp"
 #include "cache/sqlite_index.hpp"
+#include "support/memo_store.hpp"
 #include "jit/cuda/include_scan.hpp"
 #include "test_support.hpp"
 
@@ -449,4 +451,202 @@ TEST_CASE("an index of format 1 (before implementations) is migrated in place an
   index.insert(fresh);
   CHECK(index.find(fresh.key)->implementation == "cuda-sm90");
   CHECK(index.find(fresh.key)->implementation_version == 3);
+}
+
+namespace {
+// The hits journals a process left beneath the root (plain names; temp and taken files start with '.').
+std::vector<std::string> journals_in(const std::filesystem::path& root) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator(root / "hits", ec))
+    if (e.path().filename().string()[0] != '.') names.push_back(e.path().filename().string());
+  return names;
+}
+
+std::string journal(const std::string& body) { return seal_memo("jitk-hits 1\n" + body); }
+
+std::int64_t last_used_in_index(const std::filesystem::path& root, const std::string& key) {
+  auto row = SqliteIndex(root / "index.db").find(key);
+  return row ? row->last_used : -1;
+}
+}  // namespace
+
+TEST_CASE("a disk hit in a process that never opened the index is left in hits/ and counted by the next process that opens it", "[cache][journal]") {
+  TempDir dir;
+  const std::string key(32, 'a');
+  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
+  {
+    DiskTier writer(dir.path());
+    REQUIRE(writer.put(key, meta, bytes_of("object"), PutReason::Compiled));
+  }
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((dir.path() / "index.db").c_str(), &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, ("UPDATE artifacts SET last_used = 1000 WHERE key = '" + key + "'").c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const auto before = SqliteIndex(dir.path() / "index.db").counters();
+  {
+    DiskTier reader(dir.path());
+    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+  }  // exits: its hit goes to a journal, not to index.db
+  CHECK(journals_in(dir.path()).size() == 1);
+  CHECK(SqliteIndex(dir.path() / "index.db").counters().hits == before.hits);
+  CHECK(last_used_in_index(dir.path(), key) == 1000);
+
+  DiskTier next(dir.path());
+  const auto rows = next.rows();  // opens the index: takes the journal
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].hits == 1);
+  CHECK(rows[0].last_used > 1000);
+  CHECK(next.counters().hits == before.hits + 1);
+  CHECK(journals_in(dir.path()).empty());
+}
+
+TEST_CASE("a process that opened its index writes its hits there, and a full hits/ is folded by the next exit", "[cache][journal]") {
+  TempDir dir;
+  const std::string key(32, 'b');
+  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
+  {
+    DiskTier writer(dir.path());
+    REQUIRE(writer.put(key, meta, bytes_of("object"), PutReason::Compiled));
+    REQUIRE(writer.get(key, meta, Count::HitsAndMisses));
+  }  // its index is open: written there
+  CHECK(journals_in(dir.path()).empty());
+  CHECK(SqliteIndex(dir.path() / "index.db").counters().hits == 1);
+
+  // 64 journals waiting (processes that only hit): the next exit writes the index, all of them in.
+  std::filesystem::create_directory(dir.path() / "hits");
+  for (int i = 0; i < 64; ++i)
+    jitk_test::write_file(dir.path() / "hits" / ("j" + std::to_string(i)), journal("misses 1\nhit " + key + " 2000\n"));
+  {
+    DiskTier reader(dir.path());
+    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+  }
+  CHECK(journals_in(dir.path()).empty());
+  const auto c = SqliteIndex(dir.path() / "index.db").counters();
+  CHECK(c.hits == 1 + 64 + 1);
+  CHECK(c.misses == 64);
+
+  // clear forgets journals with the artifacts.
+  {
+    DiskTier reader(dir.path());
+    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+  }
+  REQUIRE(journals_in(dir.path()).size() == 1);
+  DiskTier(dir.path()).clear();
+  CHECK(journals_in(dir.path()).empty());
+}
+
+TEST_CASE("a damaged, forged or hostile hits journal is dropped, never trusted, and never stops the cache", "[cache][journal][hostile]") {
+  TempDir dir;
+  TempDir outside;
+  const std::string good(32, 'c'), damaged(32, 'd'), absent(32, 'e'), counted(32, 'f');
+  ArtifactMeta meta{"softmax", "dtype=f32,hidden=8", "cpu", "x", "c", 2.0};
+  {
+    DiskTier writer(dir.path());
+    for (const auto& k : {good, damaged, counted}) REQUIRE(writer.put(k, meta, bytes_of("object " + k), PutReason::Compiled));
+  }
+  {
+    SqliteIndex index(dir.path() / "index.db");
+    index.remove(good);     // its blob verifies: a journaled hit puts its row back, from the blob's header
+    index.remove(damaged);  // its blob is damaged below: no row comes back
+  }
+  auto blob = BlobStore(dir.path()).path_for(damaged);
+  auto text = jitk_test::read_file(blob);
+  text.back() ^= 0x20;
+  jitk_test::write_file(blob, text);
+  const auto before = SqliteIndex(dir.path() / "index.db").counters();
+
+  const auto hits = dir.path() / "hits";
+  std::filesystem::create_directory(hits);
+  const std::string whole = journal("misses 2\nhit " + good + " 3000\nhit " + damaged + " 3000\nhit " + absent + " 3000\nhit " + counted + " 3000\n");
+  jitk_test::write_file(hits / "whole", whole);
+  jitk_test::write_file(hits / "garbage", std::string(500, '\x7f'));
+  jitk_test::write_file(hits / "empty", "");
+  jitk_test::write_file(hits / "torn", whole.substr(0, whole.size() - 9));
+  jitk_test::write_file(hits / "unsealed", "jitk-hits 1\nmisses 5\nhit " + counted + " 3000\n");
+  jitk_test::write_file(hits / "bad-key", journal("misses 0\nhit ../../index.db 3000\n"));
+  jitk_test::write_file(hits / "upper-key", journal("misses 0\nhit " + std::string(32, 'C') + " 3000\n"));
+  jitk_test::write_file(hits / "huge", journal("misses 99999999999999999999\n"));
+  jitk_test::write_file(hits / "negative", journal("misses -5\n"));
+  jitk_test::write_file(hits / "other-format", seal_memo("jitk-hits 2\nmisses 7\n"));
+  jitk_test::write_file(hits / "no-newline", journal("misses 3\nhit " + counted + " 3000"));
+  jitk_test::write_file(hits / "oversized", journal("misses 1\n" + std::string(300 * 1024, '#') + "\n"));
+  REQUIRE(::mkfifo((hits / "fifo").c_str(), 0600) == 0);
+  std::filesystem::create_directory(hits / "a-folder");
+  jitk_test::write_file(outside.path() / "target", journal("misses 9\n"));
+  std::filesystem::create_symlink(outside.path() / "target", hits / "symlink");
+
+  DiskTier next(dir.path());
+  const auto c = next.counters();  // must return: no hang on the FIFO
+  CHECK(c.hits == before.hits + 2);  // good and counted: the damaged and absent blobs' hits are not counted
+  CHECK(c.misses == before.misses + 2);
+  std::map<std::string, IndexRow> rows;
+  for (auto& r : next.rows()) rows[r.key] = r;
+  REQUIRE(rows.count(good));
+  CHECK(rows[good].kernel == "softmax");
+  CHECK(rows[good].params == "dtype=f32,hidden=8");
+  CHECK(rows[good].hits == 1);
+  CHECK_FALSE(rows.count(damaged));
+  CHECK_FALSE(rows.count(absent));
+  REQUIRE(rows.count(counted));
+  CHECK(rows[counted].hits == 1);
+  CHECK(rows[counted].last_used > 3000);  // a journal's older time never moves last_used back
+  // Only the folder stays (never a journal); the symlink went, its target is untouched.
+  CHECK(journals_in(dir.path()) == std::vector<std::string>{"a-folder"});
+  CHECK(jitk_test::read_file(outside.path() / "target") == journal("misses 9\n"));
+}
+
+TEST_CASE("a read-only cache, or a root moved away while the process ran, gets no hits journal", "[cache][journal]") {
+  TempDir dir;
+  const std::string key(32, '9');
+  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
+  {
+    DiskTier writer(dir.path() / "c");
+    REQUIRE(writer.put(key, meta, bytes_of("object"), PutReason::Compiled));
+  }
+  {
+    DiskTier reader(dir.path() / "c", std::nullopt, "disk", CacheRoot::Access::ReadOnly);
+    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "c" / "hits"));
+  {
+    DiskTier reader(dir.path() / "c");
+    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+    std::filesystem::rename(dir.path() / "c", dir.path() / "moved");
+    std::filesystem::create_directory(dir.path() / "c");
+    std::filesystem::permissions(dir.path() / "c", std::filesystem::perms::owner_all);
+  }  // its exit writes nothing, in the folder it opened or in the one now at its path
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "moved" / "hits"));
+  CHECK(std::filesystem::is_empty(dir.path() / "c"));
+}
+
+TEST_CASE("a hits/ that is a symlink or a file is never written through: the exit writes the index instead", "[cache][journal][hostile]") {
+  TempDir dir;
+  TempDir outside;
+  const std::string key(32, '8');
+  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
+  {
+    DiskTier writer(dir.path());
+    REQUIRE(writer.put(key, meta, bytes_of("object"), PutReason::Compiled));
+  }
+  std::filesystem::create_symlink(outside.path(), dir.path() / "hits");
+  {
+    DiskTier reader(dir.path());
+    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+  }
+  CHECK(std::filesystem::is_empty(outside.path()));
+  CHECK(SqliteIndex(dir.path() / "index.db").counters().hits == 1);
+
+  std::filesystem::remove(dir.path() / "hits");
+  jitk_test::write_file(dir.path() / "hits", "not a folder");
+  {
+    DiskTier reader(dir.path());
+    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+  }
+  CHECK(jitk_test::read_file(dir.path() / "hits") == "not a folder");
+  CHECK(SqliteIndex(dir.path() / "index.db").counters().hits == 2);
+  DiskTier next(dir.path());
+  CHECK(next.counters().hits == 2);  // the taking side copes with it too
 }

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,23 +77,42 @@ constexpr std::size_t kMaxMemoBytes = 256 * 1024;
 
 // What changes when a toolkit is upgraded or edited: each header's device, inode, size and mtime (ns),
 // and those of the folders they are in (a header added beside them could shadow one). "" when one
-// cannot be stat'ed (gone: rescan).
+// cannot be stat'ed (gone: rescan). Each folder is opened once and its headers stat'ed relative to
+// it (a warm get's stats walk the folder's path once, not once a header); the values, and so the
+// stamp, are those stat() gives.
 std::string metadata_stamp(const std::vector<std::string>& paths) {
   KeyBuilder stamp;
-  std::set<std::string> folders;
-  auto add = [&](const std::string& p) {
-    struct stat st{};
-    if (::stat(p.c_str(), &st) != 0) return false;
+  struct Folder {
+    int fd = -1;
+    struct stat st {};
+  };
+  std::map<std::string, Folder> folders;
+  struct CloseAll {
+    std::map<std::string, Folder>& f;
+    ~CloseAll() {
+      for (auto& [name, folder] : f)
+        if (folder.fd >= 0) ::close(folder.fd);
+    }
+  } close_all{folders};
+  auto add = [&](const std::string& p, const struct stat& st) {
     stamp.add(p, std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
                      std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec));
-    return true;
   };
   for (const auto& p : paths) {
-    if (!add(p)) return "";
-    folders.insert(std::filesystem::path(p).parent_path().string());
+    const auto slash = p.rfind('/');
+    if (slash == std::string::npos || slash + 1 == p.size()) return "";
+    const std::string folder_name = slash == 0 ? "/" : p.substr(0, slash);
+    auto [it, added] = folders.try_emplace(folder_name);
+    Folder& folder = it->second;
+    if (added) {
+      folder.fd = ::open(folder_name.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (folder.fd < 0 || ::fstat(folder.fd, &folder.st) != 0) return "";
+    }
+    struct stat st{};
+    if (::fstatat(folder.fd, p.c_str() + slash + 1, &st, 0) != 0) return "";
+    add(p, st);
   }
-  for (const auto& f : folders)
-    if (!add(f)) return "";
+  for (const auto& [name, folder] : folders) add(name, folder.st);
   return stamp.finish().hex();
 }
 
