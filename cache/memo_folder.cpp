@@ -23,25 +23,35 @@ bool is_memo_name(const std::string& name) {
 MemoFolder::MemoFolder(std::shared_ptr<CacheRoot> root, std::string folder, bool writable)
     : root_(std::move(root)), folder_(std::move(folder)), writable_(writable) {}
 
+namespace {
+
+// The whole of regular file `name` in folder `dir` (no symlink, FIFO or device: open_regular_file),
+// or nothing when it is not one, is larger than max_bytes, or ends before its size (changing under us).
+std::optional<std::string> read_regular(int dir, const std::string& name, const std::string& shown, std::size_t max_bytes) {
+  std::string problem;
+  struct stat st{};
+  UniqueFd f = open_regular_file(dir, name, O_RDONLY, 0, shown, &problem, &st);
+  if (!f || st.st_size < 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) return std::nullopt;
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(f.get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    got += static_cast<std::size_t>(n);
+  }
+  return text;
+}
+
+}  // namespace
+
 std::optional<std::string> MemoFolder::read(const std::string& name, std::size_t max_bytes) const {
   if (!root_ || !root_->usable() || !is_memo_name(name)) return std::nullopt;
   try {
     bool missing = false;
     UniqueFd dir = root_->open_dir(folder_, /*create=*/false, &missing);
     if (!dir) return std::nullopt;
-    std::string problem;
-    struct stat st{};
-    UniqueFd f = open_regular_file(dir.get(), name, O_RDONLY, 0, root_->shown(folder_).string() + "/" + name, &problem, &st);
-    if (!f || st.st_size < 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) return std::nullopt;
-    std::string text(static_cast<std::size_t>(st.st_size), '\0');
-    std::size_t got = 0;
-    while (got < text.size()) {
-      const ssize_t n = ::read(f.get(), text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return std::nullopt;  // shorter than its size: changing under us
-      got += static_cast<std::size_t>(n);
-    }
-    return text;
+    return read_regular(dir.get(), name, root_->shown(folder_).string() + "/" + name, max_bytes);
   } catch (const Error&) {
     return std::nullopt;  // a folder on the way is not ours: no memo
   }
@@ -135,19 +145,7 @@ std::optional<std::string> take_in(int dir, const std::string& name, std::size_t
     const std::string& name;
     ~RemoveTaken() { ::unlinkat(dir, name.c_str(), 0); }
   } remove_taken{dir, taken};
-  std::string problem;
-  struct stat st{};
-  UniqueFd f = open_regular_file(dir, taken, O_RDONLY, 0, shown + "/" + name, &problem, &st);
-  if (!f || st.st_size < 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) return std::nullopt;
-  std::string text(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(f.get(), text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return std::nullopt;
-    got += static_cast<std::size_t>(n);
-  }
-  return text;
+  return read_regular(dir, taken, shown + "/" + name, max_bytes);
 }
 
 }  // namespace
