@@ -205,10 +205,11 @@ bool DiskTier::journal_hits(const std::vector<IndexRow>& hits, std::int64_t miss
   return journals.write(name, seal_memo(journal_text(hits, misses)));
 }
 
-void DiskTier::take_journals(SqliteIndex& idx, std::vector<IndexRow>* hits, std::int64_t* misses) {
+TakenMemos DiskTier::take_journals(SqliteIndex& idx, std::vector<IndexRow>* hits, std::int64_t* misses) {
   MemoFolder journals(handle_, kHitsFolder, /*writable=*/true);
   std::map<std::string, std::optional<IndexRow>> known;  // key -> its row's fields to record (meta when restored), or none
-  for (const auto& [name, text] : journals.take_all(kJournalsPerFlush, kMaxJournalBytes)) {
+  TakenMemos taken = journals.take_all(kJournalsPerFlush, kMaxJournalBytes);
+  for (const auto& [name, text] : taken.memos()) {
     if (!text) continue;
     auto body = unseal_memo(*text);
     auto journal = body ? parse_journal(*body) : std::nullopt;
@@ -222,8 +223,10 @@ void DiskTier::take_journals(SqliteIndex& idx, std::vector<IndexRow>* hits, std:
       // Looked up once a key (many journals name the same few artifacts).
       auto [it, first] = known.try_emplace(key);
       if (first) {
-        if (idx.find(key)) {
-          it->second.emplace();  // has its row: only counted
+        if (auto found = idx.find(key)) {
+          // has its row: counted; its fields go along in case another process removes the row
+          // before this one records the hit (record_hits would then put back what it had)
+          it->second = std::move(*found);
         } else {
           // Its row is gone: put back only from a blob that verifies, named by its own header.
           BlobRead blob = blobs_.read(key);
@@ -242,6 +245,7 @@ void DiskTier::take_journals(SqliteIndex& idx, std::vector<IndexRow>* hits, std:
       hits->push_back(std::move(row));
     }
   }
+  return taken;
 }
 
 void DiskTier::flush_pending(bool at_exit) {
@@ -263,8 +267,13 @@ void DiskTier::flush_pending(bool at_exit) {
   if (!idx) return;
   try {
     auto shared = maintenance_lock(FileLock::Mode::Shared);
-    take_journals(*idx, &hits, &misses);
-    if (hits.empty() && misses == 0) return;
+    // The journals taken stay aside until their counts are committed (release(), below); a failure
+    // on the way puts them back for the next process.
+    TakenMemos journals = take_journals(*idx, &hits, &misses);
+    if (hits.empty() && misses == 0) {
+      journals.release();  // none said anything to record (damaged, empty): dropped
+      return;
+    }
     // A clear in another process may have removed a blob since it was read: count the hit, but
     // do not restore a row for a blob that is gone.
     std::map<std::string, bool> present;  // one look a key
@@ -273,7 +282,9 @@ void DiskTier::flush_pending(bool at_exit) {
       if (first) it->second = blobs_.exists(h.key);
       return !it->second;
     });
-    if (std::int64_t restored = idx->record_hits(hits, misses); restored > 0)
+    const std::int64_t restored = idx->record_hits(hits, misses);
+    journals.release();
+    if (restored > 0)
       warn_once("cache-rows-restored", "cache: index.db had no row for " + std::to_string(restored) +
                                            " verified artifact(s) in use; their rows are restored");
   } catch (const CacheBusy& e) {

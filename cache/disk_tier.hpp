@@ -19,6 +19,8 @@
 
 namespace jit::detail {
 
+class TakenMemos;  // cache/memo_folder.hpp
+
 struct CacheProblem {
   std::string key;
   std::string what;
@@ -133,7 +135,7 @@ class DiskTier final : public StorageTier {
   // Leaves hits and misses in a journal file in hits/; false when it cannot (then they go to the index).
   bool journal_hits(const std::vector<IndexRow>& hits, std::int64_t misses);
   // Takes the journals in hits/ (each taken by one process only): their hits, as rows to record.
-  void take_journals(SqliteIndex& idx, std::vector<IndexRow>* hits, std::int64_t* misses);
+  TakenMemos take_journals(SqliteIndex& idx, std::vector<IndexRow>* hits, std::int64_t* misses);
   // A dropped artifact's pending hits would otherwise put its row back at the next flush.
   void forget_pending_hits(const std::string& key);
   // Off for good, one WARN: the problem, then what a person can do (the default: disk, ownership).

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <ctime>
 #include <vector>
 
 #include "jit/error.hpp"
@@ -130,39 +131,66 @@ std::vector<std::string> MemoFolder::names(std::size_t limit) const {
 
 namespace {
 
-// Takes one memo of an open folder (take_all).
-std::optional<std::string> take_in(int dir, const std::string& name, std::size_t max_bytes, const std::string& shown) {
-  if (!is_memo_name(name)) return std::nullopt;
-  // A folder in a memo's place is left where it is (nothing of ours makes one; unlink cannot remove it).
+// Renames memo `name` of an open folder aside (take_all): its name while taken, or "" when it is not
+// there any more (another taker has it) or a folder is in its place (left where it is: nothing of
+// ours makes one).
+std::string take_in(int dir, const std::string& name) {
+  if (!is_memo_name(name)) return "";
   struct stat entry{};
-  if (::fstatat(dir, name.c_str(), &entry, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(entry.st_mode)) return std::nullopt;
+  if (::fstatat(dir, name.c_str(), &entry, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(entry.st_mode)) return "";
   static std::atomic<unsigned> counter{0};
   const std::string taken = "." + name + ".taken." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   // renameat moves the entry itself (a symlink stays a symlink): only one taker succeeds.
-  if (::renameat(dir, name.c_str(), dir, taken.c_str()) != 0) return std::nullopt;
-  struct RemoveTaken {
-    int dir;
-    const std::string& name;
-    ~RemoveTaken() { ::unlinkat(dir, name.c_str(), 0); }
-  } remove_taken{dir, taken};
-  return read_regular(dir, taken, shown + "/" + name, max_bytes);
+  if (::renameat(dir, name.c_str(), dir, taken.c_str()) != 0) return "";
+  return taken;
+}
+
+// A file renamed aside by a taker or written by a writer ("." + name + ".taken." / ".tmp." + pid...)
+// that has been left an hour: its process died in between. Removed (never put back: the taker may
+// have recorded it before dying, and counting it twice is worse than not at all).
+void remove_if_stale(int dir, const std::string& name) {
+  if (name.size() < 2 || name[0] != '.' || (name.find(".taken.") == std::string::npos && name.find(".tmp.") == std::string::npos))
+    return;
+  struct stat st{};
+  if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode)) return;
+  if (::time(nullptr) - st.st_mtime > 3600) ::unlinkat(dir, name.c_str(), 0);
 }
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::optional<std::string>>> MemoFolder::take_all(std::size_t limit, std::size_t max_bytes) const {
-  std::vector<std::pair<std::string, std::optional<std::string>>> out;
+TakenMemos::~TakenMemos() {
+  if (!dir_) return;
+  for (std::size_t i = 0; i < aside_.size(); ++i)
+    ::renameat(dir_.get(), aside_[i].c_str(), dir_.get(), memos_[i].name.c_str());  // a new memo of that name wins: it stays aside
+}
+
+void TakenMemos::release() {
+  if (!dir_) return;
+  for (const auto& taken : aside_) ::unlinkat(dir_.get(), taken.c_str(), 0);
+  aside_.clear();
+  memos_.clear();
+}
+
+TakenMemos MemoFolder::take_all(std::size_t limit, std::size_t max_bytes) const {
+  TakenMemos out;
   if (!writable_ || !root_ || !root_->usable() || root_->read_only() || limit == 0) return out;
   try {
     bool missing = false;
-    UniqueFd dir = root_->open_dir(folder_, /*create=*/false, &missing);
-    if (!dir) return out;
+    out.dir_ = root_->open_dir(folder_, /*create=*/false, &missing);
+    if (!out.dir_) return out;
+    const int dir = out.dir_.get();
     const std::string shown = root_->shown(folder_).string();
-    for (auto& name : entries_of(dir.get(), limit * 2 + 16)) {
-      if (out.size() >= limit) break;
-      if (!is_memo_name(name)) continue;
-      auto text = take_in(dir.get(), name, max_bytes, shown);
-      out.emplace_back(std::move(name), std::move(text));
+    for (auto& name : entries_of(dir, limit * 2 + 16)) {
+      if (!is_memo_name(name)) {
+        remove_if_stale(dir, name);
+        continue;
+      }
+      if (out.memos_.size() >= limit) continue;
+      std::string taken = take_in(dir, name);
+      if (taken.empty()) continue;
+      auto text = read_regular(dir, taken, shown + "/" + name, max_bytes);
+      out.aside_.push_back(std::move(taken));
+      out.memos_.push_back({std::move(name), std::move(text)});
     }
   } catch (const Error&) {
   }

@@ -1,4 +1,5 @@
 // The cache's parts on their own: keys, blobs, the SQLite index, the root, locks.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -500,6 +501,52 @@ TEST_CASE("a disk hit in a process that never opened the index is left in hits/ 
   CHECK(rows[0].hits == 1);
   CHECK(rows[0].last_used > 1000);
   CHECK(next.counters().hits == before.hits + 1);
+  CHECK(journals_in(dir.path()).empty());
+}
+
+TEST_CASE("journals taken by a process that cannot record them (index locked) go back to hits/ and are counted later; stale taken files are removed",
+          "[cache][journal][busy]") {
+  TempDir dir;
+  const std::string key(32, 'e');
+  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
+  {
+    DiskTier writer(dir.path());
+    REQUIRE(writer.put(key, meta, bytes_of("object"), PutReason::Compiled));
+  }
+  {
+    DiskTier reader(dir.path());
+    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+  }
+  REQUIRE(journals_in(dir.path()).size() == 1);
+  // What a taker that died left: one an hour old (removed), one just made (another taker's: kept).
+  const auto hits_dir = dir.path() / "hits";
+  jitk_test::write_file(hits_dir / ".old.taken.1.2", "x");
+  jitk_test::write_file(hits_dir / ".new.taken.1.3", "x");
+  const struct timespec old_times[2] = {{::time(nullptr) - 7200, 0}, {::time(nullptr) - 7200, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, (hits_dir / ".old.taken.1.2").c_str(), old_times, 0) == 0);
+  {
+    ::setenv("JITK_CACHE_LOCK_TIMEOUT", "0.3", 1);
+    struct Unset {
+      ~Unset() { ::unsetenv("JITK_CACHE_LOCK_TIMEOUT"); }
+    } unset;
+    sqlite3* other = nullptr;
+    REQUIRE(sqlite3_open((dir.path() / "index.db").c_str(), &other) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+    {
+      DiskTier busy(dir.path());
+      // takes the journal, cannot write the index (busy: one clear error), puts it back
+      CHECK_THROWS_WITH(busy.rows(), Catch::Matchers::Contains("locked by another process"));
+    }
+    sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(other);
+  }
+  CHECK(journals_in(dir.path()).size() == 1);
+  CHECK(!std::filesystem::exists(hits_dir / ".old.taken.1.2"));
+  CHECK(std::filesystem::exists(hits_dir / ".new.taken.1.3"));
+  DiskTier next(dir.path());
+  const auto rows = next.rows();
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].hits == 1);
   CHECK(journals_in(dir.path()).empty());
 }
 

@@ -13,5 +13,5 @@ for f in $files; do
   mkdir -p "$dir/$(dirname "$f")"
   cp "kernel_sources/$f" "$dir/$f"
 done
-patch --quiet --forward -p2 -d "$dir" < "$patch_file" || { echo "unpack.sh: $patch_file does not apply to today's texts" >&2; exit 1; }
+patch --quiet --forward --fuzz=0 -p2 -d "$dir" < "$patch_file" || { echo "unpack.sh: $patch_file does not apply to today's texts" >&2; exit 1; }
 echo "$dir: $files"
