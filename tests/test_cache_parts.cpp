@@ -504,7 +504,7 @@ TEST_CASE("a disk hit in a process that never opened the index is left in hits/ 
   CHECK(journals_in(dir.path()).empty());
 }
 
-TEST_CASE("journals taken by a process that cannot record them (index locked) go back to hits/ and are counted later; stale taken files are removed",
+TEST_CASE("journals taken by a process that cannot record them (index locked) go back to hits/ and are counted later, and stale taken files are removed",
           "[cache][journal][busy]") {
   TempDir dir;
   const std::string key(32, 'e');
