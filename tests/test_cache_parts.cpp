@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <sqlite3.h>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -329,6 +330,54 @@ TEST_CASE("the header fingerprint memo is reused while headers are unchanged and
     CHECK(jit::detail::fingerprint_includes_memoized(roots, inc.str(), {}, memos, "memo") == jit::detail::fingerprint_includes(roots, inc.str(), {}));
     CHECK(jitk_test::read_file(memo_dir.path() / "elsewhere") == good);  // the file it pointed at is untouched
   }
+}
+
+TEST_CASE("the header fingerprint memo notices a change in any folder the headers are in, nested or beside the include folder", "[cache]") {
+  // The stamp stats every header and folder relative to the one folder that holds them all: here
+  // the temp folder, above inc/ (a header reached as "../other/o.h").
+  TempDir top, memo_dir;
+  const auto inc = top.path() / "inc";
+  std::filesystem::create_directories(inc / "sub" / "deeper");
+  std::filesystem::create_directories(top.path() / "other");
+  jitk_test::write_file(inc / "a.h", "#include <sub/s.h>\n#include \"../other/o.h\"\n");
+  jitk_test::write_file(inc / "sub" / "s.h", "#include \"deeper/d.h\"\n");
+  jitk_test::write_file(inc / "sub" / "deeper" / "d.h", "int d = 1;\n");
+  jitk_test::write_file(top.path() / "other" / "o.h", "int o = 1;\n");
+  const std::vector<std::string> roots = {"#include <a.h>\n"};
+  const jit::detail::MemoFolder memos(std::make_shared<jit::detail::CacheRoot>(memo_dir.path()), "toolkit-headers", true);
+  const auto memo = memo_dir.path() / "toolkit-headers" / "memo";
+  auto fingerprint = [&] { return jit::detail::fingerprint_includes_memoized(roots, inc.string(), {}, memos, "memo"); };
+  auto memo_inode = [&] {
+    struct stat st{};
+    REQUIRE(::stat(memo.c_str(), &st) == 0);
+    return st.st_ino;  // a memo written again is a new file renamed into place
+  };
+  std::string now = fingerprint();
+  CHECK(now.find("(4 toolkit headers)") != std::string::npos);
+  CHECK(now == jit::detail::fingerprint_includes(roots, inc.string(), {}));
+  auto ino = memo_inode();
+  CHECK(fingerprint() == now);
+  CHECK(memo_inode() == ino);  // unchanged headers: the memo is used, not written again
+
+  const std::vector<std::pair<const char*, std::function<void()>>> changes{
+      {"a header two folders down, rewritten in place", [&] { jitk_test::write_file(inc / "sub" / "deeper" / "d.h", "int d = 22;\n"); }},
+      {"a header in a folder beside the include folder", [&] { jitk_test::write_file(top.path() / "other" / "o.h", "int o = 22;\n"); }},
+      {"a file added two folders down", [&] { jitk_test::write_file(inc / "sub" / "deeper" / "new.h", "int n;\n"); }},
+      {"a file added beside the include folder's headers", [&] { jitk_test::write_file(top.path() / "other" / "new.h", "int n;\n"); }},
+  };
+  for (const auto& [what, change] : changes) {
+    INFO(what);
+    change();
+    const std::string after = fingerprint();
+    CHECK(after == jit::detail::fingerprint_includes(roots, inc.string(), {}));
+    CHECK(memo_inode() != ino);  // stamped again
+    ino = memo_inode();
+    CHECK(fingerprint() == after);
+    CHECK(memo_inode() == ino);
+  }
+  // A header gone: scanned again, never an error.
+  std::filesystem::remove(top.path() / "other" / "o.h");
+  CHECK(fingerprint() == jit::detail::fingerprint_includes(roots, inc.string(), {}));
 }
 
 TEST_CASE("sizes parse as people write them", "[cache]") {

@@ -44,6 +44,7 @@
 #include "runtime/backend_driver.hpp"
 #include "runtime/selection.hpp"
 #include "jit/registry.hpp"
+#include "bench/warm_path_stages.hpp"
 #include <limits>
 #include <optional>
 
@@ -205,9 +206,8 @@ int child_compile_series(int count) {
 }
 
 // Where a warm first use goes, stage by stage, each timed the first time this process does it, in
-// the order jit::get takes them on a warm hit (the request key remembered: no text rendered).
+// the order jit::get takes them on a warm hit (bench/warm_path_stages.hpp), then the module loads.
 void first_use_breakdown() {
-  using namespace jit::detail;
   auto stage = [](const char* what, auto&& fn) {
     auto t0 = clock_type::now();
     fn();
@@ -215,49 +215,15 @@ void first_use_breakdown() {
   };
   const jit::Target* target = nullptr;
   stage("backends + default target", [&] { target = &jit::default_target(); });
-  stage("cache open (root checks, no index)", [] { process_tiers(); });
-  const Compiler* compiler = nullptr;
-  stage("driver + compiler for the target", [&] { compiler = &driver_for(*target).compiler(*target); });
   const jit::ParamSet params = jit::kernels::RmsNorm::to_params({jit::DType::bf16, 4096});
-  const KernelDef& def = find_kernel("rms_norm");
-  jit::ParamSet canonical;
-  Selected chosen;
-  SourceUnit described;
-  stage("validate + choose + describe (no text rendered)", [&] {
-    canonical = validate_params(def, params);
-    chosen = select_implementation(def, canonical, *target, capability_of_arch(compiler->arch()), {});
-    if (!chosen.impl.arch_suffix.empty() && !compiler->arch().ends_with(chosen.impl.arch_suffix))
-      compiler = &driver_for(*target).compiler(jit::Target{target->backend, compiler->arch() + chosen.impl.arch_suffix, target->device});
-    described = describe_unit(def, chosen.impl, canonical);
-  });
-  UnitTexts texts;
-  stage("kernel texts read", [&] { texts = unit_texts(def, chosen.impl); });
-  std::string toolkit;
-  stage("toolkit header fingerprint (memo + stats)", [&] {
-    SourceUnit u = described;
-    u.main = texts.text;
-    u.headers = texts.headers;
-    toolkit = compiler->external_headers_fingerprint(u);
-  });
-  std::string request;
-  std::optional<std::string> key;
-  stage("request key + remembered key read", [&] {
-    request = request_key(described, texts, target->backend, *compiler, toolkit, chosen.mapped);
-    if (const MemoStore* memos = process_tiers().stack.request_keys(); memos && !request.empty()) key = remembered_key(*memos, request);
-  });
-  Specialization s;
-  stage("for comparison: whole resolve + key (renders)", [&] { s = resolve("rms_norm", params, *target); });
-  if (!key) std::fprintf(stderr, "breakdown: no remembered key (request key '%s'); the whole resolve's key is used\n", request.c_str());
-  else if (*key != s.key) std::fprintf(stderr, "breakdown: the remembered key %s is not the whole resolve's %s\n", key->c_str(), s.key.c_str());
-  std::optional<std::vector<char>> bytes;
-  // meta_of(s): what the blob must be bound to (kernel, params, backend, arch, compiler, implementation).
-  stage("blob read + verify (bound to key and meta)", [&] { bytes = process_tiers().disk->get(s.key, meta_of(s), Count::Hits); });
-  if (!bytes) return;
-  stage("module load + lookup, first in process", [&] { s.driver->load(*bytes, s.unit, s.target, s.key); });
-  stage("module load + lookup, second", [&] { s.driver->load(*bytes, s.unit, s.target, s.key); });
+  jitk_bench::WarmStages w = jitk_bench::warm_path_stages(*target, "rms_norm", params, /*device=*/true);
+  if (!w.bytes) return;
+  const auto& s = w.s;
+  stage("module load + lookup, first in process", [&] { s.driver->load(*w.bytes, s.unit, s.target, s.key); });
+  stage("module load + lookup, second", [&] { s.driver->load(*w.bytes, s.unit, s.target, s.key); });
   int mode = 0;
   const char* how = std::getenv("JITK_CUDA_LOAD");
-  std::fprintf(stderr, "breakdown: artifact %zu bytes; JITK_CUDA_LOAD=%s; driver loading mode %s\n", bytes->size(), how ? how : "(module)",
+  std::fprintf(stderr, "breakdown: artifact %zu bytes; JITK_CUDA_LOAD=%s; driver loading mode %s\n", w.bytes->size(), how ? how : "(module)",
                cuModuleGetLoadingMode(reinterpret_cast<CUmoduleLoadingMode*>(&mode)) != CUDA_SUCCESS ? "unknown"
                : mode == CU_MODULE_LAZY_LOADING                                                       ? "lazy"
                                                                                                       : "eager");
