@@ -65,17 +65,18 @@ bool trusted_owner(uid_t uid) { return uid == our_uid() || uid == 0; }
 
 // Why a folder on the way to the root lets another user move or replace what is beneath it, or "".
 // Each must be owned by us or root, and writable by group or others only with the sticky bit (then
-// only an entry's owner, us or root as checked one level down, can rename it). `absent`: where
-// given, a folder on the way that does not exist ends the walk with "" and *absent set (the caller
-// then takes the path that creates it). `last`: the lstat of `dir` itself, when the walk reached it.
-std::string check_ancestors(const fs::path& dir, bool* saw_link = nullptr, bool* absent = nullptr, struct stat* last = nullptr) {
+// only an entry's owner, us or root as checked one level down, can rename it). `unknown`: where
+// given, a folder on the way that cannot be looked at (missing, or not a folder) ends the walk with ""
+// and *unknown set: the caller then takes the way that creates it or says why not. `last`: the
+// lstat of `dir` itself, when the walk reached it.
+std::string check_ancestors(const fs::path& dir, bool* saw_link = nullptr, bool* unknown = nullptr, struct stat* last = nullptr) {
   fs::path prefix;
   for (const auto& part : dir) {
     prefix /= part;
     struct stat st{};
     if (::lstat(prefix.c_str(), &st) != 0) {
-      if (errno == ENOENT && absent) {
-        *absent = true;
+      if (unknown) {
+        *unknown = true;
         return "";
       }
       return "cannot inspect " + prefix.string() + ": " + std::strerror(errno);
@@ -189,10 +190,10 @@ void CacheRoot::open(const fs::path& root, Access access) {
   // refused.
   bool chain_checked = false;
   if (trust_checks) {
-    bool saw_link = false, absent = false;
-    std::string why = check_ancestors(parent, &saw_link, &absent, &st);
-    if (!absent && !why.empty()) return refuse(why);
-    chain_checked = !absent && !saw_link && S_ISDIR(st.st_mode);
+    bool saw_link = false, unknown = false;
+    std::string why = check_ancestors(parent, &saw_link, &unknown, &st);
+    if (!unknown && !why.empty()) return refuse(why);  // the longer way would refuse it with these words too
+    chain_checked = !unknown && !saw_link && S_ISDIR(st.st_mode);
   }
   UniqueFd fd;
   if (chain_checked) fd = UniqueFd(::open(abs.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));

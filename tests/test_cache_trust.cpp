@@ -217,6 +217,8 @@ TEST_CASE("blobs/ or locks/ that is not a folder of ours is refused at open, and
   jitk_test::write_file(dir.path() / "file", "x");
   CHECK_THAT(DiskTier(dir.path() / "file").unavailable_reason(), Contains("is not a folder"));
   CHECK_THAT(DiskTier(dir.path() / "file" / "jitk").unavailable_reason(), Contains("is not a folder"));
+  CHECK_THAT(DiskTier(dir.path() / "file" / "sub" / "jitk").unavailable_reason(),
+             Contains("cannot create " + (dir.path() / "file" / "sub" / "jitk").string() + ": Not a directory"));
   CHECK(jitk_test::read_file(dir.path() / "file") == "x");
   // A root reached through a symlinked folder of ours is used (its real folders are checked).
   REQUIRE(::mkdir((dir.path() / "real").c_str(), 0700) == 0);
