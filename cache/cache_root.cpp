@@ -109,14 +109,15 @@ std::string check_ancestor_chain(const fs::path& dir) {
   return real == dir ? "" : check_ancestors(real);
 }
 
-// True when `name` in `dir` is, without following it, a folder open_dir would open and accept: ours
-// (unless shared on purpose), not writable by group or others, and one we may read, write and
-// search. False says nothing: open_dir then decides (and creates it, or says why not).
+// True when `name` in `dir` is, without following it, a folder open_dir would open and accept: ours,
+// with read, write and search for us (its owner), and not writable by group or others unless the
+// cache is shared on purpose. False says nothing: open_dir then decides (and creates it, or says
+// why not), as for any folder of another user.
 bool folder_as_expected(int dir, const char* name) {
   struct stat st{};
   if (::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) return false;
-  if ((st.st_mode & S_IRWXU) != S_IRWXU) return false;
-  return cache_shared_on_purpose() || (st.st_uid == our_uid() && !(st.st_mode & (S_IWGRP | S_IWOTH)));
+  if (st.st_uid != our_uid() || (st.st_mode & S_IRWXU) != S_IRWXU) return false;
+  return cache_shared_on_purpose() || !(st.st_mode & (S_IWGRP | S_IWOTH));
 }
 
 }  // namespace
