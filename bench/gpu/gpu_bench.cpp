@@ -246,12 +246,21 @@ void load_tiny_module(CUcontext ctx) {
 // The same with a CUBIN of the device's own arch (written by --write-tiny-cubin): the driver's ELF
 // loader, not its PTX JIT, the path jitk's artifacts take; tells whether the process's first
 // cuModuleLoadData costs more than later ones for any module (then a warm-up could be overlapped).
+// Its function is got too (JITK_BENCH_TINY_GET=0: not): with lazy loading the driver loads a
+// module's functions at cuModuleGetFunction, and an H100 run (bench/results/2026-11-26-h100-first-use2.log)
+// showed a tiny CUBIN loaded without it
+// leaves the first real load's extra cost (0.29-0.32 ms first, 0.10-0.11 second) where it was.
 void load_tiny_cubin(CUcontext ctx, const std::vector<char>* cubin) {
   cuCtxSetCurrent(ctx);
   const auto t0 = clock_type::now();
   CUmodule mod = nullptr;
-  const CUresult r = cuModuleLoadData(&mod, cubin->data());
-  std::fprintf(stderr, "tiny cubin: %s in %.4f ms\n", r == CUDA_SUCCESS ? "loaded" : "FAILED", ms_since(t0));
+  CUresult r = cuModuleLoadData(&mod, cubin->data());
+  const char* get = std::getenv("JITK_BENCH_TINY_GET");
+  CUfunction fn = nullptr;
+  const bool got = r == CUDA_SUCCESS && !(get && std::string(get) == "0");
+  if (got) r = cuModuleGetFunction(&fn, mod, "jitk_tiny");
+  std::fprintf(stderr, "tiny cubin: %s%s in %.4f ms\n", r == CUDA_SUCCESS ? "loaded" : "FAILED", got ? " with its function" : "",
+               ms_since(t0));
 }
 
 // --write-tiny-cubin PATH: an empty kernel compiled by NVRTC for device 0's arch, written to PATH.
