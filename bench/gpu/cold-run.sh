@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Issue 25's cold start on the device, in one call from the repo root (carry .gpu-deps; logs under
+# $OUT): builds build-gpu's jitk_layer_bench and decoder_layer (Release), then
+#   1. each variant's compile alone, then all 8 at once, without loading or running anything
+#      (decoder_layer --compile cuda:ARCH [--jobs 8]; empty jitk cache and CUDA_CACHE_PATH each),
+#      with NVRTC's PCH (the default) and without (JITK_NVRTC_PCH=0);
+#   2. the cold row (jitk_layer_bench --cold N: N children, each on an empty jitk cache and an empty
+#      CUDA_CACHE_PATH, every variant got from its own thread, then the first forward), each child's
+#      figures and its variants' get start / end (the critical path): built-in texts with and without
+#      the PCH, and each DIR's texts (JITK_KERNEL_DIR; a DIR's ab.env as in ab.sh);
+#   3. with DIRs: the layer's prefill (--prefill: 1 x 2048 and 8 x 2048 with the per-kernel
+#      breakdown) on the built-in texts, each DIR's, and the built-in texts again.
+#   bash bench/gpu/cold-run.sh [DIR ...]      COLD_N (default 3) cold children a row
+set -uo pipefail
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+source .gpu-deps/unpack.sh > /dev/null
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+n=${COLD_N:-3}
+log=/tmp/jitk-cold-build.log
+{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DJITK_BUILD_TESTS=ON -DJITK_BUILD_BENCH=ON &&
+  cmake --build build-gpu --target jitk_layer_bench decoder_layer; } > "$log" 2>&1 ||
+  { cp "$log" "$out/build.log"; grep -E "error|Error" -A3 "$log" | head -60; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+echo "cpus: $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
+dir_env() { [ -n "$1" ] && [ -f "$1/ab.env" ] && grep -Ev '^[[:space:]]*(#|$)' "$1/ab.env"; true; }
+status=0
+# 1. compiles alone and at once, no device work
+for pch in 1 0; do
+  for jobs in 1 8; do
+    echo "== decoder_layer --compile cuda:sm_$arch --jobs $jobs (JITK_NVRTC_PCH=$pch)"
+    cuda_cache=$(mktemp -d)
+    JITK_NVRTC_PCH=$pch CUDA_CACHE_PATH=$cuda_cache timeout 60 ./build-gpu/decoder_layer --compile "cuda:sm_$arch" --jobs $jobs || status=1
+    rm -rf "$cuda_cache"
+  done
+done
+# 2. the cold row
+cold() {  # label, then env assignments
+  local label=$1
+  shift
+  echo "== cold: $label"
+  env "$@" timeout 200 ./build-gpu/bench/gpu/jitk_layer_bench --cold "$n" > "$out/cold-$label.txt" 2>&1 || status=1
+  cat "$out/cold-$label.txt"
+}
+cold built-in
+cold built-in-nopch JITK_NVRTC_PCH=0
+for d in "$@"; do
+  cold "$(basename "$d")" $(dir_env "$d") JITK_KERNEL_DIR="$d"
+  cold "$(basename "$d")-nopch" $(dir_env "$d") JITK_KERNEL_DIR="$d" JITK_NVRTC_PCH=0
+done
+# 3. the prefill on each text (only with DIRs)
+if [ $# -gt 0 ]; then
+  texts=("" "$@" "")
+  for i in "${!texts[@]}"; do
+    d=${texts[$i]}
+    env $(dir_env "$d") JITK_KERNEL_DIR=$d JITK_CACHE_DIR=$(mktemp -d) timeout 120 ./build-gpu/bench/gpu/jitk_layer_bench --json --prefill \
+      > "$out/prefill$i.jsonl" 2> "$out/prefill$i.err"
+    rc=$?
+    [ $rc = 0 ] || status=1
+    echo "== prefill ${d:-built-in} ($i): exit $rc"
+    grep -E '"layer_prefill_(1|8)x2048_ms"|kernel_.*gemm' "$out/prefill$i.jsonl" | cut -c1-200
+  done
+fi
+exit $status
