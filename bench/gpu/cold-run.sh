@@ -3,11 +3,11 @@
 # $OUT): builds build-gpu's jitk_layer_bench and decoder_layer (Release), then
 #   1. each variant's compile alone, then all 8 at once, without loading or running anything
 #      (decoder_layer --compile cuda:ARCH [--jobs 8]; empty jitk cache and CUDA_CACHE_PATH each),
-#      with NVRTC's PCH (the default) and without (JITK_NVRTC_PCH=0);
+#      with NVRTC's PCH (the default), without (JITK_NVRTC_PCH=0) and for lone compiles only (auto);
 #   2. the cold row (jitk_layer_bench --cold N: N children, each on an empty jitk cache and an empty
 #      CUDA_CACHE_PATH, every variant got from its own thread, then the first forward), each child's
-#      figures and its variants' get start / end (the critical path): built-in texts with and without
-#      the PCH, and each DIR's texts (JITK_KERNEL_DIR; a DIR's ab.env as in ab.sh);
+#      figures and its variants' get start / end (the critical path): built-in texts with the PCH,
+#      without, with JITK_NVRTC_PCH=auto, and each DIR's texts (JITK_KERNEL_DIR; its ab.env as in ab.sh);
 #   3. with DIRs: the layer's prefill (--prefill: 1 x 2048 and 8 x 2048 with the per-kernel
 #      breakdown) on the built-in texts, each DIR's, and the built-in texts again.
 #   bash bench/gpu/cold-run.sh [DIR ...]      COLD_N (default 3) cold children a row
@@ -27,7 +27,7 @@ arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -
 dir_env() { [ -n "$1" ] && [ -f "$1/ab.env" ] && grep -Ev '^[[:space:]]*(#|$)' "$1/ab.env"; true; }
 status=0
 # 1. compiles alone and at once, no device work
-for pch in 1 0; do
+for pch in 1 0 auto; do
   for jobs in 1 8; do
     echo "== decoder_layer --compile cuda:sm_$arch --jobs $jobs (JITK_NVRTC_PCH=$pch)"
     cuda_cache=$(mktemp -d)
@@ -45,9 +45,9 @@ cold() {  # label, then env assignments
 }
 cold built-in
 cold built-in-nopch JITK_NVRTC_PCH=0
+cold built-in-pchauto JITK_NVRTC_PCH=auto
 for d in "$@"; do
   cold "$(basename "$d")" $(dir_env "$d") JITK_KERNEL_DIR="$d"
-  cold "$(basename "$d")-nopch" $(dir_env "$d") JITK_KERNEL_DIR="$d" JITK_NVRTC_PCH=0
 done
 # 3. the prefill on each text (only with DIRs)
 if [ $# -gt 0 ]; then

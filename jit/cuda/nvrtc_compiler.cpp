@@ -2,6 +2,7 @@
 #include "jit/cuda/nvrtc_compiler.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 
@@ -124,8 +125,17 @@ NvrtcCompiler::NvrtcCompiler(std::string arch, bool force_ptx, std::shared_ptr<c
   // fresh process's cold compiles of softmax bf16 took 15 ms each instead of 276 ms (a CUB block
   // reduce: 0.15-0.3 s instead of 1.5-2.2 s). The PCH does not change the generated code, so it stays
   // out of options() and the key.
-  if (const char* pch = std::getenv("JITK_NVRTC_PCH"); pch && std::string(pch) == "0") pch_ = false;
+  // JITK_NVRTC_PCH=auto: only for a compile that starts alone. NVRTC makes the PCH (and parses the
+  // start of the unit) under a lock of the process (seen on CPU with futex traces: 8 compiles
+  // started together wait there one after another, ~2x longer each with -pch), so a cold start's
+  // parallel compiles of 8 different kernels, which share no PCH, would queue behind each other's.
+  if (const char* pch = std::getenv("JITK_NVRTC_PCH"); pch && std::string(pch) == "0") pch_ = Pch::Off;
+  else if (pch && std::string(pch) == "auto") pch_ = Pch::Alone;
 }
+
+namespace {
+std::atomic<int> g_compiles_running{0};  // NVRTC compiles running in the process (every arch's compiler)
+}  // namespace
 
 std::string NvrtcCompiler::external_headers_fingerprint(const SourceUnit& unit) const {
   if (include_dir_.empty()) return "";
@@ -158,7 +168,11 @@ std::string NvrtcCompiler::external_headers_fingerprint(const SourceUnit& unit) 
 
 CompiledArtifact NvrtcCompiler::compile(const SourceUnit& unit) const {
   std::vector<std::string> options = options_;
-  if (pch_) options.push_back("-pch");
+  struct Running {
+    int before = g_compiles_running.fetch_add(1);
+    ~Running() { g_compiles_running.fetch_sub(1); }
+  } running;
+  if (pch_ == Pch::On || (pch_ == Pch::Alone && running.before == 0)) options.push_back("-pch");
   return rtc_compile(lib_->rtc, cubin_ ? lib_->cubin : lib_->ptx, {unit, std::move(options), "cuda:" + arch_, id_});
 }
 

@@ -36,7 +36,10 @@ class NvrtcCompiler final : public Compiler {
   const NvrtcLibrary* lib_;
   std::string arch_, code_target_, id_;
   bool cubin_ = true;
-  bool pch_ = true;  // NVRTC's automatic PCH; $JITK_NVRTC_PCH=0 turns it off
+  // NVRTC's automatic PCH: on ($JITK_NVRTC_PCH unset or 1), off (0), or only for a compile that
+  // starts while no other NVRTC compile of the process runs (auto; the PCH is made under NVRTC's
+  // process-wide lock, so compiles started together would queue behind each other's PCH).
+  enum class Pch { On, Off, Alone } pch_ = Pch::On;
   std::vector<std::string> options_;
   std::string include_dir_;  // toolkit headers NVRTC reads ("" when it has its own)
   std::shared_ptr<const MemoStore> memos_;
