@@ -17,6 +17,9 @@ mkdir -p "$out"
 source .gpu-deps/unpack.sh > /dev/null
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 n=${COLD_N:-3}
+dirs=()
+for d in "$@"; do dirs+=("$(realpath "$d")"); done  # JITK_KERNEL_DIR absolute, whatever the children's folder
+set -- ${dirs[@]+"${dirs[@]}"}
 log=/tmp/jitk-cold-build.log
 { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DJITK_BUILD_TESTS=ON -DJITK_BUILD_BENCH=ON &&
   cmake --build build-gpu --target jitk_layer_bench decoder_layer; } > "$log" 2>&1 ||
