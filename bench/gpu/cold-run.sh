@@ -43,7 +43,7 @@ cold() {  # label, then env assignments
   local label=$1
   shift
   echo "== cold: $label"
-  env "$@" timeout 200 ./build-gpu/bench/gpu/jitk_layer_bench --cold "$n" > "$out/cold-$label.txt" 2>&1 || status=1
+  env JITK_LOG_LEVEL=info "$@" timeout 200 ./build-gpu/bench/gpu/jitk_layer_bench --cold "$n" > "$out/cold-$label.txt" 2>&1 || status=1
   cat "$out/cold-$label.txt"
 }
 cold built-in
