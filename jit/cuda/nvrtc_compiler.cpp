@@ -137,6 +137,8 @@ namespace {
 std::atomic<int> g_compiles_running{0};  // NVRTC compiles running in the process (every arch's compiler)
 }  // namespace
 
+int NvrtcCompiler::compiles_running() { return g_compiles_running.load(); }
+
 std::string NvrtcCompiler::external_headers_fingerprint(const SourceUnit& unit) const {
   if (include_dir_.empty()) return "";
   // What the scan starts from, named by its hash (no text is copied on this path, a warm get's):

@@ -31,6 +31,8 @@ class NvrtcCompiler final : public Compiler {
 
   // "" when NVRTC can be opened, else why not.
   static std::string unavailable_reason();
+  // NVRTC compiles running in the process now (JITK_NVRTC_PCH=auto's test; tests wait on it).
+  static int compiles_running();
 
  private:
   const NvrtcLibrary* lib_;
