@@ -191,6 +191,8 @@ TEST_CASE("JITK_NVRTC_PCH: NVRTC's -pch by default, never with 0, and with auto 
   CHECK(has_pch(options_of(jit::detail::NvrtcCompiler("sm_90"))));
   ::setenv("JITK_NVRTC_PCH", "0", 1);
   CHECK_FALSE(has_pch(options_of(jit::detail::NvrtcCompiler("sm_90"))));
+  ::setenv("JITK_NVRTC_PCH", "yes\n\x1b[2J", 1);  // not a value: warned about once, the PCH on
+  CHECK(has_pch(options_of(jit::detail::NvrtcCompiler("sm_90"))));
   ::setenv("JITK_NVRTC_PCH", "auto", 1);
   const jit::detail::NvrtcCompiler automatic("sm_90");
   REQUIRE(jit::detail::NvrtcCompiler::compiles_running() == 0);

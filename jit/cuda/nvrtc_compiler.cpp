@@ -10,6 +10,8 @@
 #include "jit/cuda/include_scan.hpp"
 #include "jit/rtc_compile.hpp"
 #include "support/dynamic_library.hpp"
+#include "support/logging.hpp"
+#include "support/text.hpp"
 
 namespace jit::detail {
 
@@ -129,8 +131,13 @@ NvrtcCompiler::NvrtcCompiler(std::string arch, bool force_ptx, std::shared_ptr<c
   // start of the unit) under a lock of the process (seen on CPU with futex traces: 8 compiles
   // started together wait there one after another, ~2x longer each with -pch), so a cold start's
   // parallel compiles of 8 different kernels, which share no PCH, would queue behind each other's.
-  if (const char* pch = std::getenv("JITK_NVRTC_PCH"); pch && std::string(pch) == "0") pch_ = Pch::Off;
-  else if (pch && std::string(pch) == "auto") pch_ = Pch::Alone;
+  if (const char* pch = std::getenv("JITK_NVRTC_PCH"); pch && *pch) {
+    const std::string v = pch;
+    if (v == "0") pch_ = Pch::Off;
+    else if (v == "auto") pch_ = Pch::Alone;
+    else if (v != "1")
+      warn_once("JITK_NVRTC_PCH", "JITK_NVRTC_PCH='" + printable(v.substr(0, 64)) + "' is not 0, 1 or auto; using 1 (the PCH on)");
+  }
 }
 
 namespace {
