@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # Issue 25's cold start on the device, in one call from the repo root (carry .gpu-deps; logs under
 # $OUT): builds build-gpu's jitk_layer_bench and decoder_layer (Release), then
-#   1. each variant's compile alone, then all 8 at once, without loading or running anything
-#      (decoder_layer --compile cuda:ARCH [--jobs 8]; empty jitk cache and CUDA_CACHE_PATH each),
-#      with NVRTC's PCH (the default), without (JITK_NVRTC_PCH=0) and for lone compiles only (auto);
+#   1. each variant's compile alone (decoder_layer --compile cuda:ARCH, empty jitk cache and
+#      CUDA_CACHE_PATH, nothing loaded) on the built-in texts and each DIR's; then all 8 at once
+#      (--jobs 8) with NVRTC's PCH (the default), without (JITK_NVRTC_PCH=0) and for lone compiles
+#      only (auto);
 #   2. the cold row (jitk_layer_bench --cold N: N children, each on an empty jitk cache and an empty
 #      CUDA_CACHE_PATH, every variant got from its own thread, then the first forward), each child's
-#      figures and its variants' get start / end (the critical path): built-in texts with the PCH,
-#      without, with JITK_NVRTC_PCH=auto, and each DIR's texts (JITK_KERNEL_DIR; its ab.env as in ab.sh);
+#      figures, output checksum and its variants' get start / end (the critical path), NVRTC's time
+#      for each (JITK_LOG_LEVEL=info): built-in texts, JITK_NVRTC_PCH=auto, and each DIR's texts
+#      (JITK_KERNEL_DIR; a DIR's ab.env as in ab.sh); the same checksum on every row = the same output bits;
 #   3. with DIRs: the layer's prefill (--prefill: 1 x 2048 and 8 x 2048 with the per-kernel
-#      breakdown) on the built-in texts, each DIR's, and the built-in texts again.
-#   bash bench/gpu/cold-run.sh [DIR ...]      COLD_N (default 3) cold children a row
+#      breakdown) on the built-in texts, each DIR's, and the built-in texts again;
+#   then a summary (each cold row's samples and checksums).
+#   bash bench/gpu/cold-run.sh [DIR ...]      COLD_N (default 2) cold children a row
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 source .gpu-deps/unpack.sh > /dev/null
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-n=${COLD_N:-3}
+n=${COLD_N:-2}
 dirs=()
 for d in "$@"; do dirs+=("$(realpath "$d")"); done  # JITK_KERNEL_DIR absolute, whatever the children's folder
 set -- ${dirs[@]+"${dirs[@]}"}
@@ -29,29 +32,32 @@ echo "cpus: $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
 dir_env() { [ -n "$1" ] && [ -f "$1/ab.env" ] && grep -Ev '^[[:space:]]*(#|$)' "$1/ab.env"; true; }
 status=0
-# 1. compiles alone and at once, no device work
-for pch in 1 0 auto; do
-  for jobs in 1 8; do
-    echo "== decoder_layer --compile cuda:sm_$arch --jobs $jobs (JITK_NVRTC_PCH=$pch)"
-    cuda_cache=$(mktemp -d)
-    JITK_NVRTC_PCH=$pch CUDA_CACHE_PATH=$cuda_cache timeout 60 ./build-gpu/decoder_layer --compile "cuda:sm_$arch" --jobs $jobs || status=1
-    rm -rf "$cuda_cache"
-  done
-done
+# 1. compiles alone and at once, nothing loaded
+compile() {  # jobs, then env assignments
+  local jobs=$1
+  shift
+  echo "== decoder_layer --compile cuda:sm_$arch --jobs $jobs $*"
+  local cuda_cache
+  cuda_cache=$(mktemp -d)
+  env "$@" CUDA_CACHE_PATH="$cuda_cache" timeout 60 ./build-gpu/decoder_layer --compile "cuda:sm_$arch" --jobs "$jobs" || status=1
+  rm -rf "$cuda_cache"
+}
+compile 1
+for d in "$@"; do compile 1 $(dir_env "$d") JITK_KERNEL_DIR="$d"; done
+for pch in 1 0 auto; do compile 8 JITK_NVRTC_PCH=$pch; done
 # 2. the cold row
+rows=()
 cold() {  # label, then env assignments
   local label=$1
   shift
   echo "== cold: $label"
   env JITK_LOG_LEVEL=info "$@" timeout 200 ./build-gpu/bench/gpu/jitk_layer_bench --cold "$n" > "$out/cold-$label.txt" 2>&1 || status=1
   cat "$out/cold-$label.txt"
+  rows+=("$label")
 }
 cold built-in
-cold built-in-nopch JITK_NVRTC_PCH=0
 cold built-in-pchauto JITK_NVRTC_PCH=auto
-for d in "$@"; do
-  cold "$(basename "$d")" $(dir_env "$d") JITK_KERNEL_DIR="$d"
-done
+for d in "$@"; do cold "$(basename "$d")" $(dir_env "$d") JITK_KERNEL_DIR="$d"; done
 # 3. the prefill on each text (only with DIRs)
 if [ $# -gt 0 ]; then
   texts=("" "$@" "")
@@ -65,4 +71,8 @@ if [ $# -gt 0 ]; then
     grep -E '"layer_prefill_(1|8)x2048_ms"|kernel_.*gemm' "$out/prefill$i.jsonl" | cut -c1-200
   done
 fi
+echo "== summary: cold rows (compile_all ms, first forward done ms, output checksum a sample)"
+for r in "${rows[@]}"; do
+  echo "$r: $(sed -n 's/^cold sample [0-9]*: compile_all \([0-9.]*\) ms, first forward done at \([0-9.]*\) ms, output checksum \(.*\)/\1 \2 \3;/p' "$out/cold-$r.txt" | tr '\n' ' ')"
+done
 exit $status
