@@ -12,7 +12,8 @@
 #      (JITK_KERNEL_DIR; a DIR's ab.env as in ab.sh); the same checksum on every row = the same output bits;
 #   3. with DIRs: the layer's prefill (--prefill: 1 x 2048 and 8 x 2048 with the per-kernel
 #      breakdown) on the built-in texts, each DIR's, and the built-in texts again;
-#   then a summary (each cold row's samples and checksums).
+#   then a summary (each cold row's samples and checksums). COLD_TESTS=1 first runs test_gpu_gemm's
+#   staged-epilogue, chain and gate tests on each DIR's texts, all at once (as ab.sh's AB_TESTS=dirs).
 #   bash bench/gpu/cold-run.sh [DIR ...]      COLD_N (default 2) cold children a row
 set -uo pipefail
 out=${OUT:-gpu-out}
@@ -24,14 +25,32 @@ dirs=()
 for d in "$@"; do dirs+=("$(realpath "$d")"); done  # JITK_KERNEL_DIR absolute, whatever the children's folder
 set -- ${dirs[@]+"${dirs[@]}"}
 log=/tmp/jitk-cold-build.log
+targets="jitk_layer_bench decoder_layer"
+[ "${COLD_TESTS:-0}" = 1 ] && [ $# -gt 0 ] && targets="$targets test_gpu_gemm"
 { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DJITK_BUILD_TESTS=ON -DJITK_BUILD_BENCH=ON &&
-  cmake --build build-gpu --target jitk_layer_bench decoder_layer; } > "$log" 2>&1 ||
+  cmake --build build-gpu --target $targets; } > "$log" 2>&1 ||
   { cp "$log" "$out/build.log"; grep -E "error|Error" -A3 "$log" | head -60; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 echo "cpus: $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
 dir_env() { [ -n "$1" ] && [ -f "$1/ab.env" ] && grep -Ev '^[[:space:]]*(#|$)' "$1/ab.env"; true; }
 status=0
+if [ "${COLD_TESTS:-0}" = 1 ] && [ $# -gt 0 ]; then
+  pids=()
+  for i in $(seq 1 $#); do
+    d=${!i}
+    env $(dir_env "$d") JITK_KERNEL_DIR="$d" JITK_CACHE_DIR=$(mktemp -d) timeout 300 ./build-gpu/tests/test_gpu_gemm \
+      '[sm90_epilogue],[chains],[gate]' > "$out/tests$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in $(seq 1 $#); do
+    wait "${pids[$((i - 1))]}"
+    rc=$?
+    [ $rc = 0 ] || status=1
+    echo "== test_gpu_gemm on $(basename "${!i}"): exit $rc"
+    tail -2 "$out/tests$i.log"
+  done
+fi
 # 1. compiles alone and at once, nothing loaded
 compile() {  # jobs, then env assignments
   local jobs=$1
