@@ -3,6 +3,7 @@
 // needed), a refusal for lack of shared memory carries required and limit, and what() stays the
 // whole readable message.
 #include <algorithm>
+#include <memory>
 #include <thread>
 #include <cstdlib>
 #include <chrono>
@@ -158,7 +159,7 @@ TEST_CASE("an NVRTC compile error for a named arch carries the log, the options 
   CHECK(std::string(artifact.bytes.data(), 4) == "\x7f" "ELF");
 }
 
-TEST_CASE("JITK_NVRTC_PCH: NVRTC's -pch by default, never with 0, and with auto only for a compile no other compile runs beside",
+TEST_CASE("JITK_NVRTC_PCH: NVRTC's -pch for a compile alone and not beside another (unset, auto), always with 1, never with 0",
           "[errors]") {
   if (auto why = jit::detail::NvrtcCompiler::unavailable_reason(); !why.empty()) {
     std::printf("SKIPPED: NVRTC is unavailable: %s\n", why.c_str());
@@ -185,19 +186,25 @@ TEST_CASE("JITK_NVRTC_PCH: NVRTC's -pch by default, never with 0, and with auto 
     std::string value;
     ~Restore() { had ? ::setenv("JITK_NVRTC_PCH", value.c_str(), 1) : ::unsetenv("JITK_NVRTC_PCH"); }
   } restore{old != nullptr, saved};
-  ::unsetenv("JITK_NVRTC_PCH");
-  CHECK(has_pch(options_of(jit::detail::NvrtcCompiler("sm_90"))));
-  ::setenv("JITK_NVRTC_PCH", "1", 1);
-  CHECK(has_pch(options_of(jit::detail::NvrtcCompiler("sm_90"))));
-  ::setenv("JITK_NVRTC_PCH", "0", 1);
-  CHECK_FALSE(has_pch(options_of(jit::detail::NvrtcCompiler("sm_90"))));
-  ::setenv("JITK_NVRTC_PCH", "yes\n\x1b[2J", 1);  // not a value: warned about once, the PCH on
-  CHECK(has_pch(options_of(jit::detail::NvrtcCompiler("sm_90"))));
-  ::setenv("JITK_NVRTC_PCH", "auto", 1);
-  const jit::detail::NvrtcCompiler automatic("sm_90");
+  // A compiler of each setting (the variable is read when a compiler is made); "" is unset, and a
+  // value that is none of them is warned about once and taken as auto.
+  struct Setting {
+    const char* value;
+    bool alone, beside;  // -pch expected
+  };
+  const Setting settings[] = {{nullptr, true, false}, {"auto", true, false}, {"1", true, true}, {"0", false, false},
+                              {"yes\n\x1b[2J", true, false}};
+  std::vector<std::unique_ptr<jit::detail::NvrtcCompiler>> compilers;
+  for (const auto& s : settings) {
+    s.value ? ::setenv("JITK_NVRTC_PCH", s.value, 1) : ::unsetenv("JITK_NVRTC_PCH");
+    compilers.push_back(std::make_unique<jit::detail::NvrtcCompiler>("sm_90"));
+  }
   REQUIRE(jit::detail::NvrtcCompiler::compiles_running() == 0);
-  CHECK(has_pch(options_of(automatic)));  // alone
-  // beside a long compile (the Hopper gemm's: seconds), of another arch's compiler: no PCH
+  for (std::size_t i = 0; i < compilers.size(); ++i) {
+    INFO("JITK_NVRTC_PCH=" << (settings[i].value ? settings[i].value : "(unset)") << ", alone");
+    CHECK(has_pch(options_of(*compilers[i])) == settings[i].alone);
+  }
+  // beside a long compile (the Hopper gemm's: seconds), of another arch's compiler
   const auto gemm = jit::detail::resolve("gemm", jit::kernels::Gemm::to_params(jit::kernels::Gemm::Params{jit::DType::bf16}),
                                          jit::Target::parse("cuda:sm_90"));
   std::atomic<bool> long_done{false};
@@ -211,13 +218,20 @@ TEST_CASE("JITK_NVRTC_PCH: NVRTC's -pch by default, never with 0, and with auto 
   for (int i = 0; i < 30000 && jit::detail::NvrtcCompiler::compiles_running() == 0 && !long_done; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const bool beside = jit::detail::NvrtcCompiler::compiles_running() > 0;
-  const auto options = options_of(automatic);
+  std::vector<bool> pch_beside;
+  for (const auto& c : compilers) pch_beside.push_back(has_pch(options_of(*c)));
   const bool still_beside = !long_done;
   long_compile.join();
-  if (beside && still_beside) CHECK_FALSE(has_pch(options));
-  else WARN("the long compile was not running beside the short one; nothing to check");
+  if (beside && still_beside) {
+    for (std::size_t i = 0; i < compilers.size(); ++i) {
+      INFO("JITK_NVRTC_PCH=" << (settings[i].value ? settings[i].value : "(unset)") << ", beside another compile");
+      CHECK(pch_beside[i] == settings[i].beside);
+    }
+  } else {
+    WARN("the long compile was not running beside the short ones; nothing to check");
+  }
   CHECK(jit::detail::NvrtcCompiler::compiles_running() == 0);
-  CHECK(has_pch(options_of(automatic)));  // alone again
+  CHECK(has_pch(options_of(*compilers[0])));  // alone again
 }
 
 TEST_CASE("a hipRTC compile error for a named gfx target carries the log, the options with the arch, and the source",
