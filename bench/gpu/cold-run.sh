@@ -3,12 +3,12 @@
 # $OUT): builds build-gpu's jitk_layer_bench and decoder_layer (Release), then
 #   1. each variant's compile alone (decoder_layer --compile cuda:ARCH, empty jitk cache and
 #      CUDA_CACHE_PATH, nothing loaded) on the built-in texts and each DIR's; then all 8 at once
-#      (--jobs 8) with NVRTC's PCH (the default), without (JITK_NVRTC_PCH=0) and for lone compiles
-#      only (auto);
+#      (--jobs 8) with NVRTC's PCH on every compile (JITK_NVRTC_PCH=1), on none (0) and on lone
+#      compiles only (auto, the default);
 #   2. the cold row (jitk_layer_bench --cold N: N children, each on an empty jitk cache and an empty
 #      CUDA_CACHE_PATH, every variant got from its own thread, then the first forward), each child's
 #      figures, output checksum and its variants' get start / end (the critical path), NVRTC's time
-#      for each (JITK_LOG_LEVEL=info): built-in texts, JITK_NVRTC_PCH=auto, and each DIR's texts
+#      for each (JITK_LOG_LEVEL=info): built-in texts, the same with JITK_NVRTC_PCH=1, and each DIR's texts
 #      (JITK_KERNEL_DIR; a DIR's ab.env as in ab.sh); the same checksum on every row = the same output bits;
 #   3. with DIRs: the layer's prefill (--prefill: 1 x 2048 and 8 x 2048 with the per-kernel
 #      breakdown) on the built-in texts, each DIR's, and the built-in texts again;
@@ -75,7 +75,7 @@ cold() {  # label, then env assignments
   rows+=("$label")
 }
 cold built-in
-cold built-in-pchauto JITK_NVRTC_PCH=auto
+cold built-in-pch1 JITK_NVRTC_PCH=1
 for d in "$@"; do cold "$(basename "$d")" $(dir_env "$d") JITK_KERNEL_DIR="$d"; done
 # 3. the prefill on each text (only with DIRs)
 if [ $# -gt 0 ]; then
