@@ -135,7 +135,8 @@ std::vector<char> raw_nvrtc(const jit::detail::SourceUnit& unit, const std::stri
   nvrtcCreateProgram(&p, unit.main.text.c_str(), unit.main.name.c_str(), (int)texts.size(), texts.data(), names.data());
   std::string a = "--gpu-architecture=" + arch;
   std::string inc = "--include-path=" + std::string(std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : "/usr/local/cuda") + "/include";
-  // The same PCH setting jitk uses (on unless JITK_NVRTC_PCH=0), so the ratio is jitk's own overhead.
+  // The same PCH setting jitk gives a lone compile (on unless JITK_NVRTC_PCH=0; this bench compiles
+  // one at a time), so the ratio is jitk's own overhead.
   const char* pch_env = std::getenv("JITK_NVRTC_PCH");
   const bool pch = !(pch_env && std::string(pch_env) == "0");
   std::vector<const char*> opts = {a.c_str(), "-std=c++17", "--device-as-default-execution-space", inc.c_str()};
