@@ -6,6 +6,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <fstream>
 #include <cstdint>
 #include <cstdlib>
 #include <cstdio>
@@ -361,6 +362,11 @@ TEST_CASE("cuda-sm90a's QKV epilogue (rope, the KV-cache write) compiles on stag
     const auto s = jit::detail::resolve(u.kernel, u.params, jit::Target::parse("cuda:sm_90"), only);
     CHECK(s.unit.shape.max_split_k == v.split);
     CHECK_THAT(s.unit.main.text, Contains("#define JITK_HEAD_DIM " + std::to_string(v.head_dim) + "LL"));
+    // JITK_TEST_DUMP_DIR: each unit's specialized text there, for ptxas -v (registers, spills)
+    if (const char* dir = std::getenv("JITK_TEST_DUMP_DIR"); dir && *dir) {
+      std::ofstream f(std::string(dir) + "/qkv_" + std::to_string(&v - variants) + ".cu");
+      f << s.unit.main.text;
+    }
     const Outcome o = compile(u);
     CHECK(o.problem.empty());
   }

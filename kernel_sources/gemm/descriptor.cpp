@@ -116,14 +116,16 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
   const std::int64_t cluster = cluster_of(p);
   if (cluster != 1 && cluster != 2) return {"cluster_m = " + std::to_string(cluster) + ": 1 or 2 on cuda-sm90a"};
-  const std::int64_t base = sm90_shared_bytes(stages, tm, tn);  // tk is 64 (checked above)
+  // rope: the head's head_dim / 2 inverse frequencies as floats, after the barriers (gemm_sm90.cu, ROPE_BYTES)
+  const std::int64_t rope = p.find("rope") && text_is(p, "rope", "neox") ? int_param(p, "head_dim") / 2 * 4 : 0;
+  const std::int64_t base = sm90_shared_bytes(stages, tm, tn) + rope;  // tk is 64 (checked above)
   // Two blocks an SM for 64-wide tiles (few accumulators) where their shared memory fits twice
   // (not in clusters: the text takes those one an SM).
   const bool two = cluster == 1 && tn <= 64 && 2 * base <= kMaxSharedBytes;
   // Room for the epilogue's staging (each consumer's 64 x 64 piece of C, kSm90EpilogueRows rows)
   // where it fits beside the slots (and twice, for two blocks an SM); the text stages C through it
   // only when the plan gave it (JITK_SHARED_BYTES), storing from registers otherwise.
-  const std::int64_t staged = sm90_shared_bytes(stages, tm, tn, kSm90EpilogueRows);
+  const std::int64_t staged = sm90_shared_bytes(stages, tm, tn, kSm90EpilogueRows) + rope;
   const std::int64_t shared = staged * (two ? 2 : 1) <= kMaxSharedBytes ? staged : base;
   TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, tn, tk, two ? 2 : 1, static_cast<int>(cluster)};
   if (plan.shared_bytes > kMaxSharedBytes)
