@@ -333,7 +333,7 @@ TEST_CASE("cuda-sm90a's staged gemm epilogue compiles with its chain's tensors a
   }
 }
 
-TEST_CASE("cuda-sm90a's QKV epilogue (rope, the KV-cache write) compiles on staged, register and split tiles; the generic text refuses it", "[nvrtc]") {
+TEST_CASE("cuda-sm90a's QKV epilogue (rope, the KV-cache write) compiles on staged, register and split tiles, and the generic text refuses it", "[nvrtc]") {
   if (!have_nvrtc()) return;
   // The sweep above leaves head_dim at 0 (an integer with a fallback), so no QKV unit: each path here.
   struct Variant {

@@ -188,7 +188,10 @@ struct Gemm {
         fail("num_pages = " + std::to_string(a.num_pages) + " pages of " + std::to_string(p.page_size) + " x " +
              std::to_string(a.kv_heads) + " x " + std::to_string(p.head_dim) + " elements pass a 64-bit count");
       jit::detail::check_not_null(name, "slots", a.slots, kv_rows);
-      detail::check_tensors(name, p.dtype, kv_rows, {{"k_cache", a.k_cache}, {"v_cache", a.v_cache}});
+      for (auto [arg, ptr] : {std::pair{"k_cache", a.k_cache}, {"v_cache", a.v_cache}}) {
+        if (ptr.data) jit::detail::check_dtype(name, arg, p.dtype, ptr.dtype);
+        jit::detail::check_not_null(name, arg, ptr.data, kv_rows);
+      }
       const std::int64_t e = static_cast<std::int64_t>(dtype_size(p.dtype));
       const std::int64_t cache_bytes = a.num_pages * p.page_size * a.kv_heads * p.head_dim * e;
       const std::int64_t c_bytes = a.m > 0 && a.n > 0 ? ((a.m - 1) * a.ldc + a.n) * e : 0;
@@ -358,6 +361,12 @@ struct Gemm {
   static TuningData tuning_data(const Params& p, const Shape& s, const Target& target) {
     if (target.backend != Backend::Cpu && target.backend != Backend::Cuda)
       throw Error(ErrorCode::BackendUnavailable, "gemm: tuning on " + target.to_string() + ": gemm runs on the CPU and CUDA");
+    // a QKV epilogue's arguments (positions, slots, caches) are the program's: tune the plain gemm
+    if (p.qkv())
+      throw Error(ErrorCode::InvalidArgument, std::string("gemm: tuning a gemm with the QKV epilogue (rope = ") + rope_name(p.rope) +
+                                                  ", page_size = " + std::to_string(p.page_size) +
+                                                  ") is not supported: tune the plain gemm of the shape, then give the QKV gemm tiles that "
+                                                  "hold whole heads");
     // a shape no candidate could run: refused here, before every candidate is timed and left out
     if (p.gate != Gate::None && s.n % (2 * kGateBlock) != 0)
       throw Error(ErrorCode::InvalidArgument, "gemm: tuning for n = " + std::to_string(s.n) + ": gate = " + gate_name(p.gate) +
