@@ -1,7 +1,8 @@
-// A Llama-style decoder layer on jitk kernels only (issue 25's first step, unfused): RMSNorm, the
-// QKV projection (one gemm over the concatenated weight [hidden, (heads + 2 kv_heads) x head_dim],
-// its output row [q | k | v] a token), rotary on q and k in place inside that output, the new k and
-// v read from it and appended into a paged KV cache, attention (prefill over the batch's
+// A Llama-style decoder layer on jitk kernels only (issue 25): RMSNorm, the QKV projection (one gemm
+// over the concatenated weight [hidden, (heads + 2 kv_heads) x head_dim], its output row [q | k | v]
+// a token), rotary on q and k in place inside that output, the new k and v read from it and
+// appended into a paged KV cache (on cuda-sm90a both in the QKV gemm's epilogue; elsewhere
+// rotary_embedding and kv_cache_append after it), attention (prefill over the batch's
 // sequences, or one decode step over the cache) reading q (prefill: k and v too) there with the
 // row's width as token stride, the output projection with the residual added by the gemm
 // (beta = 1), RMSNorm, the gate/up projection with SiLU-and-mul in its epilogue (a gated gemm, where the
@@ -129,6 +130,11 @@ template <class T> class DecoderLayer {
       throw std::invalid_argument("DecoderLayer: mlp = " + std::to_string(c.mlp) +
                                   " must be a positive multiple of 8 (the gate/up weight's groups of 8 gate and 8 up columns)");
     fused_mlp_available_ = !jit::implementations_for("gemm", jit::default_target(), jit::kernels::Gemm::to_params(gated_gemm_params())).empty();
+    // the QKV gemm with rotary and the cache write in its epilogue: Hopper's (cuda-sm90a); the CPU's
+    // gemm has it too, but elsewhere the layer runs the unfused kernels unless use_fused_qkv(true)
+    const jit::Target target = jit::default_target();
+    fused_qkv_available_ = target.backend == jit::Backend::Cuda &&
+                           !jit::implementations_for("gemm", target, jit::kernels::Gemm::to_params(qkv_gemm_params())).empty();
   }
 
   // A step's device-side state: inputs, intermediates and output (y), made once per shape and kept
@@ -217,19 +223,28 @@ template <class T> class DecoderLayer {
     T* const q = s.qkv.data();
     T* const k = q + c_.q_width();
     T* const v = k + c_.kv_width();
-    if (!three_qkv_gemms_) {
-      matmul("gemm qkv", s.normed.data(), h, wqkv_.data(), width, width, 0, q);
-    } else {  // the same output from three gemms, each writing its columns of qkv
-      matmul("gemm q", s.normed.data(), h, wqkv_.data(), c_.q_width(), width, 0, q, width);
-      matmul("gemm k", s.normed.data(), h, wqkv_.data() + c_.q_width(), c_.kv_width(), width, 0, k, width);
-      matmul("gemm v", s.normed.data(), h, wqkv_.data() + c_.q_width() + c_.kv_width(), c_.kv_width(), width, 0, v, width);
+    if (fused_qkv()) {
+      // rotary on q and k, and k and v into the paged cache, in the gemm's epilogue (no tuning: its
+      // tiles hold whole heads, the default's and the few-rows routes' do)
+      Gemm::Args a{tokens, width, h, 1.0, s.normed.data(), h, wqkv_.data(), width, 0.0, q, width};
+      a.heads = c_.heads, a.kv_heads = c_.kv_heads, a.positions = s.positions.data(), a.theta = c_.theta;
+      a.slots = s.slots.data(), a.num_pages = num_pages_, a.k_cache = k_cache_.data(), a.v_cache = v_cache_.data();
+      launch("gemm qkv + rotary + kv cache", jit::get<Gemm>(qkv_gemm_params()), a);
+    } else {
+      if (!three_qkv_gemms_) {
+        matmul("gemm qkv", s.normed.data(), h, wqkv_.data(), width, width, 0, q);
+      } else {  // the same output from three gemms, each writing its columns of qkv
+        matmul("gemm q", s.normed.data(), h, wqkv_.data(), c_.q_width(), width, 0, q, width);
+        matmul("gemm k", s.normed.data(), h, wqkv_.data() + c_.q_width(), c_.kv_width(), width, 0, k, width);
+        matmul("gemm v", s.normed.data(), h, wqkv_.data() + c_.q_width() + c_.kv_width(), c_.kv_width(), width, 0, v, width);
+      }
+      RotaryEmbedding::Args rot{tokens, c_.heads, c_.kv_heads, s.positions.data(), q, k, c_.theta};
+      rot.q_stride = rot.k_stride = width;
+      launch("rotary_embedding", jit::get<RotaryEmbedding>(rotary_params()), rot);
+      KvCacheAppend::Args append{tokens, c_.kv_heads, num_pages_, k, v, s.slots.data(), k_cache_.data(), v_cache_.data()};
+      append.k_stride = append.v_stride = width;
+      launch("kv_cache_append", jit::get<KvCacheAppend>({dtype_, c_.head_dim, c_.page_size}), append);
     }
-    RotaryEmbedding::Args rot{tokens, c_.heads, c_.kv_heads, s.positions.data(), q, k, c_.theta};
-    rot.q_stride = rot.k_stride = width;
-    launch("rotary_embedding", jit::get<RotaryEmbedding>(rotary_params()), rot);
-    KvCacheAppend::Args append{tokens, c_.kv_heads, num_pages_, k, v, s.slots.data(), k_cache_.data(), v_cache_.data()};
-    append.k_stride = append.v_stride = width;
-    launch("kv_cache_append", jit::get<KvCacheAppend>({dtype_, c_.head_dim, c_.page_size}), append);
     if (s.seqlen > 0) {
       AttentionPrefill::Args a{batch_, c_.kv_heads, s.seqlen, tokens, tokens, q, k, v, s.o.data(), jit::MutPtr{},
                                s.cu_seqlens.data(), s.cu_seqlens.data(), scale()};
@@ -276,6 +291,13 @@ template <class T> class DecoderLayer {
   void use_unfused_mlp(bool on) { unfused_mlp_ = on; }
   // Whether run() takes the gated gemm (the target has one and use_unfused_mlp is off).
   bool fused_mlp() const { return fused_mlp_available_ && !unfused_mlp_; }
+  // The QKV projection with rotary and the KV-cache write in its epilogue (one gemm, gemm's rope and
+  // page_size) on (true) or off (false: the gemm, rotary_embedding, kv_cache_append: the bench's
+  // same-run baseline), instead of the default: on where the target is CUDA and has it (cuda-sm90a),
+  // off elsewhere (the CPU's gemm has it too: the tests turn it on there).
+  void use_fused_qkv(bool on) { fused_qkv_choice_ = on ? 1 : 0; }
+  // Whether run() takes the fused QKV gemm (three_qkv_gemms runs the unfused kernels).
+  bool fused_qkv() const { return !three_qkv_gemms_ && (fused_qkv_choice_ < 0 ? fused_qkv_available_ : fused_qkv_choice_ == 1); }
 
   // Gets every kernel variant a prefill of `seqlen` and a decode step use, from one thread each:
   // on an empty cache their compiles run in parallel (what a cold start waits for is the slowest,
@@ -286,8 +308,6 @@ template <class T> class DecoderLayer {
         [&] { jit::get<RmsNorm>({dtype_, c_.hidden}); },
         [&] { jit::get<Gemm>({dtype_}); },
         [&] { jit::get<Gemm>(residual_gemm_params()); },
-        [&] { jit::get<RotaryEmbedding>(rotary_params()); },
-        [&] { jit::get<KvCacheAppend>({dtype_, c_.head_dim, c_.page_size}); },
         [&] {
           if (fused_mlp()) jit::get<Gemm>(gated_gemm_params());
           else jit::get<SiluAndMul>(unfused_silu_params());
@@ -295,6 +315,12 @@ template <class T> class DecoderLayer {
         [&] { jit::get<AttentionDecode>(decode_params()); },
     };
     if (seqlen > 0) gets.push_back([&] { jit::get<AttentionPrefill>(prefill_params()); });
+    if (fused_qkv()) {
+      gets.push_back([&] { jit::get<Gemm>(qkv_gemm_params()); });
+    } else {
+      gets.push_back([&] { jit::get<RotaryEmbedding>(rotary_params()); });
+      gets.push_back([&] { jit::get<KvCacheAppend>({dtype_, c_.head_dim, c_.page_size}); });
+    }
     std::vector<std::thread> threads;
     std::vector<std::exception_ptr> errors(gets.size());
     for (std::size_t i = 0; i < gets.size(); ++i)
@@ -332,6 +358,14 @@ template <class T> class DecoderLayer {
     return p;
   }
   jit::kernels::SiluAndMul::Params unfused_silu_params() const { return {dtype_, 8}; }
+  // The QKV projection's gemm with rotary (neox, theta, rotary_dim = head_dim) and the paged-cache write.
+  jit::kernels::Gemm::Params qkv_gemm_params() const {
+    jit::kernels::Gemm::Params p{dtype_};
+    p.rope = jit::kernels::Gemm::Rope::NeoX;
+    p.head_dim = c_.head_dim;
+    p.page_size = c_.page_size;
+    return p;
+  }
 
  private:
   jit::Kernel<jit::kernels::Gemm> gemm(const jit::kernels::Gemm::Params& p, std::int64_t m, std::int64_t n, std::int64_t k) const {
@@ -361,6 +395,8 @@ template <class T> class DecoderLayer {
   bool three_qkv_gemms_ = false;
   bool unfused_mlp_ = false;
   bool fused_mlp_available_ = false;
+  bool fused_qkv_available_ = false;
+  int fused_qkv_choice_ = -1;  // -1: the default (fused_qkv_available_)
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<Step>> steps_;
 };
 
