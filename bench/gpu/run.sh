@@ -37,7 +37,7 @@ section_tests() {
 # qkv: the QKV gemm's epilogue (rope + the KV-cache write): its GPU tests and the layer's, then the
 # layer's prefill and decode with their same-run unfused baselines (_unfused_qkv)  -> qkv.log
 section_qkv() {
-  (cd build-gpu && ctest -R "test_gpu_gemm.*QKV|test_gpu_kernels.*decoder layer on the GPU|test_ship.*decoder layer" --output-on-failure \
+  (cd build-gpu && ctest -R "writes the KV cache in its epilogue|decoder layer on the GPU|decoder layer's run records" --output-on-failure \
     --timeout 300) > "$out/qkv.log" 2>&1; echo "qkv tests exit: $?"; grep -E "tests passed|Failed|FAILED" "$out/qkv.log" | head
   { timeout 150 ./build-gpu/bench/gpu/jitk_layer_bench --prefill; echo "prefill exit: $?"
     timeout 120 ./build-gpu/bench/gpu/jitk_layer_bench --decode; echo "decode exit: $?"; } >> "$out/qkv.log" 2>&1
