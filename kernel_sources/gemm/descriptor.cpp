@@ -280,7 +280,8 @@ std::vector<FewRowsRoute> few_rows_params(const ParamSet& params) {
   std::vector<FewRowsRoute> out;
   if (qkv(params)) {
     // The QKV epilogue: cuda-sm90a's own tiles only (the generic text has none), 64 rows by the
-    // fewest columns that hold whole heads (64 x 128 for head_dim 128: its tiles split K when few).
+    // fewest columns that hold whole heads (64 x 128 for head_dim 128: its tiles split K when few),
+    // for launches of up to 64 rows and at least 2048 columns whose default tiles leave SMs idle.
     const std::int64_t head_dim = int_param(params, "head_dim");
     std::int64_t tn = 64;
     while (tn <= 256 && tn % head_dim) tn += 64;
@@ -288,7 +289,7 @@ std::vector<FewRowsRoute> few_rows_params(const ParamSet& params) {
     FewRowsRoute wide{64, params, 32, 16384, true, true};
     for (int i = 0; i < 4; ++i) wide.params.set(kTileParams[i], std::int64_t{i == 0 ? 64 : i == 1 ? 256 : i == 2 ? 64 : 4});
     if (256 % head_dim == 0) out.push_back(std::move(wide));
-    FewRowsRoute own{64, params, 0, 0, true};
+    FewRowsRoute own{64, params, 0, 2048, true};  // of at least 2048 columns, as the plain gemm's own-tile routes
     for (int i = 0; i < 4; ++i) own.params.set(kTileParams[i], std::int64_t{i == 1 ? tn : i == 3 ? (tn > 128 ? 4 : 8) : 64});
     out.push_back(std::move(own));
     return out;
