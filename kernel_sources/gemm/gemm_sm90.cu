@@ -867,8 +867,16 @@ __device__ inline void stage_partial(const float (&d)[TN / 2], int t, float* red
 }
 // This block's rows of a split tile: 8 columns of C a unit (gated: one group of 8 gate and 8 up
 // columns of the sums), summed over the cluster's `split` blocks' red in rank order.
-__device__ inline void store_split(const Plan& plan, unsigned split, unsigned part, int t, float alpha, float beta,
-                                   const jitk_chain& chain, const float* red, const Qkv& qkv) {
+// rope: a function of its own (not inlined), so that its registers are its own: inlined, the
+// rotation's pairs and angles made the 64-row tile's kernel spill (ptxas: 188 bytes stored; called,
+// the kernel spills nothing and the call ~170 bytes, once a split tile).
+#if !JITK_KERNEL_BLOCK_SPARSE_MATMUL && JITK_ROPE_NEOX
+#define JITK_STORE_SPLIT __device__ __noinline__
+#else
+#define JITK_STORE_SPLIT __device__ inline
+#endif
+JITK_STORE_SPLIT void store_split(const Plan& plan, unsigned split, unsigned part, int t, float alpha, float beta,
+                                  const jitk_chain& chain, const float* red, const Qkv& qkv) {
 #if !JITK_KERNEL_BLOCK_SPARSE_MATMUL && defined(JITK_MAX_SPLIT_K)
   T* __restrict__ out = plan.c;
   const i64 ld = plan.ldc, M_out = plan.rows, N_out = GATED ? plan.cols / 2 : plan.cols;
