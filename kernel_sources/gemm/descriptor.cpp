@@ -218,7 +218,8 @@ std::vector<KernelSpec> gemm_family() {
   std::vector<KernelSpec> family = {
       {"gemm",
        "C = alpha * A B + beta * C (A, B row- or column-major), tiles as parameters, tuned per device; gated (gate = silu, gelu, "
-       "gelu_tanh): C = act(gate columns) * up columns, an MLP's gate/up projection",
+       "gelu_tanh): C = act(gate columns) * up columns, an MLP's gate/up projection; a QKV projection's epilogue (rope = neox, "
+       "page_size): q and k rotated, k and v written into a paged KV cache",
        {{"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "element type (accumulation in float, double for f64)"},
         {"a_layout", {"row", "col"}, 0, 0, "A (M x K) row-major (lda >= K) or column-major (lda >= M)"},
         {"b_layout", {"row", "col"}, 0, 0, "B (K x N) row-major (ldb >= N) or column-major (ldb >= K)"},

@@ -177,12 +177,12 @@ struct Gemm {
            std::to_string(width));
     if (a.beta != 0) fail("beta = " + std::to_string(a.beta) + ": " + what + " writes C as alpha A B (beta must be 0)");
     if (rope) {
-      jit::detail::check_not_null(name, "positions", a.positions, a.m * (a.heads + a.kv_heads));
+      jit::detail::check_not_null(name, "positions", a.positions, a.m > 0 && a.heads + a.kv_heads > 0 ? 1 : 0);
       if (!(a.theta > 0) || !std::isfinite(a.theta)) fail("theta must be a finite number > 0, got " + std::to_string(a.theta));
     } else if (a.positions) {
       fail("positions is given but rope = none (specialize with rope = neox to rotate q and k)");
     }
-    const std::int64_t kv_rows = a.m * a.kv_heads;
+    const std::int64_t kv_rows = a.m > 0 && a.kv_heads > 0 ? 1 : 0;  // whether any row writes the cache
     if (cache) {
       if (a.kv_heads > 0 && a.num_pages > kMax / p.page_size / a.kv_heads / p.head_dim)
         fail("num_pages = " + std::to_string(a.num_pages) + " pages of " + std::to_string(p.page_size) + " x " +
@@ -193,11 +193,24 @@ struct Gemm {
         jit::detail::check_not_null(name, arg, ptr.data, kv_rows);
       }
       const std::int64_t e = static_cast<std::int64_t>(dtype_size(p.dtype));
-      const std::int64_t cache_bytes = a.num_pages * p.page_size * a.kv_heads * p.head_dim * e;
-      const std::int64_t c_bytes = a.m > 0 && a.n > 0 ? ((a.m - 1) * a.ldc + a.n) * e : 0;
+      // spans in bytes, saturating (a hostile m or ldc must not wrap the overlap checks)
+      auto times = [](std::int64_t x, std::int64_t y) {
+        std::int64_t r;
+        return __builtin_mul_overflow(x, y, &r) ? kMax : r;
+      };
+      auto plus = [](std::int64_t x, std::int64_t y) {
+        std::int64_t r;
+        return __builtin_add_overflow(x, y, &r) ? kMax : r;
+      };
+      const std::int64_t cache_bytes = times(times(times(a.num_pages, p.page_size), a.kv_heads * p.head_dim), e);
+      const std::int64_t c_bytes = a.m > 0 && a.n > 0 ? times(plus(times(a.m - 1, a.ldc), a.n), e) : 0;
       auto overlap = [](const void* x, std::int64_t xn, const void* y, std::int64_t yn) {
         const auto u = reinterpret_cast<std::uintptr_t>(x), v = reinterpret_cast<std::uintptr_t>(y);
-        return xn > 0 && yn > 0 && u < v + static_cast<std::uintptr_t>(yn) && v < u + static_cast<std::uintptr_t>(xn);
+        const auto end = [](std::uintptr_t at, std::int64_t n) {  // one past the span, saturating at the address space's end
+          const auto un = static_cast<std::uintptr_t>(n);
+          return at > std::numeric_limits<std::uintptr_t>::max() - un ? std::numeric_limits<std::uintptr_t>::max() : at + un;
+        };
+        return xn > 0 && yn > 0 && u < end(v, yn) && v < end(u, xn);
       };
       if (kv_rows > 0 && overlap(a.k_cache.data, cache_bytes, a.v_cache.data, cache_bytes))
         fail("k_cache and v_cache overlap (each is num_pages x page_size x kv_heads x head_dim = " + std::to_string(cache_bytes / e) +
