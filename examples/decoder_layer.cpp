@@ -44,8 +44,9 @@ template <class T> int run(bool gpu) {
               static_cast<long long>(small.hidden), static_cast<long long>(batch), static_cast<long long>(seqlen), first_ms, prefill_error,
               decode_error, prefill_error <= tolerance && decode_error <= tolerance ? "OK" : "WRONG");
   std::printf("MLP: %s\n", layer.fused_mlp() ? "one gated gemm (SiLU-and-mul in its epilogue)" : "gate/up gemm, then silu_and_mul");
-  std::printf("QKV: %s\n", layer.fused_qkv() ? "one gemm (rotary and the KV-cache write in its epilogue)"
-                                             : "qkv gemm, then rotary_embedding and kv_cache_append");
+  for (auto [what, tokens] : {std::pair<const char*, std::int64_t>{"prefill", batch * seqlen}, {"decode", batch}})
+    std::printf("QKV %s: %s\n", what, layer.fused_qkv(tokens) ? "one gemm (rotary and the KV-cache write in its epilogue)"
+                                                              : "qkv gemm, then rotary_embedding and kv_cache_append");
   if (prefill_error > tolerance || decode_error > tolerance) return 1;
   if (!gpu) return 0;
   LayerConfig llama{4096, 32, 8, 128, 14336};

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -223,7 +224,7 @@ template <class T> class DecoderLayer {
     T* const q = s.qkv.data();
     T* const k = q + c_.q_width();
     T* const v = k + c_.kv_width();
-    if (fused_qkv()) {
+    if (fused_qkv(tokens)) {
       // rotary on q and k, and k and v into the paged cache, in the gemm's epilogue (no tuning: its
       // tiles hold whole heads, the default's and the few-rows routes' do)
       Gemm::Args a{tokens, width, h, 1.0, s.normed.data(), h, wqkv_.data(), width, 0.0, q, width};
@@ -292,12 +293,20 @@ template <class T> class DecoderLayer {
   // Whether run() takes the gated gemm (the target has one and use_unfused_mlp is off).
   bool fused_mlp() const { return fused_mlp_available_ && !unfused_mlp_; }
   // The QKV projection with rotary and the KV-cache write in its epilogue (one gemm, gemm's rope and
-  // page_size) on (true) or off (false: the gemm, rotary_embedding, kv_cache_append: the bench's
-  // same-run baseline), instead of the default: on where the target is CUDA and has it (cuda-sm90a),
-  // off elsewhere (the CPU's gemm has it too: the tests turn it on there).
-  void use_fused_qkv(bool on) { fused_qkv_choice_ = on ? 1 : 0; }
-  // Whether run() takes the fused QKV gemm (three_qkv_gemms runs the unfused kernels).
-  bool fused_qkv() const { return !three_qkv_gemms_ && (fused_qkv_choice_ < 0 ? fused_qkv_available_ : fused_qkv_choice_ == 1); }
+  // page_size) on for every step (true) or off (false: the gemm, rotary_embedding, kv_cache_append:
+  // the bench's same-run baseline), or the default (nullopt): on where the target is CUDA and has it
+  // (cuda-sm90a) for steps of more than kFusedQkvMinTokens tokens (prefill), off for fewer (decode:
+  // on the H100 the fused gemm's 64-row tile, 64 x 128 split over clusters, made the b64 decode step
+  // 1% slower than the plain gemm's 64 x 64 tile + the two kernels, docs/decoder-layer.md), off
+  // elsewhere (the CPU's gemm has it too: the tests turn it on there).
+  static constexpr std::int64_t kFusedQkvMinTokens = 64;
+  void use_fused_qkv(std::optional<bool> on) { fused_qkv_choice_ = on ? (*on ? 1 : 0) : -1; }
+  // Whether run() takes the fused QKV gemm for a step of `tokens` tokens (three_qkv_gemms runs the
+  // unfused kernels); without an argument, for a prefill-sized step.
+  bool fused_qkv(std::int64_t tokens = kFusedQkvMinTokens + 1) const {
+    if (three_qkv_gemms_) return false;
+    return fused_qkv_choice_ < 0 ? fused_qkv_available_ && tokens > kFusedQkvMinTokens : fused_qkv_choice_ == 1;
+  }
 
   // Gets every kernel variant a prefill of `seqlen` and a decode step use, from one thread each:
   // on an empty cache their compiles run in parallel (what a cold start waits for is the slowest,
@@ -315,9 +324,10 @@ template <class T> class DecoderLayer {
         [&] { jit::get<AttentionDecode>(decode_params()); },
     };
     if (seqlen > 0) gets.push_back([&] { jit::get<AttentionPrefill>(prefill_params()); });
-    if (fused_qkv()) {
-      gets.push_back([&] { jit::get<Gemm>(qkv_gemm_params()); });
-    } else {
+    // the fused QKV gemm where a step takes it, the two kernels where one does not (decode, by default)
+    const std::int64_t prefill_tokens = batch_ * std::max<std::int64_t>(seqlen, 1);
+    if (fused_qkv(prefill_tokens) || fused_qkv(batch_)) gets.push_back([&] { jit::get<Gemm>(qkv_gemm_params()); });
+    if (!fused_qkv(prefill_tokens) || !fused_qkv(batch_)) {
       gets.push_back([&] { jit::get<RotaryEmbedding>(rotary_params()); });
       gets.push_back([&] { jit::get<KvCacheAppend>({dtype_, c_.head_dim, c_.page_size}); });
     }

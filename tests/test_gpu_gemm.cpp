@@ -502,10 +502,13 @@ TEST_CASE("GPU gemm on cuda-sm90a rotates q and k and writes the KV cache in its
   const Tile tiles[] = {{0, 0, 0, 0}, {128, 128, 7, 1}, {64, 128, 8, 1}, {64, 256, 4, 1}, {128, 256, 4, 2}};
   const Shape shapes[] = {{1, 64, 4, 2, 128, 0}, {130, 200, 4, 2, 128, 0}, {17, 1000, 3, 1, 128, 0}, {300, 96, 2, 2, 128, 0}};
   const Shape small_heads[] = {{65, 136, 5, 3, 64, 0}, {64, 4096, 6, 1, 64, 0}};
+  // every layout and epilogue on the default tiles, rope and the cache together on the others (each
+  // params set is a compile of its own: ~8 s on the H100's host)
   for (const Tile& t : tiles)
     for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
       for (int what = 0; what < 3; ++what)
         for (std::int64_t c_pad : {0, 3}) {
+          if (t.m != 0 && (lb != Layout::RowMajor || what != 0)) continue;
           auto p = params(jit::DType::bf16, Layout::RowMajor, lb);
           p.tile_m = t.m, p.tile_n = t.n, p.tile_k = t.m ? 64 : 0, p.stages = t.stages, p.cluster_m = t.cluster;
           const bool rope = what != 2;
@@ -516,7 +519,7 @@ TEST_CASE("GPU gemm on cuda-sm90a rotates q and k and writes the KV cache in its
                          << s.kv_heads);
             CHECK(qkv_gpu_error<T>(p, s, lb, rope, page, c_pad) <= 2 * tolerance<T>());
           }
-          if (t.n == 128 || t.n == 0 || t.n == 256)
+          if (t.m == 0 && lb == Layout::RowMajor && what == 0)
             for (const Shape& s : small_heads) {
               INFO("head_dim 64, tile " << t.m << "x" << t.n << " m " << s.m << " rope " << rope << " page " << page << " pad " << c_pad);
               CHECK(qkv_gpu_error<T>(p, s, lb, rope, page, c_pad) <= 2 * tolerance<T>());

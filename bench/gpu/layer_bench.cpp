@@ -238,14 +238,14 @@ int bench(const std::string& dump, bool prefill_only, bool prefill = false, bool
     emit(name + "_unfused_mlp_ms", unfused, "ms", ms, "gated gemm, same run (ratio: unfused / fused)");
     // the same layer with rotary and the KV-cache write as their own kernels after the QKV gemm
     // (where the default fuses them into its epilogue: cuda-sm90a), same run
-    if (layer.fused_qkv()) {
+    if (layer.fused_qkv(step.tokens)) {
       layer.use_fused_qkv(false);
       layer.run(step, stream);
       stream.synchronize();
       const double unfused_qkv = device_ms(stream, [&] { layer.run(step, stream); });
       emit(name + "_unfused_qkv_ms", unfused_qkv, "ms", ms, "QKV gemm with rotary + cache write, same run (ratio: unfused / fused)");
       breakdown(layer, step, stream, name + "_unfused_qkv");
-      layer.use_fused_qkv(true);
+      layer.use_fused_qkv(std::nullopt);
     }
     breakdown(layer, step, stream, name);
     if (prefills_alone) continue;
@@ -301,16 +301,16 @@ int bench(const std::string& dump, bool prefill_only, bool prefill = false, bool
       layer.use_unfused_mlp(false);
       emit("layer_decode_b64_ctx4096_unfused_mlp_graph_ms", unfused, "ms", replay, "gated gemm, same run (ratio: unfused / fused)");
     }
-    if (layer.fused_qkv()) {  // rotary and the KV-cache write as their own kernels, same run, replayed from a graph
-      layer.use_fused_qkv(false);
+    if (layer.fused_qkv()) {  // decode runs the unfused kernels by default: the fused QKV gemm, same run, from a graph
+      layer.use_fused_qkv(true);
       layer.run(step, stream);
       stream.synchronize();
-      auto unfused_graph = jit::cuda::Graph::capture(stream, [&] { layer.run(step, stream); });
-      const double unfused = device_ms(stream, [&] { unfused_graph.replay(stream); }, 50);
-      emit("layer_decode_b64_ctx4096_unfused_qkv_graph_ms", unfused, "ms", replay,
-           "QKV gemm with rotary + cache write, same run (ratio: unfused / fused)");
-      breakdown(layer, step, stream, "layer_decode_b64_ctx4096_unfused_qkv");
-      layer.use_fused_qkv(true);
+      auto fused_graph = jit::cuda::Graph::capture(stream, [&] { layer.run(step, stream); });
+      const double fused = device_ms(stream, [&] { fused_graph.replay(stream); }, 50);
+      emit("layer_decode_b64_ctx4096_fused_qkv_graph_ms", fused, "ms", replay,
+           "the unfused QKV kernels (the default), same run (ratio: fused / unfused)");
+      breakdown(layer, step, stream, "layer_decode_b64_ctx4096_fused_qkv");
+      layer.use_fused_qkv(std::nullopt);
     }
     breakdown(layer, step, stream, "layer_decode_b64_ctx4096");
     if (decode) return 0;
