@@ -219,7 +219,7 @@ TEST_CASE("gemm's tile params may be left out of a params set: they mean 0, the 
       if (k.name == "gemm") return k;
     throw std::runtime_error("no gemm");
   }();
-  CHECK(spec.params.size() == 10);
+  CHECK(spec.params.size() == 13);  // with gate, rope, head_dim and page_size (all with fallbacks)
   // the type-erased path a manifest takes: only dtype and layouts given
   jit::ParamSet given{{"dtype", std::string("f32")}, {"a_layout", std::string("row")}, {"b_layout", std::string("col")}};
   jit::ParamSet typed = kernels::Gemm::to_params({jit::DType::f32, Layout::RowMajor, Layout::ColMajor});
