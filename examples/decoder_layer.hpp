@@ -1,7 +1,7 @@
 // A Llama-style decoder layer on jitk kernels only (issue 25): RMSNorm, the QKV projection (one gemm
 // over the concatenated weight [hidden, (heads + 2 kv_heads) x head_dim], its output row [q | k | v]
 // a token), rotary on q and k in place inside that output, the new k and v read from it and
-// appended into a paged KV cache (on cuda-sm90a both in the QKV gemm's epilogue; elsewhere
+// appended into a paged KV cache (on cuda-sm90a's prefill both in the QKV gemm's epilogue; elsewhere, and decode,
 // rotary_embedding and kv_cache_append after it), attention (prefill over the batch's
 // sequences, or one decode step over the cache) reading q (prefill: k and v too) there with the
 // row's width as token stride, the output projection with the residual added by the gemm
