@@ -56,6 +56,9 @@ template <class T> int run(bool gpu) {
               static_cast<long long>(small.hidden), static_cast<long long>(batch), static_cast<long long>(seqlen), first_ms, prefill_error,
               decode_error, prefill_error <= tolerance && decode_error <= tolerance ? "OK" : "WRONG");
   std::printf("MLP: %s\n", layer.fused_mlp() ? "one gated gemm (SiLU-and-mul in its epilogue)" : "gate/up gemm, then silu_and_mul");
+  for (auto [what, tokens] : {std::pair<const char*, std::int64_t>{"prefill", batch * seqlen}, {"decode", batch}})
+    std::printf("QKV %s: %s\n", what, layer.fused_qkv(tokens) ? "one gemm (rotary and the KV-cache write in its epilogue)"
+                                                              : "qkv gemm, then rotary_embedding and kv_cache_append");
   if (prefill_error > tolerance || decode_error > tolerance) return 1;
   if (!gpu) return 0;
   LayerConfig llama{4096, 32, 8, 128, 14336};
@@ -79,8 +82,11 @@ int compile_variants(const std::string& target_text, int jobs, const std::string
   const jit::DType dtype = target.backend == jit::Backend::Cpu ? jit::DType::f32 : jit::DType::bf16;
   const LayerConfig llama{4096, 32, 8, 128, 14336};
   const bool fused = !jit::implementations_for("gemm", target, jit::kernels::Gemm::to_params(layer_params::gated_gemm(dtype))).empty();
+  // as the layer runs there: the fused QKV gemm for its prefill where the target has it, decode unfused
+  const bool fused_qkv_prefill = target.backend == jit::Backend::Cuda &&
+      !jit::implementations_for("gemm", target, jit::kernels::Gemm::to_params(layer_params::qkv_gemm(llama, dtype))).empty();
   std::vector<jit::cache::WarmItem> items;
-  for (const auto& v : layer_variants(llama, dtype, fused, true))
+  for (const auto& v : layer_variants(llama, dtype, fused, true, {fused_qkv_prefill, false}))
     if (only.empty() || v.name == only) items.push_back({v.kernel, target, v.params, v.name, {}});
   if (items.empty()) {
     std::fprintf(stderr, "decoder_layer: no variant named '%s'\n", only.c_str());

@@ -1,7 +1,8 @@
-// A Llama-style decoder layer on jitk kernels only (issue 25's first step, unfused): RMSNorm, the
-// QKV projection (one gemm over the concatenated weight [hidden, (heads + 2 kv_heads) x head_dim],
-// its output row [q | k | v] a token), rotary on q and k in place inside that output, the new k and
-// v read from it and appended into a paged KV cache, attention (prefill over the batch's
+// A Llama-style decoder layer on jitk kernels only (issue 25): RMSNorm, the QKV projection (one gemm
+// over the concatenated weight [hidden, (heads + 2 kv_heads) x head_dim], its output row [q | k | v]
+// a token), rotary on q and k in place inside that output, the new k and v read from it and
+// appended into a paged KV cache (on cuda-sm90a's prefill both in the QKV gemm's epilogue; elsewhere, and decode,
+// rotary_embedding and kv_cache_append after it), attention (prefill over the batch's
 // sequences, or one decode step over the cache) reading q (prefill: k and v too) there with the
 // row's width as token stride, the output projection with the residual added by the gemm
 // (beta = 1), RMSNorm, the gate/up projection with SiLU-and-mul in its epilogue (a gated gemm, where the
@@ -17,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -136,7 +138,21 @@ inline jit::kernels::RotaryEmbedding::Params rotary(const LayerConfig& c, jit::D
 }
 inline jit::kernels::RmsNorm::Params rms_norm(const LayerConfig& c, jit::DType dtype) { return {dtype, c.hidden}; }
 inline jit::kernels::KvCacheAppend::Params kv_append(const LayerConfig& c, jit::DType dtype) { return {dtype, c.head_dim, c.page_size}; }
+// The QKV projection's gemm with rotary (neox, theta, rotary_dim = head_dim) and the paged-cache write.
+inline jit::kernels::Gemm::Params qkv_gemm(const LayerConfig& c, jit::DType dtype) {
+  jit::kernels::Gemm::Params p{dtype};
+  p.rope = jit::kernels::Gemm::Rope::NeoX;
+  p.head_dim = c.head_dim;
+  p.page_size = c.page_size;
+  return p;
+}
 }  // namespace layer_params
+
+// Which steps take the QKV gemm with rotary and the cache write in its epilogue (the others the
+// plain gemm, rotary_embedding and kv_cache_append): DecoderLayer::fused_qkv() per step.
+struct FusedQkv {
+  bool prefill = false, decode = false;
+};
 
 // One kernel variant the layer gets: a name for reports, the kernel and its params (what a warm
 // manifest or jit::cache::warm takes), and the typed get on the default target.
@@ -150,21 +166,29 @@ template <class K> LayerVariant layer_variant(std::string name, const typename K
 }
 
 // Every variant a layer of config c in dtype gets for a decode step and, with `prefill`, a prefill;
-// fused_mlp: the gated gemm, else the gemm (already listed) and silu_and_mul. Longest compile first
-// (compile_all's order, below): the Hopper gemms, attention_prefill, then the short ones.
-inline std::vector<LayerVariant> layer_variants(const LayerConfig& c, jit::DType dtype, bool fused_mlp, bool prefill) {
+// fused_mlp: the gated gemm, else the gemm (already listed) and silu_and_mul; fused_qkv: the steps
+// that take the fused QKV gemm (rotary_embedding and kv_cache_append listed where a step does not).
+// Longest compile first (compile_all's order, below): the Hopper gemms, attention_prefill, then the
+// short ones.
+inline std::vector<LayerVariant> layer_variants(const LayerConfig& c, jit::DType dtype, bool fused_mlp, bool prefill,
+                                                FusedQkv fused_qkv = {}) {
   using namespace jit::kernels;
   namespace lp = layer_params;
+  const bool any_fused_qkv = (prefill && fused_qkv.prefill) || fused_qkv.decode;
+  const bool any_unfused_qkv = (prefill && !fused_qkv.prefill) || !fused_qkv.decode;
   std::vector<LayerVariant> v;
   v.push_back(layer_variant<Gemm>("gemm", lp::gemm(dtype)));
+  if (any_fused_qkv) v.push_back(layer_variant<Gemm>("gemm qkv rope cache", lp::qkv_gemm(c, dtype)));
   v.push_back(layer_variant<Gemm>("gemm add", lp::residual_gemm(dtype)));
   if (fused_mlp) v.push_back(layer_variant<Gemm>("gemm gate silu", lp::gated_gemm(dtype)));
   else v.push_back(layer_variant<SiluAndMul>("silu_and_mul", lp::unfused_silu(dtype)));
   if (prefill) v.push_back(layer_variant<AttentionPrefill>("attention_prefill", lp::prefill(c, dtype)));
   v.push_back(layer_variant<AttentionDecode>("attention_decode", lp::decode(c, dtype)));
   v.push_back(layer_variant<RmsNorm>("rms_norm", lp::rms_norm(c, dtype)));
-  v.push_back(layer_variant<RotaryEmbedding>("rotary_embedding", lp::rotary(c, dtype)));
-  v.push_back(layer_variant<KvCacheAppend>("kv_cache_append", lp::kv_append(c, dtype)));
+  if (any_unfused_qkv) {
+    v.push_back(layer_variant<RotaryEmbedding>("rotary_embedding", lp::rotary(c, dtype)));
+    v.push_back(layer_variant<KvCacheAppend>("kv_cache_append", lp::kv_append(c, dtype)));
+  }
   return v;
 }
 
@@ -188,6 +212,11 @@ template <class T> class DecoderLayer {
       throw std::invalid_argument("DecoderLayer: mlp = " + std::to_string(c.mlp) +
                                   " must be a positive multiple of 8 (the gate/up weight's groups of 8 gate and 8 up columns)");
     fused_mlp_available_ = !jit::implementations_for("gemm", jit::default_target(), jit::kernels::Gemm::to_params(gated_gemm_params())).empty();
+    // the QKV gemm with rotary and the cache write in its epilogue: Hopper's (cuda-sm90a); the CPU's
+    // gemm has it too, but elsewhere the layer runs the unfused kernels unless use_fused_qkv(true)
+    const jit::Target target = jit::default_target();
+    fused_qkv_available_ = target.backend == jit::Backend::Cuda &&
+                           !jit::implementations_for("gemm", target, jit::kernels::Gemm::to_params(qkv_gemm_params())).empty();
   }
 
   // A step's device-side state: inputs, intermediates and output (y), made once per shape and kept
@@ -276,19 +305,28 @@ template <class T> class DecoderLayer {
     T* const q = s.qkv.data();
     T* const k = q + c_.q_width();
     T* const v = k + c_.kv_width();
-    if (!three_qkv_gemms_) {
-      matmul("gemm qkv", s.normed.data(), h, wqkv_.data(), width, width, 0, q);
-    } else {  // the same output from three gemms, each writing its columns of qkv
-      matmul("gemm q", s.normed.data(), h, wqkv_.data(), c_.q_width(), width, 0, q, width);
-      matmul("gemm k", s.normed.data(), h, wqkv_.data() + c_.q_width(), c_.kv_width(), width, 0, k, width);
-      matmul("gemm v", s.normed.data(), h, wqkv_.data() + c_.q_width() + c_.kv_width(), c_.kv_width(), width, 0, v, width);
+    if (fused_qkv(tokens)) {
+      // rotary on q and k, and k and v into the paged cache, in the gemm's epilogue (no tuning: its
+      // tiles hold whole heads, the default's and the few-rows routes' do)
+      Gemm::Args a{tokens, width, h, 1.0, s.normed.data(), h, wqkv_.data(), width, 0.0, q, width};
+      a.heads = c_.heads, a.kv_heads = c_.kv_heads, a.positions = s.positions.data(), a.theta = c_.theta;
+      a.slots = s.slots.data(), a.num_pages = num_pages_, a.k_cache = k_cache_.data(), a.v_cache = v_cache_.data();
+      launch("gemm qkv + rotary + kv cache", jit::get<Gemm>(qkv_gemm_params()), a);
+    } else {
+      if (!three_qkv_gemms_) {
+        matmul("gemm qkv", s.normed.data(), h, wqkv_.data(), width, width, 0, q);
+      } else {  // the same output from three gemms, each writing its columns of qkv
+        matmul("gemm q", s.normed.data(), h, wqkv_.data(), c_.q_width(), width, 0, q, width);
+        matmul("gemm k", s.normed.data(), h, wqkv_.data() + c_.q_width(), c_.kv_width(), width, 0, k, width);
+        matmul("gemm v", s.normed.data(), h, wqkv_.data() + c_.q_width() + c_.kv_width(), c_.kv_width(), width, 0, v, width);
+      }
+      RotaryEmbedding::Args rot{tokens, c_.heads, c_.kv_heads, s.positions.data(), q, k, c_.theta};
+      rot.q_stride = rot.k_stride = width;
+      launch("rotary_embedding", jit::get<RotaryEmbedding>(rotary_params()), rot);
+      KvCacheAppend::Args append{tokens, c_.kv_heads, num_pages_, k, v, s.slots.data(), k_cache_.data(), v_cache_.data()};
+      append.k_stride = append.v_stride = width;
+      launch("kv_cache_append", jit::get<KvCacheAppend>(layer_params::kv_append(c_, dtype_)), append);
     }
-    RotaryEmbedding::Args rot{tokens, c_.heads, c_.kv_heads, s.positions.data(), q, k, c_.theta};
-    rot.q_stride = rot.k_stride = width;
-    launch("rotary_embedding", jit::get<RotaryEmbedding>(rotary_params()), rot);
-    KvCacheAppend::Args append{tokens, c_.kv_heads, num_pages_, k, v, s.slots.data(), k_cache_.data(), v_cache_.data()};
-    append.k_stride = append.v_stride = width;
-    launch("kv_cache_append", jit::get<KvCacheAppend>(layer_params::kv_append(c_, dtype_)), append);
     if (s.seqlen > 0) {
       AttentionPrefill::Args a{batch_, c_.kv_heads, s.seqlen, tokens, tokens, q, k, v, s.o.data(), jit::MutPtr{},
                                s.cu_seqlens.data(), s.cu_seqlens.data(), scale()};
@@ -335,6 +373,21 @@ template <class T> class DecoderLayer {
   void use_unfused_mlp(bool on) { unfused_mlp_ = on; }
   // Whether run() takes the gated gemm (the target has one and use_unfused_mlp is off).
   bool fused_mlp() const { return fused_mlp_available_ && !unfused_mlp_; }
+  // The QKV projection with rotary and the KV-cache write in its epilogue (one gemm, gemm's rope and
+  // page_size) on for every step (true) or off (false: the gemm, rotary_embedding, kv_cache_append:
+  // the bench's same-run baseline), or the default (nullopt): on where the target is CUDA and has it
+  // (cuda-sm90a) for steps of more than kFusedQkvMinTokens tokens (prefill), off for fewer (decode:
+  // on the H100 the fused gemm's 64-row tile, 64 x 128 split over clusters, made the b64 decode step
+  // 1% slower than the plain gemm's 64 x 64 tile + the two kernels, docs/decoder-layer.md), off
+  // elsewhere (the CPU's gemm has it too: the tests turn it on there).
+  static constexpr std::int64_t kFusedQkvMinTokens = 64;
+  void use_fused_qkv(std::optional<bool> on) { fused_qkv_choice_ = on ? (*on ? 1 : 0) : -1; }
+  // Whether run() takes the fused QKV gemm for a step of `tokens` tokens (three_qkv_gemms runs the
+  // unfused kernels); without an argument, for a prefill-sized step.
+  bool fused_qkv(std::int64_t tokens = kFusedQkvMinTokens + 1) const {
+    if (three_qkv_gemms_) return false;
+    return fused_qkv_choice_ < 0 ? fused_qkv_available_ && tokens > kFusedQkvMinTokens : fused_qkv_choice_ == 1;
+  }
 
   // One variant compile_all got: its name, and when its get began and returned (ms after compile_all began).
   struct VariantTiming {
@@ -351,7 +404,9 @@ template <class T> class DecoderLayer {
   // ~1.2-1.8 s each of the three on one core, then attention_prefill ~0.8 s; the rest 0.1-0.4 s:
   // docs/decoder-layer.md).
   std::size_t compile_all(std::int64_t seqlen, std::vector<VariantTiming>* timings = nullptr) {
-    const std::vector<LayerVariant> gets = layer_variants(c_, dtype_, fused_mlp(), seqlen > 0);
+    const std::int64_t prefill_tokens = batch_ * std::max<std::int64_t>(seqlen, 1);
+    const std::vector<LayerVariant> gets =
+        layer_variants(c_, dtype_, fused_mlp(), seqlen > 0, {seqlen > 0 && fused_qkv(prefill_tokens), fused_qkv(batch_)});
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
     const auto ms = [&] { return std::chrono::duration<double, std::milli>(clock::now() - t0).count(); };
@@ -386,6 +441,8 @@ template <class T> class DecoderLayer {
   jit::kernels::Gemm::Params residual_gemm_params() const { return layer_params::residual_gemm(dtype_); }
   jit::kernels::Gemm::Params gated_gemm_params() const { return layer_params::gated_gemm(dtype_); }
   jit::kernels::SiluAndMul::Params unfused_silu_params() const { return layer_params::unfused_silu(dtype_); }
+  // The QKV projection's gemm with rotary (neox, theta, rotary_dim = head_dim) and the paged-cache write.
+  jit::kernels::Gemm::Params qkv_gemm_params() const { return layer_params::qkv_gemm(c_, dtype_); }
 
  private:
   jit::Kernel<jit::kernels::Gemm> gemm(const jit::kernels::Gemm::Params& p, std::int64_t m, std::int64_t n, std::int64_t k) const {
@@ -415,6 +472,8 @@ template <class T> class DecoderLayer {
   bool three_qkv_gemms_ = false;
   bool unfused_mlp_ = false;
   bool fused_mlp_available_ = false;
+  bool fused_qkv_available_ = false;
+  int fused_qkv_choice_ = -1;  // -1: the default (fused_qkv_available_)
   std::map<std::pair<std::int64_t, std::int64_t>, std::unique_ptr<Step>> steps_;
 };
 

@@ -58,6 +58,10 @@ ParamSet validate_params(const KernelDef& def, const ParamSet& given);
 ParamSet validate_params(const KernelDef& def, const ParamSet& given, Backend backend);
 // Why `impl` cannot take these (validated) params, or "".
 std::string params_problem(const Implementation& impl, const ParamSet& params);
+// `problem` (the generic implementation's reason for refusing params), followed by the reasons of
+// the backend's specialized implementations it names (gemm's QKV epilogue: "runs on cuda-sm90a
+// only", and cuda-sm90a's own: a tile that cannot hold a head).
+std::string with_named_reasons(const KernelDef& def, Backend backend, const ParamSet& params, std::string problem);
 // The fields of an InvalidParams error about these params: the kernel and params, and, where
 // `impl`'s tile plan refused them for lack of shared memory, required and limit (impl may be nullptr).
 ErrorFields params_error_fields(const std::string& kernel, const Implementation* impl, const ParamSet& params);

@@ -111,6 +111,14 @@ const Implementation& generic_implementation(const KernelDef& def, Backend backe
               def.name + " has no generic implementation for " + std::string(backend_name(backend)));
 }
 
+std::string with_named_reasons(const KernelDef& def, Backend backend, const ParamSet& params, std::string problem) {
+  const std::string generic = problem;
+  for (const auto& impl : def.implementations)
+    if (impl.backend == backend && !impl.generic && generic.find(impl.name) != std::string::npos)
+      if (std::string own = params_problem(impl, params); !own.empty()) problem += "; implementation '" + impl.name + "': " + own;
+  return problem;
+}
+
 ParamSet validate_params(const KernelDef& def, const ParamSet& given, Backend backend) {
   ParamSet out = validate_params(def, given);
   std::string first_problem;
@@ -126,6 +134,7 @@ ParamSet validate_params(const KernelDef& def, const ParamSet& given, Backend ba
   if (!any)
     throw Error(ErrorCode::BackendUnavailable,
                 def.name + " has no implementation for " + std::string(backend_name(backend)));
+  if (refusing && refusing->generic) first_problem = with_named_reasons(def, backend, out, first_problem);
   throw Error(ErrorCode::InvalidParams, def.name + " on " + std::string(backend_name(backend)) + ": " + first_problem,
               params_error_fields(def.name, refusing, out));
 }

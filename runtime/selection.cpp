@@ -191,7 +191,10 @@ Selected select_implementation(const KernelDef& def, const ParamSet& params, con
       const auto refusing = std::find_if(all.begin(), all.end(), [&](const Implementation* i) {
         return i->backend == target.backend && params_problem(*i, params) == param_problem;
       });
-      throw Error(ErrorCode::InvalidParams, def.name + " on " + std::string(backend_name(target.backend)) + ": " + param_problem,
+      const bool generic = refusing != all.end() && (*refusing)->generic;
+      throw Error(ErrorCode::InvalidParams,
+                  def.name + " on " + std::string(backend_name(target.backend)) + ": " +
+                      (generic ? with_named_reasons(def, target.backend, params, param_problem) : param_problem),
                   params_error_fields(def.name, refusing == all.end() ? nullptr : *refusing, params));
     }
     std::string wanted = !sel.implementation.empty() ? "implementation '" + sel.implementation + "'" : "an implementation";

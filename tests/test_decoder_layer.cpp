@@ -100,6 +100,50 @@ TEST_CASE("the decoder layer's MLP as one gated gemm (SiLU-and-mul in its epilog
   CHECK(jitk_reference::relative_l2_error(unfused.decode(jitk_example::narrowed<float>(xd), context), want) <= 1e-4);
 }
 
+TEST_CASE("the decoder layer's QKV gemm with rotary and the KV-cache write in its epilogue gives the same layer", "[kernels][layer]") {
+  // the fused path (cuda-sm90a's default) on the CPU's gemm, which has the epilogue too: prefill, then
+  // decode steps over the cache its epilogue wrote, against float64 and against the unfused kernels
+  using jitk_example::LayerConfig;
+  const LayerConfig c{256, 6, 2, 48, 512, 8};  // 6 query heads on 2 kv heads of 48, pages of 8
+  const std::int64_t batch = 3, seqlen = 21, steps = 2;
+  const auto w = jitk_example::random_weights<float>(c, 13);
+  jitk_example::DecoderLayer<float> fused(c, w, batch, seqlen + steps, false), unfused(c, w, batch, seqlen + steps, false);
+  CHECK(!fused.fused_qkv());  // the CPU runs the unfused kernels unless asked
+  fused.use_fused_qkv(true);
+  CHECK(fused.fused_qkv());
+  jitk_example::ReferenceCache cache;
+  const auto x = jitk_test::random_values<double>(static_cast<std::size_t>(batch * seqlen * c.hidden), -2, 2,
+                                                  [](double v) { return double(float(v)); });
+  const auto expected = jitk_example::layer_reference(c, w, x, batch, seqlen, {0, 0, 0}, cache);
+  const auto got = fused.prefill(jitk_example::narrowed<float>(x), seqlen);
+  const auto got_unfused = unfused.prefill(jitk_example::narrowed<float>(x), seqlen);
+  CHECK(jitk_reference::relative_l2_error(got, expected) <= 1e-4);
+  CHECK(jitk_reference::relative_l2_error(got, std::vector<double>(got_unfused.begin(), got_unfused.end())) <= 1e-5);
+  for (std::int64_t s = 0; s < steps; ++s) {
+    const auto xd = jitk_test::random_values<double>(static_cast<std::size_t>(batch * c.hidden), -2, 2,
+                                                     [](double v) { return double(float(v)); });
+    const std::int64_t position = seqlen + s;
+    const auto want = jitk_example::layer_reference(c, w, xd, batch, 1, {position, position, position}, cache);
+    const std::vector<std::int32_t> context(batch, static_cast<std::int32_t>(position));
+    INFO("decode step " << s);
+    CHECK(jitk_reference::relative_l2_error(fused.decode(jitk_example::narrowed<float>(xd), context), want) <= 1e-4);
+    CHECK(jitk_reference::relative_l2_error(unfused.decode(jitk_example::narrowed<float>(xd), context), want) <= 1e-4);
+  }
+  // what it launches: the one gemm, no rotary_embedding or kv_cache_append
+  std::vector<std::string> names;
+  auto& step = fused.prepare_prefill(seqlen);
+  step.x.upload(jitk_example::narrowed<float>(x));
+  fused.run(step, {}, [&](const char* what) {
+    if (what) names.emplace_back(what);
+  });
+  CHECK(std::count(names.begin(), names.end(), "gemm qkv + rotary + kv cache") == 1);
+  CHECK(std::count(names.begin(), names.end(), "rotary_embedding") == 0);
+  CHECK(std::count(names.begin(), names.end(), "kv_cache_append") == 0);
+  // three gemms run the unfused kernels whatever the choice
+  fused.use_three_qkv_gemms(true);
+  CHECK(!fused.fused_qkv());
+}
+
 TEST_CASE("the decoder layer refuses an MLP width its gate/up weight's layout cannot hold", "[kernels][layer]") {
   using jitk_example::LayerConfig;
   for (std::int64_t mlp : {0, 12, 340}) {

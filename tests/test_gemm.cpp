@@ -177,7 +177,7 @@ TEST_CASE("a tuning decision is reused by the next process, shown by jitk ls --t
   auto choice = [](const std::string& out) { return out.substr(out.find("gemm-tuned ")); };
   CHECK(choice(second.output) == choice(first.output));
   auto ls = jitk_test::run(jitk_test::kTool + " ls --tuning", jitk_test::cache_env(cache));
-  CHECK_THAT(ls.output, Contains("gemm (dtype=f32,a_layout=row,b_layout=row,tile_m=0,tile_n=0,tile_k=0,stages=0,cluster_m=0,gate=none) for m<=512,n<=256,k<=128") &&
+  CHECK_THAT(ls.output, Contains("gemm (dtype=f32,a_layout=row,b_layout=row,tile_m=0,tile_n=0,tile_k=0,stages=0,cluster_m=0,gate=none,rope=none,head_dim=0,page_size=0) for m<=512,n<=256,k<=128") &&
                             Contains("1 tuning decisions"));
   CHECK(jitk_test::run(jitk_test::kTool + " clear", jitk_test::cache_env(cache)).exit_code == 0);
   CHECK_THAT(jitk_test::run(jitk_test::kTool + " ls --tuning", jitk_test::cache_env(cache)).output, Contains("0 tuning decisions"));
@@ -219,7 +219,7 @@ TEST_CASE("gemm's tile params may be left out of a params set: they mean 0, the 
       if (k.name == "gemm") return k;
     throw std::runtime_error("no gemm");
   }();
-  CHECK(spec.params.size() == 10);
+  CHECK(spec.params.size() == 13);  // with gate, rope, head_dim and page_size (all with fallbacks)
   // the type-erased path a manifest takes: only dtype and layouts given
   jit::ParamSet given{{"dtype", std::string("f32")}, {"a_layout", std::string("row")}, {"b_layout", std::string("col")}};
   jit::ParamSet typed = kernels::Gemm::to_params({jit::DType::f32, Layout::RowMajor, Layout::ColMajor});

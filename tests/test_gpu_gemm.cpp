@@ -17,6 +17,7 @@
 #include "jit/tuning.hpp"
 #include "gated_gemm_support.hpp"
 #include "gpu_support.hpp"
+#include "qkv_gemm_support.hpp"
 #include "support/logging.hpp"
 #include "test_support.hpp"
 #include <spdlog/sinks/ostream_sink.h>
@@ -430,6 +431,111 @@ TEST_CASE("GPU gemm on cuda-sm90a adds beta * C and a residual in the staged cop
     INFO("in place, tile " << tm);
     CHECK(ref::relative_l2_error(got, expected) <= tolerance<T>());
   }
+}
+
+namespace {
+// One QKV gemm (rope and/or the KV-cache write in its epilogue) on cuda-sm90a against the float64
+// reference: C padded by c_pad (odd: element by element) and poisoned with NaN, the caches
+// poisoned with a value; slots a permutation with padding (-1) and slots past the cache; positions
+// small and large. The worst error over C and both caches (infinity where NaN was read or left).
+template <class T>
+double qkv_gpu_error(const kernels::Gemm::Params& p, const jitk_test::qkv::Shape& s, Layout lb, bool rope, std::int64_t page_size,
+                     std::int64_t c_pad) {
+  const std::int64_t n = (s.heads + 2 * s.kv_heads) * s.head_dim, lda = (s.k + 7) / 8 * 8, ldb = lb == Layout::RowMajor ? n : lda;
+  const std::int64_t ldc = n + c_pad;
+  auto make = [](std::int64_t count, double lo, double hi) {
+    return jitk_test::random_values<T>(static_cast<std::size_t>(std::max<std::int64_t>(1, count)), lo, hi,
+                                       [](double v) { return from_double<T>(v); });
+  };
+  const auto a = make(s.m * lda, -1, 1), b = make((lb == Layout::RowMajor ? s.k : n) * ldb, -1, 1);
+  auto c = make(s.m * ldc, -1, 1);
+  for (std::int64_t r = 0; r < s.m; ++r)
+    for (std::int64_t j = 0; j < n; ++j) c[static_cast<std::size_t>(r * ldc + j)] = from_double<T>(std::nan(""));
+  const std::int64_t page = std::max<std::int64_t>(1, page_size), num_pages = (s.m + page - 1) / page + 1, slots_n = num_pages * page;
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(std::max<std::int64_t>(1, s.m))), slots(positions.size());
+  for (std::int64_t r = 0; r < s.m; ++r) {
+    positions[r] = r % 3 == 0 ? r : r % 3 == 1 ? 4093 + 7 * r : 0;
+    slots[r] = r % 5 == 4 ? -1 : r % 7 == 6 ? slots_n + r : slots_n - 1 - r;
+  }
+  const std::size_t cache = static_cast<std::size_t>(std::max<std::int64_t>(1, slots_n * s.kv_heads * s.head_dim));
+  const std::vector<T> k0(cache, from_double<T>(7)), v0(cache, from_double<T>(-7));
+  auto wide = [](const std::vector<T>& v) {
+    std::vector<double> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = as_double(v[i]);
+    return out;
+  };
+  const auto e = jitk_test::qkv::reference(s, ldc, wide(a), Layout::RowMajor, lda, wide(b), lb, ldb, 1.0, rope, page_size, positions, 500000,
+                                           slots, num_pages, wide(c), wide(k0), wide(v0),
+                                           [](double v) { return as_double(from_double<T>(v)); });
+  jit::cuda::DeviceArray<T> da(a), db(b), dc(c), dk(k0), dv(v0);
+  jit::cuda::DeviceArray<std::int64_t> dpos(positions), dslots(slots);
+  kernels::Gemm::Params q = p;
+  q.rope = rope ? kernels::Gemm::Rope::NeoX : kernels::Gemm::Rope::None;
+  q.head_dim = s.head_dim, q.page_size = page_size, q.b_layout = lb;
+  auto kernel = jit::get<kernels::Gemm>(q, gpu());
+  REQUIRE(kernel.implementation() == "cuda-sm90a");
+  kernels::Gemm::Args args{s.m, n, s.k, 1.0, da.data(), lda, db.data(), ldb, 0.0, dc.data(), ldc};
+  args.heads = s.heads, args.kv_heads = s.kv_heads;
+  if (rope) args.positions = dpos.data(), args.theta = 500000;
+  if (page_size > 0) args.slots = dslots.data(), args.num_pages = num_pages, args.k_cache = dk.data(), args.v_cache = dv.data();
+  kernel.launch(args);
+  jit::cuda::synchronize();
+  double err = jitk_test::qkv::worst(wide(dc.download()), e.c);
+  if (page_size > 0) err = std::max({err, jitk_test::qkv::worst(wide(dk.download()), e.k_cache), jitk_test::qkv::worst(wide(dv.download()), e.v_cache)});
+  else if (wide(dk.download()) != wide(k0)) err = INFINITY;
+  return err;
+}
+}  // namespace
+
+TEST_CASE("GPU gemm on cuda-sm90a rotates q and k and writes the KV cache in its epilogue (QKV), and matches", "[gpu][gemm][qkv]") {
+  if (!have_gpu() || !have_hopper()) return;
+  // The default tiles (128 x 256: staged, the values packed two a register), 128 x 128 x 7 stages
+  // (no staging room: from registers), 64-row tiles whose few tiles split K over a cluster
+  // (store_split: a pair's partner summed from the cluster too), a cluster of two along M, head_dim
+  // 64 and 128; rope and the cache together and alone; B row- and column-major; C's ldc a multiple
+  // of 8 and odd (element by element); M not a multiple of 64, one row; the Llama-3-8B layer's shape.
+  using T = jit::bfloat16;
+  using jitk_test::qkv::Shape;
+  struct Tile {
+    std::int64_t m, n, stages, cluster;
+  };
+  const Tile tiles[] = {{0, 0, 0, 0}, {128, 128, 7, 1}, {64, 128, 8, 1}, {64, 256, 4, 1}, {128, 256, 4, 2}};
+  const Shape shapes[] = {{1, 64, 4, 2, 128, 0}, {130, 200, 4, 2, 128, 0}, {17, 1000, 3, 1, 128, 0}, {300, 96, 2, 2, 128, 0}};
+  const Shape small_heads[] = {{65, 136, 5, 3, 64, 0}, {64, 4096, 6, 1, 64, 0}};
+  // every layout and epilogue on the default tiles, rope and the cache together on the others (each
+  // params set is a compile of its own: ~8 s on the H100's host)
+  for (const Tile& t : tiles)
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
+      for (int what = 0; what < 3; ++what)
+        for (std::int64_t c_pad : {0, 3}) {
+          if (t.m != 0 && (lb != Layout::RowMajor || what != 0)) continue;
+          auto p = params(jit::DType::bf16, Layout::RowMajor, lb);
+          p.tile_m = t.m, p.tile_n = t.n, p.tile_k = t.m ? 64 : 0, p.stages = t.stages, p.cluster_m = t.cluster;
+          const bool rope = what != 2;
+          const std::int64_t page = what == 1 ? 0 : 16;
+          for (const Shape& s : shapes) {
+            INFO("tile " << t.m << "x" << t.n << " cluster " << t.cluster << " b " << (lb == Layout::RowMajor ? "row" : "col") << " rope "
+                         << rope << " page " << page << " pad " << c_pad << " m " << s.m << " k " << s.k << " heads " << s.heads << "/"
+                         << s.kv_heads);
+            CHECK(qkv_gpu_error<T>(p, s, lb, rope, page, c_pad) <= 2 * tolerance<T>());
+          }
+          if (t.m == 0 && lb == Layout::RowMajor && what == 0)
+            for (const Shape& s : small_heads) {
+              INFO("head_dim 64, tile " << t.m << "x" << t.n << " m " << s.m << " rope " << rope << " page " << page << " pad " << c_pad);
+              CHECK(qkv_gpu_error<T>(p, s, lb, rope, page, c_pad) <= 2 * tolerance<T>());
+            }
+        }
+  // the Llama-3-8B layer's QKV projection (n 6144): decode's 64 rows (the few-rows route, 64 x 128
+  // tiles, K 4096 split over clusters) and prefill's rows on the default tiles (K shortened: the
+  // float64 reference runs on the host)
+  for (auto [m, k] : {std::pair<std::int64_t, std::int64_t>{64, 4096}, {2048, 256}}) {
+    INFO("llama m " << m << " k " << k);
+    CHECK(qkv_gpu_error<T>(params(jit::DType::bf16, Layout::RowMajor, Layout::RowMajor), {m, k, 32, 8, 128, 0}, Layout::RowMajor, true, 16,
+                           0) <= 2 * tolerance<T>());
+  }
+  // f16 too
+  CHECK(qkv_gpu_error<jit::half>(params(jit::DType::f16, Layout::RowMajor, Layout::RowMajor), {100, 256, 4, 2, 128, 0}, Layout::RowMajor, true,
+                                 16, 0) <= 2 * tolerance<jit::half>());
 }
 
 TEST_CASE("GPU gemm with few tiles splits K over a cluster's blocks and matches the reference", "[gpu][gemm]") {

@@ -727,6 +727,30 @@ TEST_CASE("the decoder layer on the GPU (bf16) matches the float64 layer: prefil
   graph.replay(stream);
   stream.synchronize();
   CHECK(jitk_reference::relative_l2_error(widened(step.y.host()), want) <= 2e-2);
+  // on Hopper the QKV gemm rotates q and k and writes the cache in its epilogue; the unfused kernels
+  // (rotary_embedding, kv_cache_append) give the same layer
+  const auto hopper = jit::implementations_for("gemm", jit::default_target(),
+                                               jit::kernels::Gemm::to_params(jit::kernels::Gemm::Params{jit::DType::bf16}));
+  CHECK(layer.fused_qkv() == (std::find(hopper.begin(), hopper.end(), "cuda-sm90a") != hopper.end()));
+  {
+    jitk_example::DecoderLayer<B> unfused_qkv(c, w, batch, seqlen + 2, true);
+    unfused_qkv.use_fused_qkv(false);
+    jitk_example::ReferenceCache again;
+    CHECK(jitk_reference::relative_l2_error(widened(unfused_qkv.prefill(jitk_example::narrowed<B>(x), seqlen)),
+                                            jitk_example::layer_reference(c, w, x, batch, seqlen, {0, 0, 0}, again)) <= 2e-2);
+    const auto unfused_step = unfused_qkv.decode(jitk_example::narrowed<B>(xd), std::vector<std::int32_t>(batch, seqlen));
+    CHECK(jitk_reference::relative_l2_error(widened(unfused_step), want) <= 2e-2);
+  }
+  if (layer.fused_qkv()) {  // decode takes the unfused kernels by default; fused for every step too
+    CHECK(!layer.fused_qkv(batch));
+    jitk_example::DecoderLayer<B> fused_qkv(c, w, batch, seqlen + 2, true);
+    fused_qkv.use_fused_qkv(true);
+    jitk_example::ReferenceCache again;
+    CHECK(jitk_reference::relative_l2_error(widened(fused_qkv.prefill(jitk_example::narrowed<B>(x), seqlen)),
+                                            jitk_example::layer_reference(c, w, x, batch, seqlen, {0, 0, 0}, again)) <= 2e-2);
+    const auto fused_step = fused_qkv.decode(jitk_example::narrowed<B>(xd), std::vector<std::int32_t>(batch, seqlen));
+    CHECK(jitk_reference::relative_l2_error(widened(fused_step), want) <= 2e-2);
+  }
   // the MLP as one gated gemm (the default on a GPU in bf16) and unfused: both match
   CHECK(layer.fused_mlp());
   jitk_example::DecoderLayer<B> unfused(c, w, batch, seqlen + 2, true);

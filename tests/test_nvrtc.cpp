@@ -6,6 +6,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <fstream>
 #include <cstdint>
 #include <cstdlib>
 #include <cstdio>
@@ -330,6 +331,59 @@ TEST_CASE("cuda-sm90a's staged gemm epilogue compiles with its chain's tensors a
     const Outcome o = compile(u);
     CHECK(o.problem.empty());
   }
+}
+
+TEST_CASE("cuda-sm90a's QKV epilogue (rope, the KV-cache write) compiles on staged, register and split tiles, and the generic text refuses it", "[nvrtc]") {
+  if (!have_nvrtc()) return;
+  // The sweep above leaves head_dim at 0 (an integer with a fallback), so no QKV unit: each path here.
+  struct Variant {
+    std::int64_t tile_m, tile_n, stages, cluster, head_dim, page_size;
+    const char *rope, *dtype, *b;
+    int split;  // the plan's max_split_k (64-row tiles split K: store_split)
+  };
+  const Variant variants[] = {
+      {128, 256, 4, 1, 128, 16, "neox", "bf16", "row", 1},  // the default tiles, staged (prefill)
+      {64, 128, 8, 1, 128, 16, "neox", "bf16", "row", 8},   // decode's: split K
+      {64, 64, 8, 1, 64, 32, "neox", "f16", "col", 8},
+      {128, 128, 7, 1, 128, 16, "neox", "bf16", "col", 1},  // no room to stage C: from registers
+      {128, 256, 4, 2, 128, 16, "neox", "bf16", "row", 1},  // clusters along M
+      {128, 256, 4, 1, 128, 0, "neox", "bf16", "row", 1},   // rope alone
+      {64, 256, 4, 1, 64, 16, "none", "bf16", "row", 8},    // the cache write alone
+      {128, 192, 4, 1, 64, 1, "none", "f16", "row", 1},
+  };
+  for (const Variant& v : variants) {
+    jit::ParamSet params{{"dtype", std::string(v.dtype)}, {"a_layout", std::string("row")}, {"b_layout", std::string(v.b)},
+                         {"tile_m", v.tile_m}, {"tile_n", v.tile_n}, {"tile_k", std::int64_t{64}}, {"stages", v.stages},
+                         {"cluster_m", v.cluster}, {"rope", std::string(v.rope)}, {"head_dim", v.head_dim}, {"page_size", v.page_size}};
+    const Unit u{"gemm", "cuda-sm90a", "sm_90", params, "sm_90a"};
+    INFO(u.label());
+    jit::Selection only;
+    only.implementation = u.implementation;
+    const auto s = jit::detail::resolve(u.kernel, u.params, jit::Target::parse("cuda:sm_90"), only);
+    CHECK(s.unit.shape.max_split_k == v.split);
+    CHECK_THAT(s.unit.main.text, Contains("#define JITK_HEAD_DIM " + std::to_string(v.head_dim) + "LL"));
+    // JITK_TEST_DUMP_DIR: each unit's specialized text there, for ptxas -v (registers, spills)
+    if (const char* dir = std::getenv("JITK_TEST_DUMP_DIR"); dir && *dir) {
+      std::ofstream f(std::string(dir) + "/qkv_" + std::to_string(&v - variants) + ".cu");
+      f << s.unit.main.text;
+    }
+    const Outcome o = compile(u);
+    CHECK(o.problem.empty());
+  }
+  // Tiles that cannot hold whole heads, and the generic text: refused with the reason.
+  jit::ParamSet narrow{{"dtype", std::string("bf16")}, {"a_layout", std::string("row")}, {"b_layout", std::string("row")},
+                       {"tile_m", std::int64_t{64}}, {"tile_n", std::int64_t{64}}, {"tile_k", std::int64_t{64}}, {"stages", std::int64_t{8}},
+                       {"rope", std::string("neox")}, {"head_dim", std::int64_t{128}}};
+  jit::Selection sm90a;
+  sm90a.implementation = "cuda-sm90a";
+  CHECK_THROWS_WITH(jit::detail::resolve("gemm", narrow, jit::Target::parse("cuda:sm_90"), sm90a),
+                    Contains("tile_n a multiple of head_dim (a tile holds whole heads)"));
+  narrow.set("tile_n", std::int64_t{128}), narrow.set("head_dim", std::int64_t{40});
+  CHECK_THROWS_WITH(jit::detail::resolve("gemm", narrow, jit::Target::parse("cuda:sm_90"), sm90a), Contains("head_dim must be a multiple of 16"));
+  const jit::ParamSet plain_rope{{"dtype", std::string("bf16")}, {"a_layout", std::string("row")}, {"b_layout", std::string("row")},
+                                 {"rope", std::string("neox")}, {"head_dim", std::int64_t{128}}};
+  CHECK_THROWS_WITH(jit::detail::resolve("gemm", plain_rope, jit::Target::parse("cuda:sm_80")),
+                    Contains("the QKV epilogue runs on cuda-sm90a"));
 }
 
 TEST_CASE("a Hopper-only text compiles for sm_90a whether the target names sm_90 or sm_90a", "[nvrtc]") {

@@ -187,9 +187,10 @@ void precompile_gemm_candidates() {
 // prefill_only: the 1 x 2048 prefill and its breakdown alone (an A/B of kernel texts through
 // JITK_KERNEL_DIR, e.g. bench/gpu/ab.sh's folders): no tuning, 8 x 2048, decode or cold start.
 // prefill (--prefill): the same at 1 x 2048 and 8 x 2048.
-int bench(const std::string& dump, bool prefill_only, bool prefill = false) {
+// decode (--decode): the decode step alone, its same-run baselines and breakdown (no tuning).
+int bench(const std::string& dump, bool prefill_only, bool prefill = false, bool decode = false) {
   const bool prefills_alone = prefill_only || prefill;
-  if (!prefills_alone) precompile_gemm_candidates();
+  if (!prefills_alone && !decode) precompile_gemm_candidates();
   const double copy = copy_gbps(std::size_t(1) << 30);
   emit("layer_d2d_copy_1GiB", copy, "GB/s", 0, "-");
   auto weights = llama_weights();
@@ -206,7 +207,7 @@ int bench(const std::string& dump, bool prefill_only, bool prefill = false) {
   const auto& c = kLlama;
   // prefill: 1 x 2048, 8 x 2048 (a layer a batch size: its KV cache is sized for it)
   for (std::int64_t batch : {1, 8}) {
-    if (prefill_only && batch > 1) break;
+    if ((prefill_only && batch > 1) || decode) break;
     const std::int64_t seqlen = 2048;
     Layer layer(c, batch == 1 ? weights : llama_weights(), batch, seqlen + 1, true);
     auto& step = layer.prepare_prefill(seqlen);
@@ -238,6 +239,17 @@ int bench(const std::string& dump, bool prefill_only, bool prefill = false) {
     const double unfused = device_ms(stream, [&] { layer.run(step, stream); });
     layer.use_unfused_mlp(false);
     emit(name + "_unfused_mlp_ms", unfused, "ms", ms, "gated gemm, same run (ratio: unfused / fused)");
+    // the same layer with rotary and the KV-cache write as their own kernels after the QKV gemm
+    // (where the default fuses them into its epilogue: cuda-sm90a), same run
+    if (layer.fused_qkv(step.tokens)) {
+      layer.use_fused_qkv(false);
+      layer.run(step, stream);
+      stream.synchronize();
+      const double unfused_qkv = device_ms(stream, [&] { layer.run(step, stream); });
+      emit(name + "_unfused_qkv_ms", unfused_qkv, "ms", ms, "QKV gemm with rotary + cache write, same run (ratio: unfused / fused)");
+      breakdown(layer, step, stream, name + "_unfused_qkv");
+      layer.use_fused_qkv(std::nullopt);
+    }
     breakdown(layer, step, stream, name);
     if (prefills_alone) continue;
     // the same with each gemm's tile tuned for its shape (the first run tunes, untimed)
@@ -292,7 +304,19 @@ int bench(const std::string& dump, bool prefill_only, bool prefill = false) {
       layer.use_unfused_mlp(false);
       emit("layer_decode_b64_ctx4096_unfused_mlp_graph_ms", unfused, "ms", replay, "gated gemm, same run (ratio: unfused / fused)");
     }
+    if (layer.fused_qkv()) {  // decode runs the unfused kernels by default: the fused QKV gemm, same run, from a graph
+      layer.use_fused_qkv(true);
+      layer.run(step, stream);
+      stream.synchronize();
+      auto fused_graph = jit::cuda::Graph::capture(stream, [&] { layer.run(step, stream); });
+      const double fused = device_ms(stream, [&] { fused_graph.replay(stream); }, 50);
+      emit("layer_decode_b64_ctx4096_fused_qkv_graph_ms", fused, "ms", replay,
+           "the unfused QKV kernels (the default), same run (ratio: fused / unfused)");
+      breakdown(layer, step, stream, "layer_decode_b64_ctx4096_fused_qkv");
+      layer.use_fused_qkv(std::nullopt);
+    }
     breakdown(layer, step, stream, "layer_decode_b64_ctx4096");
+    if (decode) return 0;
     layer.use_tuned_gemms(true);
     layer.run(step, stream);
     stream.synchronize();
@@ -464,7 +488,7 @@ void sweep_few_rows() {
 int main(int argc, char** argv) {
   try {
     std::string dump, ready_file, start_file;
-    bool child = false, compile_all = false, sweep = false, prefill_only = false, prefill = false;
+    bool child = false, compile_all = false, sweep = false, prefill_only = false, prefill = false, decode = false;
     int cold_samples = 0;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -477,6 +501,7 @@ int main(int argc, char** argv) {
       else if (a == "--sweep-few-rows") sweep = true;
       else if (a == "--prefill-only") prefill_only = true;
       else if (a == "--prefill") prefill = true;
+      else if (a == "--decode") decode = true;
       else if (a == "--cold" && i + 1 < argc) {
         cold_samples = std::atoi(argv[++i]);
         if (cold_samples < 1 || cold_samples > 50) {
@@ -485,7 +510,7 @@ int main(int argc, char** argv) {
         }
       }
       else {
-        std::fprintf(stderr, "usage: jitk_layer_bench [--json] [--dump DIR] [--prefill-only | --prefill | --cold N] [--sweep-few-rows] | --child-first-forward [--compile-all] [--ready-file F --start-file G]\n");
+        std::fprintf(stderr, "usage: jitk_layer_bench [--json] [--dump DIR] [--prefill-only | --prefill | --decode | --cold N] [--sweep-few-rows] | --child-first-forward [--compile-all] [--ready-file F --start-file G]\n");
         return 2;
       }
     }
@@ -502,8 +527,8 @@ int main(int argc, char** argv) {
       cold_and_warm(cold_samples, true);
       return 0;
     }
-    if (!prefill_only && !prefill) cold_and_warm();
-    return bench(dump, prefill_only, prefill);
+    if (!prefill_only && !prefill && !decode) cold_and_warm();
+    return bench(dump, prefill_only, prefill, decode);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "jitk_layer_bench: %s\n", e.what());
     return 1;

@@ -5,6 +5,7 @@
 #   tests      the gpu-labelled tests, with and without NVRTC's PCH      -> tests.log
 #   ship       quickstart + record / warm / export / import chain       -> ship.log
 #   layer      jitk_layer_bench (Llama-3-8B layer) + torch --layer        -> layer.jsonl
+#   qkv        the QKV gemm epilogue's GPU tests, the layer's prefill and decode fused / unfused -> qkv.log
 #   bench      jitk_gpu_bench, everything (about 8 min; JITK_BENCH_ONLY=prefill,decode: those) -> gpu_bench.jsonl/.err
 #   torch      torch_baseline.py row kernels + attention + plot           -> torch.jsonl, row_kernels.png
 #   first_use  a warm first use in new processes, with its breakdown (also after an empty kernel's
@@ -33,6 +34,15 @@ section_tests() {
   # the same tests without NVRTC's PCH (JITK_NVRTC_PCH=0), so both compile paths stay proven
   (cd build-gpu && JITK_NVRTC_PCH=0 ctest -L gpu --output-on-failure -j 4 --timeout 300) >> "$out/tests.log" 2>&1
   echo "gpu tests without PCH exit: $?"; grep -E "tests passed" "$out/tests.log"
+}
+# qkv: the QKV gemm's epilogue (rope + the KV-cache write): its GPU tests and the layer's, then the
+# layer's prefill and decode with their same-run unfused baselines (_unfused_qkv)  -> qkv.log
+section_qkv() {
+  (cd build-gpu && ctest -R "writes the KV cache in its epilogue|decoder layer on the GPU|decoder layer's run records" --output-on-failure \
+    --timeout 300) > "$out/qkv.log" 2>&1; echo "qkv tests exit: $?"; grep -E "tests passed|Failed|FAILED" "$out/qkv.log" | head
+  { timeout 150 ./build-gpu/bench/gpu/jitk_layer_bench --prefill; echo "prefill exit: $?"
+    timeout 120 ./build-gpu/bench/gpu/jitk_layer_bench --decode; echo "decode exit: $?"; } >> "$out/qkv.log" 2>&1
+  grep -vE "^(ok|PASS)" "$out/qkv.log" | tail -80
 }
 section_ship() {
   ./build-gpu/quickstart > "$out/ship.log" 2>&1; echo "quickstart exit: $?"; tail -4 "$out/ship.log"
@@ -107,7 +117,7 @@ sections=("$@")
 [ ${#sections[@]} -eq 0 ] && sections=(tests ship layer bench torch first_use python)
 for s in "${sections[@]}"; do
   case $s in
-    tests|ship|layer|bench|torch|first_use|fleet|python) echo "== $s"; "section_$s" ;;
-    *) echo "run.sh: unknown section '$s' (tests ship layer bench torch first_use fleet python)"; exit 2 ;;
+    tests|ship|layer|bench|torch|first_use|fleet|python|qkv) echo "== $s"; "section_$s" ;;
+    *) echo "run.sh: unknown section '$s' (tests ship layer bench torch first_use fleet python qkv)"; exit 2 ;;
   esac
 done

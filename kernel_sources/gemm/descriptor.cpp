@@ -20,6 +20,41 @@ std::string gate_tile_problem(const ParamSet& p, const char* where) {
          " (a tile holds whole groups of 8 gate and 8 up columns)";
 }
 
+// A QKV projection's epilogue (rope = neox and/or page_size > 0; include/jit/kernels/gemm.hpp).
+bool qkv(const ParamSet& p) {
+  return (p.find("rope") && !text_is(p, "rope", "none")) || (p.find("page_size") && int_param(p, "page_size") > 0);
+}
+std::string qkv_text(const ParamSet& p) {
+  const bool rope = p.find("rope") && !text_is(p, "rope", "none");
+  const std::int64_t page = p.find("page_size") ? int_param(p, "page_size") : 0;
+  return std::string(rope ? "rope = " + std::get<std::string>(*p.find("rope")) : "") + (rope && page > 0 ? ", " : "") +
+         (page > 0 ? "page_size = " + std::to_string(page) : "");
+}
+// The params' cross-checks, every implementation's: the QKV epilogue needs its heads, and is alone.
+std::string gemm_params_problem(const ParamSet& p) {
+  const std::int64_t head_dim = p.find("head_dim") ? int_param(p, "head_dim") : 0;
+  if (!qkv(p)) {
+    if (head_dim != 0)
+      return "head_dim = " + std::to_string(head_dim) + " is given but the gemm has no QKV epilogue (rope = neox and/or page_size > 0)";
+    return "";
+  }
+  if (head_dim < 1) return qkv_text(p) + " needs head_dim > 0 (the elements of one q, k or v head of C's rows)";
+  if (head_dim % 2) return qkv_text(p) + ": head_dim = " + std::to_string(head_dim) + " is odd (rope pairs j and j + head_dim / 2)";
+  if (gated(p)) return qkv_text(p) + " and " + gate_text(p) + ": a gemm takes one or the other";
+  if (p.find("epilogue")) return qkv_text(p) + " takes no epilogue chain (epilogue = " + std::get<std::string>(*p.find("epilogue")) + ")";
+  return "";
+}
+// cuda-sm90a's: the rotation pairs a head's columns j and j + head_dim / 2 in a thread's registers,
+// which hold every column of the tile in 8-column groups: a tile holds whole heads of whole groups.
+std::string qkv_tile_problem_sm90(const ParamSet& p) {
+  if (!qkv(p)) return "";
+  const std::int64_t head_dim = int_param(p, "head_dim"), tn = int_param(p, "tile_n");
+  if (head_dim % 16 || tn % head_dim)
+    return qkv_text(p) + ": head_dim = " + std::to_string(head_dim) + ", tile_n = " + std::to_string(tn) +
+           ": on cuda-sm90a head_dim must be a multiple of 16 and tile_n a multiple of head_dim (a tile holds whole heads)";
+  return "";
+}
+
 TilePlan gemm_cpu_plan(const ParamSet& p) {
   if (std::string problem = no_cluster_problem(p); !problem.empty()) return {problem};
   if (std::string problem = gate_tile_problem(p, "the CPU"); !problem.empty()) return {problem};
@@ -38,6 +73,9 @@ constexpr std::int64_t kMaxSplitRows = 64;
 
 TilePlan gemm_cuda_plan(const ParamSet& p) {
   if (std::string problem = no_cluster_problem(p); !problem.empty()) return {problem};
+  if (qkv(p))
+    return {qkv_text(p) + ": the QKV epilogue runs on cuda-sm90a (Hopper: f16/bf16, A's and B's rows 16-byte aligned) only; "
+                          "the generic CUDA text has none (run the plain gemm, then rotary_embedding and kv_cache_append)"};
   // gated: the 16-bit tiles' epilogue reads C's staging in shared memory, where a gate column and its
   // up column meet; f32's sums stay in registers, a thread's columns far from their partners.
   if (gated(p) && !text_is(p, "dtype", "f16") && !text_is(p, "dtype", "bf16"))
@@ -72,19 +110,22 @@ TilePlan gemm_sm90a_plan(const ParamSet& p) {
   const std::int64_t stages = int_param(p, "stages");
   if (tk != 64) return {tile_text(p) + ": tile_k must be 64 (128-byte swizzled rows) on cuda-sm90a"};
   if (std::string problem = gate_tile_problem(p, "cuda-sm90a"); !problem.empty()) return {problem};  // tile_n is a multiple of 64: never
+  if (std::string problem = qkv_tile_problem_sm90(p); !problem.empty()) return {problem};
   if (tm != 64 && tm != 128) return {tile_text(p) + ": tile_m must be 64 or 128 on cuda-sm90a (one warpgroup per 64 rows)"};
   if (tn % 64 || tn < 64) return {tile_text(p) + ": tile_n must be 64, 128, 192 or 256 on cuda-sm90a"};
   if (stages < 2 || stages > 8) return {"stages = " + std::to_string(stages) + ": 2 to 8 on cuda-sm90a"};
   const std::int64_t cluster = cluster_of(p);
   if (cluster != 1 && cluster != 2) return {"cluster_m = " + std::to_string(cluster) + ": 1 or 2 on cuda-sm90a"};
-  const std::int64_t base = sm90_shared_bytes(stages, tm, tn);  // tk is 64 (checked above)
+  // rope: the head's head_dim / 2 inverse frequencies as floats, after the barriers (gemm_sm90.cu, ROPE_BYTES)
+  const std::int64_t rope = p.find("rope") && text_is(p, "rope", "neox") ? int_param(p, "head_dim") / 2 * 4 : 0;
+  const std::int64_t base = sm90_shared_bytes(stages, tm, tn) + rope;  // tk is 64 (checked above)
   // Two blocks an SM for 64-wide tiles (few accumulators) where their shared memory fits twice
   // (not in clusters: the text takes those one an SM).
   const bool two = cluster == 1 && tn <= 64 && 2 * base <= kMaxSharedBytes;
   // Room for the epilogue's staging (each consumer's 64 x 64 piece of C, kSm90EpilogueRows rows)
   // where it fits beside the slots (and twice, for two blocks an SM); the text stages C through it
   // only when the plan gave it (JITK_SHARED_BYTES), storing from registers otherwise.
-  const std::int64_t staged = sm90_shared_bytes(stages, tm, tn, kSm90EpilogueRows);
+  const std::int64_t staged = sm90_shared_bytes(stages, tm, tn, kSm90EpilogueRows) + rope;
   const std::int64_t shared = staged * (two ? 2 : 1) <= kMaxSharedBytes ? staged : base;
   TilePlan plan{"", static_cast<int>(128 * (tm / 64 + 1)), shared, tm, tn, tk, two ? 2 : 1, static_cast<int>(cluster)};
   if (plan.shared_bytes > kMaxSharedBytes)
@@ -174,10 +215,11 @@ std::vector<KernelSpec> gemm_family() {
       std::move(cpu), std::move(cuda),
       hopper_impl({Kind::Tile, 384, 4, 1, 128, 256, 64, 4}, gemm_sm90a_plan,
                   "Hopper: wgmma, TMA loads, a producer warpgroup, persistent; any layout")};
-  return {
+  std::vector<KernelSpec> family = {
       {"gemm",
        "C = alpha * A B + beta * C (A, B row- or column-major), tiles as parameters, tuned per device; gated (gate = silu, gelu, "
-       "gelu_tanh): C = act(gate columns) * up columns, an MLP's gate/up projection",
+       "gelu_tanh): C = act(gate columns) * up columns, an MLP's gate/up projection; a QKV projection's epilogue (rope = neox, "
+       "page_size): q and k rotated, k and v written into a paged KV cache",
        {{"dtype", {"f32", "f64", "f16", "bf16"}, 0, 0, "element type (accumulation in float, double for f64)"},
         {"a_layout", {"row", "col"}, 0, 0, "A (M x K) row-major (lda >= K) or column-major (lda >= M)"},
         {"b_layout", {"row", "col"}, 0, 0, "B (K x N) row-major (ldb >= N) or column-major (ldb >= K)"},
@@ -192,8 +234,19 @@ std::vector<KernelSpec> gemm_family() {
          "a gated gemm: B's columns in groups of 8 gate then 8 up columns, C = act(gate) * up, N / 2 columns "
          "(f16/bf16 on CUDA)",
          false, std::string("none")},
+        {"rope", {"none", "neox"}, 0, 0,
+         "a QKV projection's epilogue: q's and k's heads of C rotated (neox, theta on the fly, rotary_dim = head_dim) "
+         "by each row's position (CPU, cuda-sm90a)",
+         false, std::string("none")},
+        {"head_dim", {}, 0, kMaxHeadDim, "the QKV epilogue's heads: C's row is (heads + 2 kv_heads) x head_dim (0: no QKV epilogue)",
+         false, std::int64_t{0}},
+        {"page_size", {}, 0, 1024,
+         "> 0: the QKV epilogue also writes k and v into a paged KV cache [pages, page_size, kv_heads, head_dim] at each row's slot",
+         false, std::int64_t{0}},
         epilogue_param()},
        std::move(impls)}};
+  family.back().params_check = gemm_params_problem;
+  return family;
 }
 
 
@@ -226,6 +279,22 @@ constexpr std::int64_t kFewRowsF32K = 32;
 std::vector<FewRowsRoute> few_rows_params(const ParamSet& params) {
   if (!params.find("tile_m") || !params.find("tile_n") || !at_default_tiles(params)) return {};
   std::vector<FewRowsRoute> out;
+  if (qkv(params)) {
+    // The QKV epilogue: cuda-sm90a's own tiles only (the generic text has none), 64 rows by the
+    // fewest columns that hold whole heads (64 x 128 for head_dim 128: its tiles split K when few),
+    // for launches of up to 64 rows and at least 2048 columns whose default tiles leave SMs idle.
+    const std::int64_t head_dim = int_param(params, "head_dim");
+    std::int64_t tn = 64;
+    while (tn <= 256 && tn % head_dim) tn += 64;
+    if (tn > 256 || text_is(params, "dtype", "f32") || text_is(params, "dtype", "f64")) return {};
+    FewRowsRoute wide{64, params, 32, 16384, true, true};
+    for (int i = 0; i < 4; ++i) wide.params.set(kTileParams[i], std::int64_t{i == 0 ? 64 : i == 1 ? 256 : i == 2 ? 64 : 4});
+    if (256 % head_dim == 0) out.push_back(std::move(wide));
+    FewRowsRoute own{64, params, 0, 2048, true};  // of at least 2048 columns, as the plain gemm's own-tile routes
+    for (int i = 0; i < 4; ++i) own.params.set(kTileParams[i], std::int64_t{i == 1 ? tn : i == 3 ? (tn > 128 ? 4 : 8) : 64});
+    out.push_back(std::move(own));
+    return out;
+  }
   if (!text_is(params, "dtype", "f32") && !text_is(params, "dtype", "f64")) {
     // 33-64 rows of at least 16384 columns (an MLP's gate/up): cuda-sm90a's 64 x 256 x 64 tile, 4
     // stages, even where the default 128 x 256 tiles fill the SMs (half their rows empty at 64)

@@ -9,8 +9,60 @@
 // gate = silu / gelu / gelu_tanh (JITK_GATED): B's columns come in groups of 16, 8 gate then 8 up, and
 // C is M x N / 2: C(r, j) = act(alpha g) * alpha u (+ beta C), then the chain, g and u the sums of
 // group j / 8's gate and up column j % 8. A tile holds whole groups (the plan: tile_n % 16 == 0).
+// rope = neox / page_size > 0 (JITK_QKV; include/jit/kernels/gemm.hpp): C is a QKV projection's output,
+// rows of heads q heads, kv_heads k heads, kv_heads v heads of HD elements. Once a call's rows of C
+// are written, each row's q and k heads are rotated in place (neox pairs (j, j + HD / 2), the angle
+// positions[r] / theta^(2j / HD), as rotary_embedding computes it) and its k and v heads copied into
+// the paged caches at slot slots[r] (as kv_cache_append; a slot outside the cache writes nothing).
 #include "jitk_cpu.h"
 #include "jitk_gate.h"
+
+#if JITK_ROPE_NEOX || JITK_PAGE_SIZE > 0
+#define JITK_QKV 1
+constexpr i64 HD = JITK_HEAD_DIM, PAGE = JITK_PAGE_SIZE;
+static_assert(HD > 0 && HD % 2 == 0, "gemm: the QKV epilogue's head_dim is even and positive (the family checks it)");
+// Rows [r0, r1) of C, written: rotated (rope), then their k and v heads into the caches (page_size).
+static void qkv_rows(T* __restrict c, i64 ldc, i64 r0, i64 r1, void* const* jitk_args) {
+  const i64* positions = JITK_ARG(0, const i64*);
+  const T theta = JITK_ARG(1, T);
+  const i64* slots = JITK_ARG(2, const i64*);
+  T* k_cache = JITK_ARG(3, T*);
+  T* v_cache = JITK_ARG(4, T*);
+  const i64 heads = JITK_ARG(5, i64), kv_heads = JITK_ARG(6, i64), num_pages = JITK_ARG(7, i64);
+  (void)positions, (void)theta, (void)slots, (void)k_cache, (void)v_cache, (void)num_pages;
+#if JITK_ROPE_NEOX
+  constexpr i64 HALF = HD / 2;
+  T inv_freq[HALF];
+  for (i64 j = 0; j < HALF; ++j) inv_freq[j] = T(1) / jitk::pow(theta, T(2 * j) / T(HD));
+#endif
+  for (i64 r = r0; r < r1; ++r) {
+    T* row = c + r * ldc;
+#if JITK_ROPE_NEOX
+    const T pos = T(positions[r]);
+    for (i64 j = 0; j < HALF; ++j) {
+      const T angle = pos * inv_freq[j], cs = jitk::cos(angle), sn = jitk::sin(angle);
+      for (i64 h = 0; h < heads + kv_heads; ++h) {
+        T* x = row + h * HD;
+        const T a = x[j], b = x[j + HALF];
+        x[j] = a * cs - b * sn;
+        x[j + HALF] = b * cs + a * sn;
+      }
+    }
+#endif
+#if JITK_PAGE_SIZE > 0
+    const i64 slot = slots[r];
+    if (slot < 0 || slot >= num_pages * PAGE) continue;  // padding (-1), or no slot in the cache
+    for (i64 h = 0; h < kv_heads; ++h) {
+      const T* k = row + (heads + h) * HD;
+      const T* v = row + (heads + kv_heads + h) * HD;
+      T* kc = k_cache + (slot * kv_heads + h) * HD;
+      T* vc = v_cache + (slot * kv_heads + h) * HD;
+      for (i64 i = 0; i < HD; ++i) kc[i] = k[i], vc[i] = v[i];
+    }
+#endif
+  }
+}
+#endif
 
 constexpr i64 TM = JITK_TILE_M, TN = JITK_TILE_N, TK = JITK_TILE_K;
 static_assert(TM * TN <= 4096, "gemm: tile_m * tile_n accumulators must fit in 4096");
@@ -157,5 +209,8 @@ JITK_CPU_KERNEL {
       else gemm_tile<false>(a, b, c, i0, j0, tm, tn, K, lda, ldb, ldc, alpha, beta, chain);
     }
   }
+#endif
+#if JITK_QKV  // the QKV epilogue's arguments follow C's (no chain with it: the family refuses one)
+  qkv_rows(c, ldc, jitk_begin, jitk_end, jitk_args + 11);
 #endif
 }

@@ -102,9 +102,16 @@ constexpr unsigned SLOT_BYTES = (A_SLOT + B_SLOT) * sizeof(T);
 // B row-major), of cuBLAS in the same run: qkv (n 6144) 0.870 -> 0.970, o (n 4096) 0.878 -> 0.977,
 // gate/up (n 28672) 0.863 -> 0.939, down (k 14336) 0.957 -> 0.992.
 constexpr unsigned EPI_BYTES = 2 * 64 * 64 * sizeof(T);
-constexpr bool EPI_STAGED = !SWAPPED && STAGES * SLOT_BYTES + EPI_BYTES + 1024 + 16 * STAGES + 16 <= JITK_SHARED_BYTES;
+// rope (gemm's QKV epilogue, below): the head's HD / 2 inverse frequencies, made once a block, after
+// the barriers (the host's plan counts them in).
+#if !JITK_KERNEL_BLOCK_SPARSE_MATMUL && JITK_ROPE_NEOX
+constexpr unsigned ROPE_BYTES = JITK_HEAD_DIM / 2 * 4;
+#else
+constexpr unsigned ROPE_BYTES = 0;
+#endif
+constexpr bool EPI_STAGED = !SWAPPED && STAGES * SLOT_BYTES + EPI_BYTES + 1024 + 16 * STAGES + 16 + ROPE_BYTES <= JITK_SHARED_BYTES;
 constexpr unsigned STAGING_BYTES = SWAPPED ? 2 * TN * 64 * sizeof(T) : EPI_STAGED ? EPI_BYTES : 0;
-static_assert(STAGES * SLOT_BYTES + STAGING_BYTES + 1024 + 16 * STAGES + 16 <= JITK_SHARED_BYTES,
+static_assert(STAGES * SLOT_BYTES + STAGING_BYTES + 1024 + 16 * STAGES + 16 + ROPE_BYTES <= JITK_SHARED_BYTES,
               "gemm_sm90.cu: more shared memory than planned");
 
 struct __align__(64) TensorMap {  // a CUtensorMap, by value
@@ -213,6 +220,11 @@ __device__ inline unsigned bits16(jitk_bfloat16 x) { return __bfloat16_as_ushort
 __device__ inline unsigned pack2(float lo, float hi) {
   return bits16(jitk::from_float<T>(lo)) | bits16(jitk::from_float<T>(hi)) << 16;
 }
+// The two values of a pack2() register, as floats.
+__device__ inline float from_bits(unsigned short b, const jitk_half*) { return __half2float(__ushort_as_half(b)); }
+__device__ inline float from_bits(unsigned short b, const jitk_bfloat16*) { return __bfloat162float(__ushort_as_bfloat16(b)); }
+__device__ inline float lo_of(unsigned x) { return from_bits(static_cast<unsigned short>(x & 0xffffu), static_cast<const T*>(nullptr)); }
+__device__ inline float hi_of(unsigned x) { return from_bits(static_cast<unsigned short>(x >> 16), static_cast<const T*>(nullptr)); }
 // Four 8x8 matrices of 16-bit values from the mma fragment layout (thread l: row l / 4, columns
 // 2 (l % 4) and + 1 of matrix i in register i) into shared memory transposed: thread l gives the
 // address of row l % 8 of matrix l / 8, which receives that matrix's column.
@@ -244,6 +256,141 @@ __device__ inline void stmatrix(const T* row, unsigned r0, unsigned r1, unsigned
 // in the staged copy-out instead (EpiChunk, below).
 constexpr int EPI_CHUNK = 4 < TN / 4 ? 4 : TN / 4;
 static_assert((TN / 2) % (2 * EPI_CHUNK) == 0, "gemm_sm90.cu: the epilogue's chunks tile the registers");
+
+// A QKV projection's epilogue (gemm with rope = neox and/or page_size > 0; include/jit/kernels/gemm.hpp):
+// C is [M tokens, (heads + 2 kv_heads) x HD], a row's q heads, k heads, v heads. rope: the
+// accumulators, alpha A B rounded to T (as the plain gemm stores them), are rotated in registers
+// before the copy-out: a thread holds every 8-column group of its two rows (the layout store()
+// describes), so a head's column j and its partner j + HD / 2 (group + HD / 16) are both its own
+// where the tile holds whole heads (the host's plan: HD a multiple of 16, TILE_N of HD). The angle
+// is positions[r] * inv_freq[j] in float, inv_freq[j] = 1 / powf(theta, 2j / HD) as rotary.cu makes it
+// (once a block, in shared memory: powf in the epilogue cost registers); its cos and sin after a
+// reduction by 2 pi in three parts (Cody-Waite, as sincosf's own fast path) with __sincosf on the
+// rest (absolute error ~2^-21): sincosf's slow path for large angles (Payne-Hanek, a local array)
+// spilled the 128 x 256 tile's consumers (ptxas: 284 bytes stored, 1052 loaded a tile).
+// page_size: the copy-out writes each 8-column piece of a k or v head also into k_cache or v_cache
+// at the row's slot (16 bytes where aligned), as kv_cache_append would; a slot outside [0, num_pages
+// * PAGE) writes nothing. Split tiles (store_split) do the same from the cluster's summed rows.
+#if !JITK_KERNEL_BLOCK_SPARSE_MATMUL && (JITK_ROPE_NEOX || JITK_PAGE_SIZE > 0)
+constexpr bool QKV = true;
+constexpr int HD = JITK_HEAD_DIM;
+#if JITK_ROPE_NEOX
+constexpr bool ROPE = true;
+#else
+constexpr bool ROPE = false;
+#endif
+constexpr bool CACHE = JITK_PAGE_SIZE > 0;
+constexpr i64 PAGE = JITK_PAGE_SIZE > 0 ? JITK_PAGE_SIZE : 1;
+static_assert(HD % 16 == 0 && TN % HD == 0, "gemm_sm90.cu: a QKV tile holds whole heads (the host's plan refuses others)");
+#define JITK_QKV_PARAMS                                                                                                        \
+  , const i64 *__restrict__ qkv_positions, float qkv_theta, const i64 *__restrict__ qkv_slots, T *__restrict__ qkv_k_cache, \
+      T *__restrict__ qkv_v_cache, i64 qkv_heads, i64 qkv_kv_heads, i64 qkv_num_pages
+#define JITK_QKV_ARGS qkv_positions, qkv_theta, qkv_slots, qkv_k_cache, qkv_v_cache, qkv_heads, qkv_kv_heads, qkv_num_pages
+#else
+constexpr bool QKV = false, ROPE = false, CACHE = false;
+constexpr int HD = 64;
+constexpr i64 PAGE = 1;
+#define JITK_QKV_PARAMS
+#define JITK_QKV_ARGS
+#endif
+struct Qkv {
+  const i64* positions;
+  float theta;
+  const i64* slots;
+  T* k_cache;
+  T* v_cache;
+  i64 heads, kv_heads, num_pages;
+  const float* inv_freq;  // [HD / 2], in shared memory (rope)
+  // The block's inverse frequencies into `table` (every thread of the block, before a barrier).
+  __device__ static void make_table(float* table, float theta) {
+    for (int j = threadIdx.x; j < HD / 2; j += JITK_BLOCK) table[j] = 1.0f / powf(theta, static_cast<float>(2 * j) / static_cast<float>(HD));
+  }
+  // cos and sin of pair j (of a head's HD / 2) at position pos.
+  __device__ void angle(float pos, int j, float& c, float& s) const {
+    const float x = pos * inv_freq[j];
+    const float k = rintf(x * 0.15915494309189535f);  // whole turns
+    float r = fmaf(-k, 6.28125f, x);                  // 2 pi = 6.28125 + 1.93500518798828125e-3 + 3.0199160e-7 (Cody-Waite)
+    r = fmaf(-k, 1.93500518798828125e-3f, r);
+    r = fmaf(-k, 3.0199160e-7f, r);
+    __sincosf(r, &s, &c);
+  }
+  // The accumulators of rows r0 and r0 + 8 (the tile's from column n0) as alpha A B rounded to T,
+  // their q and k heads rotated.
+  __device__ void rotate(float (&d)[TN / 2], i64 r0, i64 n0, i64 rows, float alpha) const {
+#pragma unroll
+    for (int i = 0; i < TN / 2; ++i) d[i] = jitk::to_float(jitk::from_float<T>(alpha * d[i]));
+    const float pos0 = r0 < rows ? static_cast<float>(positions[r0]) : 0.f;
+    const float pos1 = r0 + 8 < rows ? static_cast<float>(positions[r0 + 8]) : 0.f;
+    const i64 head0 = n0 / HD, rotated = heads + kv_heads;  // the tile's first head; heads rotated (q's, then k's)
+    const int lane_col = (threadIdx.x % 4) * 2;
+#pragma unroll
+    for (int g = 0; g < HD / 16; ++g)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float c0, s0, c1, s1;
+        angle(pos0, g * 8 + lane_col + e, c0, s0);
+        angle(pos1, g * 8 + lane_col + e, c1, s1);
+#pragma unroll
+        for (int h = 0; h < TN / HD; ++h) {
+          if (head0 + h >= rotated) continue;
+          const int a = 4 * (h * (HD / 8) + g) + e, b = a + 4 * (HD / 16);  // columns j and j + HD / 2 of row r0 (+ 2: r0 + 8)
+          float x = d[a], y = d[b];
+          d[a] = x * c0 - y * s0, d[b] = y * c0 + x * s0;
+          x = d[a + 2], y = d[b + 2];
+          d[a + 2] = x * c1 - y * s1, d[b + 2] = y * c1 + x * s1;
+        }
+      }
+  }
+  // The same on the values packed two a register (p[i / 2] = pack2 of registers i, i + 1: half the
+  // registers, which the 128 x 256 tile's consumers need: rotating the floats in place spilled).
+  __device__ void rotate_packed(unsigned (&p)[TN / 4], i64 r0, i64 n0, i64 rows) const {
+    const float pos0 = r0 < rows ? static_cast<float>(positions[r0]) : 0.f;
+    const float pos1 = r0 + 8 < rows ? static_cast<float>(positions[r0 + 8]) : 0.f;
+    const i64 head0 = n0 / HD, rotated = heads + kv_heads;
+    const int lane_col = (threadIdx.x % 4) * 2;
+#pragma unroll
+    for (int g = 0; g < HD / 16; ++g) {
+      float c[4], sn[4];  // pairs lane_col + (0, 1) of group g, rows r0 and r0 + 8
+      angle(pos0, g * 8 + lane_col, c[0], sn[0]);
+      angle(pos0, g * 8 + lane_col + 1, c[1], sn[1]);
+      angle(pos1, g * 8 + lane_col, c[2], sn[2]);
+      angle(pos1, g * 8 + lane_col + 1, c[3], sn[3]);
+#pragma unroll
+      for (int h = 0; h < TN / HD; ++h) {
+        if (head0 + h >= rotated) continue;
+#pragma unroll
+        for (int row = 0; row < 2; ++row) {
+          const int a = 2 * (h * (HD / 8) + g) + row, b = a + 2 * (HD / 16);  // group g's and its partner's register of the row
+          const float x0 = lo_of(p[a]), x1 = hi_of(p[a]), y0 = lo_of(p[b]), y1 = hi_of(p[b]);
+          const float c0 = c[2 * row], s0 = sn[2 * row], c1 = c[2 * row + 1], s1 = sn[2 * row + 1];
+          p[a] = pack2(x0 * c0 - y0 * s0, x1 * c1 - y1 * s1);
+          p[b] = pack2(y0 * c0 + x0 * s0, y1 * c1 + x1 * s1);
+        }
+      }
+    }
+  }
+  // W values of row r of C from column col (in one head: col % W == 0, W divides HD) into the cache
+  // where they are a k or v head's and the row has a slot there.
+  template <int W>
+  __device__ void put(i64 r, i64 col, const jitk::Pack<T, W>& v) const {
+    if (!CACHE || col < heads * HD) return;
+    const i64 h = (col - heads * HD) / HD, at = col % HD;
+    const i64 slot = slots[r];
+    if (slot < 0 || slot >= num_pages * PAGE) return;  // padding (-1), or no slot in the cache
+    T* to = (h < kv_heads ? k_cache + (slot * kv_heads + h) * HD : v_cache + (slot * kv_heads + h - kv_heads) * HD) + at;
+    if ((reinterpret_cast<u64>(to) & (W * sizeof(T) - 1)) == 0) {
+      jitk::store<W>(to, v);
+    } else {
+#pragma unroll
+      for (int e = 0; e < W; ++e) to[e] = v.v[e];
+    }
+  }
+  __device__ void put1(i64 r, i64 col, T v) const {
+    jitk::Pack<T, 1> p;
+    p.v[0] = v;
+    put<1>(r, col, p);
+  }
+};
 
 // The staged epilogue's copy-out (store() and store_gated()): a consumer's 64 staged rows of
 // PIECES 16-byte pieces (8 columns each; the piece p of staged row `row` at p ^ (row % 8)) into C
@@ -331,10 +478,53 @@ struct EpiChunk {
 };
 
 __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t, float alpha, float beta,
-                             const jitk_chain& chain, T* staging) {
+                             const jitk_chain& chain, T* staging, const Qkv& qkv) {
   T* __restrict__ out = plan.c;
   const i64 ld = plan.ldc, M_out = plan.rows, N_out = plan.cols;
   const i64 r0 = plan.m0 + w * 64 + (t / 32) * 16 + (t % 32) / 4;
+  if constexpr (ROPE && EPI_STAGED) {  // packed two a register, rotated, staged and copied out (C and the cache)
+    unsigned p[TN / 4];
+#pragma unroll
+    for (int i = 0; i < TN / 2; i += 2) p[i / 2] = pack2(alpha * d[i], alpha * d[i + 1]);
+    qkv.rotate_packed(p, r0, plan.n0, M_out);
+    const int lane = t % 32, warp = t / 32;
+    T* st = staging + w * 64 * 64;
+    const int srow = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8, sgroup = lane / 16;
+    const bool vectors = ld % 8 == 0 && jitk::aligned16(out);
+#pragma unroll
+    for (int c = 0; c < TN / 64; ++c) {
+#pragma unroll
+      for (int j = 0; j < 8; j += 2) {
+        const int i0 = (c * 8 + j) * 2;  // packed registers of groups c * 8 + j and + 1
+        __syncwarp();
+        stmatrix(st + srow * 64 + (((j + sgroup) ^ (srow % 8)) * 8), p[i0], p[i0 + 1], p[i0 + 2], p[i0 + 3]);
+      }
+      consumer_sync(w);
+#pragma unroll
+      for (int q = t; q < 64 * 8; q += 128) {
+        const int row = q / 8, piece = q % 8;
+        const i64 r = plan.m0 + w * 64 + row, col = plan.n0 + c * 64 + piece * 8;
+        if (r >= M_out) break;  // q rises with the row
+        const T* from = st + row * 64 + ((piece ^ (row % 8)) * 8);
+        if (vectors && col + 8 <= N_out) {
+          const jitk::Pack<T, 8> v = *reinterpret_cast<const jitk::Pack<T, 8>*>(from);
+          jitk::store<8>(out + r * ld + col, v);
+          if constexpr (CACHE) qkv.put<8>(r, col, v);
+        } else {
+          for (int e = 0; e < 8 && col + e < N_out; ++e) {
+            out[r * ld + col + e] = from[e];
+            if constexpr (CACHE) qkv.put1(r, col + e, from[e]);
+          }
+        }
+      }
+      consumer_sync(w);
+    }
+    return;
+  }
+  if constexpr (ROPE) {  // d becomes the values C gets: alpha is applied
+    qkv.rotate(d, r0, plan.n0, M_out, alpha);
+    alpha = 1.f;
+  }
   const bool pairs = ld % 2 == 0 && jitk::aligned16(out) && chain.aligned();
   const bool reads = beta != 0.f || jitk_chain::has_epilogue;
   // Register pair i's final values, in place (alpha, beta * C, the chain).
@@ -368,8 +558,12 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
       jitk::Pack<T, 2> p;
       p.v[0] = jitk::from_float<T>(scale * d[i]), p.v[1] = jitk::from_float<T>(scale * d[i + 1]);
       jitk::store<2>(out + at, p);
+      if constexpr (CACHE) qkv.put<2>(r, col, p);
     } else {
-      for (int h = 0; h < 2 && col + h < N_out; ++h) out[at + h] = jitk::from_float<T>(scale * d[i + h]);
+      for (int h = 0; h < 2 && col + h < N_out; ++h) {
+        out[at + h] = jitk::from_float<T>(scale * d[i + h]);
+        if constexpr (CACHE) qkv.put1(r, col + h, out[at + h]);
+      }
     }
   };
   if constexpr (EPI_STAGED) {
@@ -423,9 +617,14 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
         if (r >= M_out) break;  // q rises with the row
         const T* from = st + row * 64 + ((p ^ (row % 8)) * 8);
         if (vectors && col + 8 <= N_out) {
-          jitk::store<8>(out + r * ld + col, *reinterpret_cast<const jitk::Pack<T, 8>*>(from));
+          const jitk::Pack<T, 8> v = *reinterpret_cast<const jitk::Pack<T, 8>*>(from);
+          jitk::store<8>(out + r * ld + col, v);
+          if constexpr (CACHE) qkv.put<8>(r, col, v);
         } else {
-          for (int e = 0; e < 8 && col + e < N_out; ++e) out[r * ld + col + e] = from[e];
+          for (int e = 0; e < 8 && col + e < N_out; ++e) {
+            out[r * ld + col + e] = from[e];
+            if constexpr (CACHE) qkv.put1(r, col + e, from[e]);
+          }
         }
       }
       consumer_sync(w);  // the staging area is read before this consumer writes it again
@@ -668,8 +867,16 @@ __device__ inline void stage_partial(const float (&d)[TN / 2], int t, float* red
 }
 // This block's rows of a split tile: 8 columns of C a unit (gated: one group of 8 gate and 8 up
 // columns of the sums), summed over the cluster's `split` blocks' red in rank order.
-__device__ inline void store_split(const Plan& plan, unsigned split, unsigned part, int t, float alpha, float beta,
-                                   const jitk_chain& chain, const float* red) {
+// rope: a function of its own (not inlined), so that its registers are its own: inlined, the
+// rotation's pairs and angles made the 64-row tile's kernel spill (ptxas: 188 bytes stored; called,
+// the kernel spills nothing and the call ~170 bytes, once a split tile).
+#if !JITK_KERNEL_BLOCK_SPARSE_MATMUL && JITK_ROPE_NEOX
+#define JITK_STORE_SPLIT __device__ __noinline__
+#else
+#define JITK_STORE_SPLIT __device__ inline
+#endif
+JITK_STORE_SPLIT void store_split(const Plan& plan, unsigned split, unsigned part, int t, float alpha, float beta,
+                                  const jitk_chain& chain, const float* red, const Qkv& qkv) {
 #if !JITK_KERNEL_BLOCK_SPARSE_MATMUL && defined(JITK_MAX_SPLIT_K)
   T* __restrict__ out = plan.c;
   const i64 ld = plan.ldc, M_out = plan.rows, N_out = GATED ? plan.cols / 2 : plan.cols;
@@ -702,6 +909,33 @@ __device__ inline void store_split(const Plan& plan, unsigned split, unsigned pa
 #pragma unroll
       for (int k = 0; k < 8; ++k) v[k] = alpha * s[k];
     }
+    if constexpr (ROPE) {  // a q or k head's 8 columns turn with their partners' (HD / 2 columns on or back), summed alike
+      if (col / HD < qkv.heads + qkv.kv_heads) {
+        const int in_head = static_cast<int>(col % HD);
+        const bool first = in_head < HD / 2;
+        const float* partner = at + (first ? HD / 2 : -HD / 2);
+        float o[8];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const float4 x = cluster_load4(partner + 4 * j, 0);
+          o[4 * j] = x.x, o[4 * j + 1] = x.y, o[4 * j + 2] = x.z, o[4 * j + 3] = x.w;
+        }
+        for (unsigned q = 1; q < split; ++q)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const float4 x = cluster_load4(partner + 4 * j, q);
+            o[4 * j] += x.x, o[4 * j + 1] += x.y, o[4 * j + 2] += x.z, o[4 * j + 3] += x.w;
+          }
+        const float pos = static_cast<float>(qkv.positions[r]);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          float c, sn;
+          qkv.angle(pos, (first ? in_head : in_head - HD / 2) + k, c, sn);
+          const float self = rounded(v[k]), other = rounded(alpha * o[k]);
+          v[k] = first ? self * c - other * sn : self * c + other * sn;
+        }
+      }
+    }
     const i64 at_c = r * ld + col;
     if (vectors && col + 8 <= N_out) {
       if (beta != 0.f) {
@@ -714,17 +948,19 @@ __device__ inline void store_split(const Plan& plan, unsigned split, unsigned pa
 #pragma unroll
       for (int k = 0; k < 8; ++k) p.v[k] = jitk::from_float<T>(v[k]);
       jitk::store<8>(out + at_c, p);
+      if constexpr (CACHE) qkv.put<8>(r, col, p);
     } else {
       for (int k = 0; k < 8 && col + k < N_out; ++k) {
         float x[1] = {v[k]};
         if (beta != 0.f) x[0] += beta * jitk::to_float(out[at_c + k]);
         chain.epilogue<1>(x, at_c + k, col + k);
         out[at_c + k] = jitk::from_float<T>(x[0]);
+        if constexpr (CACHE) qkv.put1(r, col + k, out[at_c + k]);
       }
     }
   }
 #else
-  (void)plan, (void)split, (void)part, (void)t, (void)alpha, (void)beta, (void)chain, (void)red;
+  (void)plan, (void)split, (void)part, (void)t, (void)alpha, (void)beta, (void)chain, (void)red, (void)qkv;
 #endif
 }
 
@@ -859,7 +1095,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
                     by_col, rows_by_count, rows_by_count + block_rows, block_rows, block_cols, nnz};
 #else
 JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, const T* __restrict__ a, i64 lda, const T* __restrict__ b,
-                                          i64 ldb, float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS, i64 rows,
+                                          i64 ldb, float beta, T* __restrict__ c, i64 ldc JITK_CHAIN_PARAMS JITK_QKV_PARAMS, i64 rows,
                                           const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b) {
   const Tiles tiles{M, N, K, c, ldc, CLUSTER > 1 ? cluster_rank() : 0u, SPLIT_K ? cluster_size() : 1u, SPLIT_K ? cluster_rank() : 0u};
 #endif
@@ -886,6 +1122,10 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
   }
   // With a cluster the other block's producer and consumers use this block's barriers: both
   // blocks' must be initialized first.
+  float* rope_table = reinterpret_cast<float*>(turn + 2);  // rope: the inverse frequencies (ROPE_BYTES)
+#if !JITK_KERNEL_BLOCK_SPARSE_MATMUL && JITK_ROPE_NEOX
+  Qkv::make_table(rope_table, qkv_theta);
+#endif
   if (CLUSTER > 1) cluster_sync();
   else __syncthreads();
 
@@ -935,6 +1175,8 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
     const int w = warpgroup - 1, part = PINGPONG ? 0 : w;
     const jitk_chain chain{JITK_CHAIN_ARGS};
+    Qkv qkv{JITK_QKV_ARGS};
+    qkv.inv_freq = rope_table;
     int it = 0;
     // PINGPONG: the consumers' products take turns, tile by tile (0, 1, 0, ...), so one stores while
     // the other multiplies -- and neither waits on a slot's `full` barrier more than one use ahead
@@ -985,7 +1227,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
         stage_partial(d, t, reinterpret_cast<float*>(base));
       }
       else if (GATED) store_gated(plan, d, part, t, alpha, beta, chain, staging);
-      else store(plan, d, part, t, alpha, beta, chain, staging);
+      else store(plan, d, part, t, alpha, beta, chain, staging, qkv);
     }
   }
   // A split tile: every block's partial sums staged, each block sums its share of the rows over the
@@ -995,8 +1237,10 @@ JITK_GPU_KERNEL_MIN_BLOCKS(BLOCKS_PER_SM)(i64 M, i64 N, i64 K, float alpha, cons
       cluster_sync();
       if (warpgroup > 0) {
         const i64 tile = blockIdx.x / tiles.split;
+        Qkv qkv{JITK_QKV_ARGS};
+        qkv.inv_freq = rope_table;
         if (tile < count) store_split(tiles.plan(tile), tiles.split, tiles.part, t, alpha, beta, jitk_chain{JITK_CHAIN_ARGS},
-                                      reinterpret_cast<const float*>(base));
+                                      reinterpret_cast<const float*>(base), qkv);
       }
       cluster_sync();  // no block leaves while another reads its shared memory
     }

@@ -117,7 +117,9 @@ const std::vector<KernelBinding>& kernel_bindings() {
       bind<k::AdamW>("n; param:out[*n]/acc; grad:in[*n]; exp_avg:out[*n]/acc; exp_avg_sq:out[*n]/acc; lr:float; step:int; "
                      "beta1:float=0.9; beta2:float=0.999; eps:float=1e-8; weight_decay:float=0.01"),
       bind<k::Gemm>("m; n; k; alpha:float=1; a:in[m,k]@a_layout; lda:ld(a); b:in[k,n]@b_layout; ldb:ld(b); beta:float=0; "
-                    "c:out[m, n/2 if gate!=none else n]; ldc:ld(c); epilogue:chain(c)"),
+                    "c:out[m, n/2 if gate!=none else n]; ldc:ld(c); epilogue:chain(c); heads:int=0; kv_heads:int=0; "
+                    "positions:in?[m]/i64; theta:float=10000; slots:in?[m]/i64; num_pages:int=0; "
+                    "k_cache:out?[num_pages,page_size,kv_heads,head_dim]; v_cache:out?[num_pages,page_size,kv_heads,head_dim]"),
       bind<k::RotaryEmbedding>("tokens; heads; kv_heads; positions:in[tokens]/i64; q:out[tokens,heads,head_dim]; "
                                "k:out?[tokens,kv_heads,head_dim]; theta:float=10000; cos_sin:in?[max_position,rotary_dim]/acc; "
                                "max_position; q_stride:ld(q); k_stride:ld(k)"),

@@ -195,7 +195,9 @@ def interleave_gate_up(wg, wu):
 def test_gated_gemm_writes_act_of_gate_times_up_into_n_over_2_columns(gate, dtype, b_layout):
     m, kk, h = 37, 53, 40  # B: 80 columns, 5 groups of 8 gate + 8 up; C: 40 columns
     k = jitk.get("gemm", dtype=name(dtype), a_layout="row", b_layout=b_layout, gate=gate, target="cpu")
-    assert k.signature == "gemm(a[m, k], b[k, n], c[m, n/2], alpha=1, beta=0, epilogue=())"
+    assert k.signature == ("gemm(a[m, k], b[k, n], c[m, n/2], alpha=1, beta=0, epilogue=(), heads=0, kv_heads=0, "
+        "positions[m]=None, theta=10000, slots[m]=None, num_pages=0, "
+        "k_cache[num_pages, page_size, kv_heads, head_dim]=None, v_cache[num_pages, page_size, kv_heads, head_dim]=None)")
     a, wg, wu = rand(m, kk, dtype=dtype), rand(kk, h, dtype=dtype, lo=-0.5, hi=0.5), rand(kk, h, dtype=dtype, lo=-0.5, hi=0.5)
     b = interleave_gate_up(wg, wu)
     if b_layout == "col":
@@ -225,7 +227,9 @@ def test_gated_gemm_refuses_a_c_of_n_columns_and_an_n_not_in_groups_of_16():
         k(a, rand(8, 24, dtype=np.float64), np.zeros((4, 12)))
     # gate = none keeps C at n columns
     k0 = jitk.get("gemm", dtype="f64", a_layout="row", b_layout="row", gate="none", target="cpu")
-    assert k0.signature == "gemm(a[m, k], b[k, n], c[m, n], alpha=1, beta=0, epilogue=())"
+    assert k0.signature == ("gemm(a[m, k], b[k, n], c[m, n], alpha=1, beta=0, epilogue=(), heads=0, kv_heads=0, "
+        "positions[m]=None, theta=10000, slots[m]=None, num_pages=0, "
+        "k_cache[num_pages, page_size, kv_heads, head_dim]=None, v_cache[num_pages, page_size, kv_heads, head_dim]=None)")
     c = np.zeros((4, 32))
     k0(a, b, c)
     assert rel_err(c, a @ b) <= 1e-12

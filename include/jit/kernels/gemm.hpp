@@ -21,12 +21,33 @@ namespace jit::kernels {
 // rows of 16) would store them. N must be a multiple of 16. A weight [K, 2 H] of gate columns then
 // up columns (gate | up) is laid out this way by moving column 8 b + i of each half (b < H / 8,
 // i < 8) to 16 b + i (gate) and 16 b + 8 + i (up); docs/gemm.md shows it.
+//
+// A QKV projection's epilogue (rope = neox and/or page_size > 0; head_dim > 0): C is the output of
+// a QKV projection, [m tokens, (heads + 2 kv_heads) x head_dim] (n must be that), each row a
+// token's q heads, then its k heads, then its v heads (head_dim elements each).
+// - rope = neox rotates every q and k head of C as rotary_embedding (style neox, source theta,
+//   rotary_dim = head_dim) would after the plain gemm: in each head, pair j = (j, j + head_dim / 2)
+//   turns by the angle positions[r] * inv_freq[j], inv_freq[j] = 1 / theta^(2j / head_dim), in float;
+//   the pair's two values are alpha (A B) rounded to the dtype first (as the plain gemm stores them).
+//   v's columns are left as they are.
+// - page_size > 0 also writes each row's (rotated) k heads and its v heads into k_cache and v_cache
+//   [num_pages, page_size, kv_heads, head_dim] at the row's slot slots[r] (= page * page_size + offset
+//   in the page), as kv_cache_append does; a slot outside [0, num_pages * page_size) writes nothing
+//   (-1: padding). positions and slots live in device memory on a GPU, so the host cannot check their
+//   values: any position rotates (theta computes any angle), and a bad slot writes nothing.
+// C is written as without the epilogue (rotated where rope is on). beta must be 0 and there is no
+// epilogue chain; gate must be none. On CUDA only cuda-sm90a (Hopper) has it: a tile holds whole heads
+// (tile_n a multiple of head_dim, head_dim a multiple of 16; others refused), and a launch its copy
+// engine cannot take (A's or B's rows not 16-byte aligned) is refused, not run by the generic text.
 struct Gemm {
   static constexpr const char* name = "gemm";
   // Args' fields in order, with their defaults (docs; a build check holds the count to Args').
-  static constexpr const char* arg_names = "m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue = {}";
+  static constexpr const char* arg_names =
+      "m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue = {}, heads = 0, kv_heads = 0, positions = nullptr, theta = 10000, "
+      "slots = nullptr, num_pages = 0, k_cache = {}, v_cache = {}";
   enum class Layout : std::uint8_t { RowMajor, ColMajor };
   enum class Gate : std::uint8_t { None, Silu, Gelu, GeluTanh };
+  enum class Rope : std::uint8_t { None, NeoX };
   static constexpr std::int64_t kGateBlock = 8;  // gate columns a group of B's (then as many up columns)
   static const char* gate_name(Gate g) {
     switch (g) {
@@ -46,8 +67,14 @@ struct Gemm {
     std::int64_t stages = 0;
     std::int64_t cluster_m = 0;
     Gate gate = Gate::None;
+    Rope rope = Rope::None;       // a QKV projection's rotary embedding (above)
+    std::int64_t head_dim = 0;    // the QKV epilogue's heads (0: none)
+    std::int64_t page_size = 0;   // > 0: k and v also written into a paged KV cache of pages this many tokens
     Chain epilogue = {};
-    auto fields() const { return std::tie(dtype, a_layout, b_layout, tile_m, tile_n, tile_k, stages, cluster_m, gate, epilogue); }
+    auto fields() const {
+      return std::tie(dtype, a_layout, b_layout, tile_m, tile_n, tile_k, stages, cluster_m, gate, rope, head_dim, page_size, epilogue);
+    }
+    bool qkv() const { return rope != Rope::None || page_size > 0; }
   };
   struct Args {
     std::int64_t m, n, k;
@@ -60,12 +87,21 @@ struct Gemm {
     MutPtr c;
     std::int64_t ldc;
     Operands epilogue = {};
+    // The QKV epilogue's (rope = neox or page_size > 0; left at their defaults otherwise):
+    std::int64_t heads = 0, kv_heads = 0;      // C's row: heads q heads, kv_heads k heads, kv_heads v heads
+    const std::int64_t* positions = nullptr;   // [m] (rope): row r's position
+    double theta = 10000;                      // rope: inv_freq[j] = 1 / theta^(2j / head_dim)
+    const std::int64_t* slots = nullptr;       // [m] (page_size): row r's slot in the cache
+    std::int64_t num_pages = 0;                // the caches' pages
+    MutPtr k_cache = {}, v_cache = {};         // [num_pages, page_size, kv_heads, head_dim] each
   };
+  static const char* rope_name(Rope r) { return r == Rope::NeoX ? "neox" : "none"; }
   static ParamSet to_params(const Params& p) {
     auto layout = [](Layout l) { return std::string(l == Layout::ColMajor ? "col" : "row"); };
     ParamSet s{{"dtype", std::string(dtype_name(p.dtype))}, {"a_layout", layout(p.a_layout)}, {"b_layout", layout(p.b_layout)},
                {"tile_m", p.tile_m}, {"tile_n", p.tile_n}, {"tile_k", p.tile_k}, {"stages", p.stages},
-               {"cluster_m", p.cluster_m}, {"gate", std::string(gate_name(p.gate))}};
+               {"cluster_m", p.cluster_m}, {"gate", std::string(gate_name(p.gate))}, {"rope", std::string(rope_name(p.rope))},
+               {"head_dim", p.head_dim}, {"page_size", p.page_size}};
     add_chains(s, {}, p.epilogue);
     return s;
   }
@@ -104,6 +140,10 @@ struct Gemm {
     out.add_pointer(a.c.data);
     out.add_i64(a.ldc);
     jit::detail::pack_chain(name, "epilogue", p.epilogue, a.epilogue, p.dtype, scalar, work, out);
+    if (p.qkv()) pack_qkv(p, a, out);
+    else if (a.heads || a.kv_heads || a.positions || a.slots || a.num_pages || a.k_cache.data || a.v_cache.data)
+      fail("heads, kv_heads, positions, slots, num_pages, k_cache or v_cache given, but the gemm has no QKV epilogue (specialize "
+           "with rope = neox and/or page_size > 0, and head_dim)");
     out.work_items = work == 0 ? 0 : a.m;  // rows (the CPU splits them), by columns (GPU tiles: of B, N even gated)
     out.work_columns = a.n;
     out.work_depth = a.k;
@@ -113,6 +153,82 @@ struct Gemm {
     out.matrices[0] = {a.a.data, p.dtype, a_row ? a.k : a.m, a_row ? a.m : a.k, a.lda * e, a_row, a_arg};
     out.matrices[1] = {a.b.data, p.dtype, b_row ? a.n : a.k, b_row ? a.k : a.n, a.ldb * e, !b_row, b_arg};
     out.matrix_count = 2;
+  }
+
+  // The QKV epilogue's arguments, checked (before any launch: a bad one never writes out of bounds),
+  // then packed after the chain's: positions, theta, slots, k_cache, v_cache, heads, kv_heads, num_pages.
+  static void pack_qkv(const Params& p, const Args& a, jit::detail::ArgPack& out) {
+    auto fail = [](const std::string& what) { throw Error(ErrorCode::InvalidArgument, std::string(name) + ": " + what); };
+    const bool rope = p.rope != Rope::None, cache = p.page_size > 0;
+    const std::string what = std::string(rope ? "rope = neox" : "") + (rope && cache ? " and " : "") +
+                             (cache ? "page_size = " + std::to_string(p.page_size) : "");
+    if (p.head_dim < 1) fail(what + " needs head_dim > 0");  // the family's check refuses it first
+    jit::detail::check_non_negative(name, "heads", a.heads);
+    jit::detail::check_non_negative(name, "kv_heads", a.kv_heads);
+    jit::detail::check_non_negative(name, "num_pages", a.num_pages);
+    constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+    if (a.heads > kMax / 4 / p.head_dim || a.kv_heads > kMax / 4 / p.head_dim)
+      fail("heads = " + std::to_string(a.heads) + ", kv_heads = " + std::to_string(a.kv_heads) + " of head_dim = " +
+           std::to_string(p.head_dim) + " pass a 64-bit count");
+    const std::int64_t width = (a.heads + 2 * a.kv_heads) * p.head_dim;
+    if (a.n != width)
+      fail("n = " + std::to_string(a.n) + ": " + what + " takes C as a QKV projection's output, n = (heads + 2 kv_heads) x head_dim = (" +
+           std::to_string(a.heads) + " + 2 x " + std::to_string(a.kv_heads) + ") x " + std::to_string(p.head_dim) + " = " +
+           std::to_string(width));
+    if (a.beta != 0) fail("beta = " + std::to_string(a.beta) + ": " + what + " writes C as alpha A B (beta must be 0)");
+    if (rope) {
+      jit::detail::check_not_null(name, "positions", a.positions, a.m > 0 && a.heads + a.kv_heads > 0 ? 1 : 0);
+      if (!(a.theta > 0) || !std::isfinite(a.theta)) fail("theta must be a finite number > 0, got " + std::to_string(a.theta));
+    } else if (a.positions) {
+      fail("positions is given but rope = none (specialize with rope = neox to rotate q and k)");
+    }
+    const std::int64_t kv_rows = a.m > 0 && a.kv_heads > 0 ? 1 : 0;  // whether any row writes the cache
+    if (cache) {
+      if (a.kv_heads > 0 && a.num_pages > kMax / p.page_size / a.kv_heads / p.head_dim)
+        fail("num_pages = " + std::to_string(a.num_pages) + " pages of " + std::to_string(p.page_size) + " x " +
+             std::to_string(a.kv_heads) + " x " + std::to_string(p.head_dim) + " elements pass a 64-bit count");
+      jit::detail::check_not_null(name, "slots", a.slots, kv_rows);
+      for (auto [arg, ptr] : {std::pair{"k_cache", a.k_cache}, {"v_cache", a.v_cache}}) {
+        if (ptr.data) jit::detail::check_dtype(name, arg, p.dtype, ptr.dtype);
+        jit::detail::check_not_null(name, arg, ptr.data, kv_rows);
+      }
+      const std::int64_t e = static_cast<std::int64_t>(dtype_size(p.dtype));
+      // spans in bytes, saturating (a hostile m or ldc must not wrap the overlap checks)
+      auto times = [](std::int64_t x, std::int64_t y) {
+        std::int64_t r;
+        return __builtin_mul_overflow(x, y, &r) ? kMax : r;
+      };
+      auto plus = [](std::int64_t x, std::int64_t y) {
+        std::int64_t r;
+        return __builtin_add_overflow(x, y, &r) ? kMax : r;
+      };
+      const std::int64_t cache_bytes = times(times(times(a.num_pages, p.page_size), a.kv_heads * p.head_dim), e);
+      const std::int64_t c_bytes = a.m > 0 && a.n > 0 ? times(plus(times(a.m - 1, a.ldc), a.n), e) : 0;
+      auto overlap = [](const void* x, std::int64_t xn, const void* y, std::int64_t yn) {
+        const auto u = reinterpret_cast<std::uintptr_t>(x), v = reinterpret_cast<std::uintptr_t>(y);
+        const auto end = [](std::uintptr_t at, std::int64_t n) {  // one past the span, saturating at the address space's end
+          const auto un = static_cast<std::uintptr_t>(n);
+          return at > std::numeric_limits<std::uintptr_t>::max() - un ? std::numeric_limits<std::uintptr_t>::max() : at + un;
+        };
+        return xn > 0 && yn > 0 && u < end(v, yn) && v < end(u, xn);
+      };
+      if (kv_rows > 0 && overlap(a.k_cache.data, cache_bytes, a.v_cache.data, cache_bytes))
+        fail("k_cache and v_cache overlap (each is num_pages x page_size x kv_heads x head_dim = " + std::to_string(cache_bytes / e) +
+             " elements)");
+      for (auto [arg, ptr] : {std::pair{"k_cache", a.k_cache.data}, {"v_cache", a.v_cache.data}})
+        if (kv_rows > 0 && overlap(ptr, cache_bytes, a.c.data, c_bytes))
+          fail(std::string(arg) + " overlaps C (the gemm's output, which the epilogue reads k and v from)");
+    } else if (a.slots || a.num_pages || a.k_cache.data || a.v_cache.data) {
+      fail("slots, num_pages, k_cache or v_cache given but page_size = 0 (specialize with page_size > 0 to write the KV cache)");
+    }
+    out.add_pointer(a.positions);
+    out.add_scalar(a.theta, detail::scalar_type(p.dtype));
+    out.add_pointer(a.slots);
+    out.add_pointer(a.k_cache.data);
+    out.add_pointer(a.v_cache.data);
+    out.add_i64(a.heads);
+    out.add_i64(a.kv_heads);
+    out.add_i64(a.num_pages);
   }
 
   // ---- autotuning (jit/tuning.hpp: jit::get_tuned<Gemm>(params, {m, n, k})) ----
@@ -133,6 +249,9 @@ struct Gemm {
     if (s.find("gate"))
       for (Gate g : {Gate::None, Gate::Silu, Gate::Gelu, Gate::GeluTanh})
         if (text("gate") == gate_name(g)) p.gate = g;
+    if (s.find("rope") && text("rope") == "neox") p.rope = Rope::NeoX;
+    if (s.find("head_dim")) p.head_dim = number("head_dim");
+    if (s.find("page_size")) p.page_size = number("page_size");
     if (s.find("epilogue")) p.epilogue = Chain::parse(text("epilogue"));
     return p;
   }
@@ -255,6 +374,12 @@ struct Gemm {
   static TuningData tuning_data(const Params& p, const Shape& s, const Target& target) {
     if (target.backend != Backend::Cpu && target.backend != Backend::Cuda)
       throw Error(ErrorCode::BackendUnavailable, "gemm: tuning on " + target.to_string() + ": gemm runs on the CPU and CUDA");
+    // a QKV epilogue's arguments (positions, slots, caches) are the program's: tune the plain gemm
+    if (p.qkv())
+      throw Error(ErrorCode::InvalidArgument, std::string("gemm: tuning a gemm with the QKV epilogue (rope = ") + rope_name(p.rope) +
+                                                  ", page_size = " + std::to_string(p.page_size) +
+                                                  ") is not supported: tune the plain gemm of the shape, then give the QKV gemm tiles that "
+                                                  "hold whole heads");
     // a shape no candidate could run: refused here, before every candidate is timed and left out
     if (p.gate != Gate::None && s.n % (2 * kGateBlock) != 0)
       throw Error(ErrorCode::InvalidArgument, "gemm: tuning for n = " + std::to_string(s.n) + ": gate = " + gate_name(p.gate) +
