@@ -240,3 +240,32 @@ TEST_CASE("JITK_FA_TMA: 0 ranks the cp.async Hopper text first, 1 or unset the c
   CHECK(odd.exit_code == 0);
   CHECK_THAT(odd.output, Contains("implementation: cuda-sm90a-tma\n") && Contains("JITK_FA_TMA='yes' is neither 0 nor 1"));
 }
+
+// JITK_FA_PERSISTENT (an A/B switch): 1 gives the Hopper texts' causal plans a grid of a block an SM
+// (blocks_per_sm 1, each block looping over its row tiles); unset, 0 or another value (one warning)
+// leave a block a row tile, and so does every variant without a causal mask.
+TEST_CASE("JITK_FA_PERSISTENT: 1 makes the causal Hopper plans persistent, unset, 0 or another value leave them a block a row tile",
+          "[kernels][attention]") {
+  const auto& def = jit::detail::find_kernel("attention_prefill");
+  const char* before = std::getenv("JITK_FA_PERSISTENT");
+  const std::string saved = before ? before : "";
+  int hopper = 0;
+  for (const char* value : {"", "0", "1", "yes"}) {
+    if (*value) ::setenv("JITK_FA_PERSISTENT", value, 1);
+    else ::unsetenv("JITK_FA_PERSISTENT");
+    for (const auto& i : def.implementations) {
+      if (i.name.rfind("cuda-sm90a", 0) != 0) continue;
+      ++hopper;
+      for (bool causal : {true, false}) {
+        INFO(i.name << ", JITK_FA_PERSISTENT='" << value << "'" << (causal ? ", causal" : ""));
+        const Prefill::Params p{jit::DType::bf16, 128, causal, 0, 1, 128, 128};
+        const auto plan = i.tile_plan(jit::detail::validate_params(def, Prefill::to_params(p)));
+        CHECK(plan.problem.empty());
+        CHECK(plan.blocks_per_sm == (std::string(value) == "1" && causal ? 1 : 0));
+      }
+    }
+  }
+  CHECK(hopper == 8);  // cuda-sm90a and cuda-sm90a-tma, each under the four values
+  if (before) ::setenv("JITK_FA_PERSISTENT", saved.c_str(), 1);
+  else ::unsetenv("JITK_FA_PERSISTENT");
+}

@@ -51,6 +51,18 @@ GpuLayout attention_cuda_tiles(const ParamSet& p, GpuLayout l) {
   return l;
 }
 
+// JITK_FA_PERSISTENT=1, an A/B switch: under a causal mask the Hopper texts' grid is a block an SM
+// (the plan's blocks_per_sm), each block looping over its share of the row tiles. Only a text that
+// loops takes it (bench/gpu/ab/mirror.patch's); the built-in one refuses to compile with it (#error:
+// it takes one row tile a block). Unset or 0: a block a row tile; another value: one WARN, unset.
+bool attention_persistent() {
+  const char* v = std::getenv("JITK_FA_PERSISTENT");
+  if (!v || !*v || std::string(v) == "0") return false;
+  if (std::string(v) == "1") return true;
+  warn_once("fa-persistent", "JITK_FA_PERSISTENT='" + printable(v) + "' is neither 0 nor 1; attention_prefill's Hopper texts take a block a row tile");
+  return false;
+}
+
 // kernel_sources/attention_prefill/attention_prefill.cu's Hopper path: a producer warpgroup and
 // tile_m / 64 consumer warpgroups (wgmma), K and V in stages of swizzled 64-element slabs.
 // tma: cuda-sm90a-tma, whose producer is one thread issuing the copy engine's loads (24 registers
@@ -85,7 +97,9 @@ TilePlan attention_hopper_plan(const ParamSet& p, bool tma) {
   if (shared > kMaxSharedBytes)
     return shared_memory_refused(tile + " at head_dim " + std::to_string(d) + " needs " + std::to_string(shared) + " bytes of shared memory",
                                  shared);
-  return {"", static_cast<int>(threads), shared, tm, 1, tma ? tn : d};
+  TilePlan plan{"", static_cast<int>(threads), shared, tm, 1, tma ? tn : d};
+  if (int_param(p, "causal") != 0 && attention_persistent()) plan.blocks_per_sm = 1;
+  return plan;
 }
 TilePlan attention_sm90a_plan(const ParamSet& p) { return attention_hopper_plan(p, false); }
 TilePlan attention_sm90a_tma_plan(const ParamSet& p) { return attention_hopper_plan(p, true); }
