@@ -1058,7 +1058,7 @@ TEST_CASE("GPU attention_prefill writes NaN rows for a sequence longer than max_
 // head 128 (blocks of tiles {2, 0} and {1}) and 2 of 192 at head 64 ({1, 0}); sequence 0 (5 tokens)
 // has rows in tile 0 alone (its block's first tile is past them), sequence 1 (700 tokens) more than
 // the grid covers: NaN in every row of o and lse, the last tile's block filling those past the grid.
-TEST_CASE("GPU attention_prefill on Hopper under a causal mask: two row tiles a block, NaN rows past max_seqlen_q", "[gpu][attention][sm90a]") {
+TEST_CASE("GPU attention_prefill on Hopper, causal: a block takes a row tile and its mirror, and NaN rows past max_seqlen_q", "[gpu][attention][sm90a]") {
   if (!have_gpu()) return;
   for (const auto& impl : hopper_texts())
     for (std::int64_t d : {64, 128}) {
