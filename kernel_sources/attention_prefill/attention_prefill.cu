@@ -679,6 +679,28 @@ template <int ROWS, class RowAt> __device__ inline void load_rows(T* to, int val
   }
 }
 
+// A K or V tile of TN keys into shared memory: `rows` is the tile's first key of the kv head,
+// keys `stride` elements apart; keys past `valid_rows` are zeros. Rows 16-byte aligned: a thread
+// copies the same 16-byte chunk of keys tid / CHUNKS + i * (JITK_BLOCK / CHUNKS) (one address,
+// advanced by a stride, instead of a row's address worked out a chunk at a time).
+__device__ inline void load_kv(T* to, const T* rows, i64 stride, int valid_rows, bool aligned) {
+  constexpr int kStep = JITK_BLOCK / CHUNKS;  // keys a pass of the block's threads covers
+  if constexpr (JITK_BLOCK % CHUNKS == 0 && TN % kStep == 0) {
+    if (aligned) {
+      const int r0 = threadIdx.x / CHUNKS, part = threadIdx.x % CHUNKS;
+      const T* from = rows + r0 * stride + part * 8;
+      T* dst = to + r0 * LD + part * 8;
+      #pragma unroll
+      for (int i = 0; i < TN / kStep; ++i) {
+        const bool valid = r0 + i * kStep < valid_rows;
+        copy16(dst + i * kStep * LD, valid ? from + i * kStep * stride : rows, valid);
+      }
+      return;
+    }
+  }
+  load_rows<TN>(to, valid_rows, aligned, [=](int r) { return rows + r * stride; });
+}
+
 JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o,
                               float* __restrict__ lse, const int* __restrict__ cu_q, const int* __restrict__ cu_k, i64 batch,
                               i64 kv_heads, i64 total_q, i64 total_k, i64 q_stride, i64 k_stride, i64 v_stride, float scale,
@@ -693,13 +715,10 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   const i64 heads = kv_heads * G;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;  // the fragments' row in 8 and column pair
-  const i64 shift = w.lk - w.lq;
-  // this thread's rows: g and g + 8 of each of its warp's WM slices of 16, as key positions
-  int at[WM][2];
-  #pragma unroll
-  for (int m = 0; m < WM; ++m)
-    #pragma unroll
-    for (int h = 0; h < 2; ++h) at[m][h] = static_cast<int>((w.row0 + (warp * WM + m) * 16 + g + 8 * h) / G + shift);
+  // this thread's rows are row_base + 16 m + 8 h of the sequence's lq * G (g and g + 8 of each of its
+  // warp's WM slices of 16); row r sits at key position r / G + lk - lq, worked out where a tile is
+  // masked rather than held in registers through the walk
+  const int row_base = w.row0 + warp * WM * 16 + g, shift = static_cast<int>(w.lk - w.lq), lk = static_cast<int>(w.lk);
 
   // row r of the tile: token (row0 + r) / G, head kv_head * G + (row0 + r) % G
   const auto q_row = [&](int r) {
@@ -708,11 +727,12 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   };
   const bool aligned = jitk::aligned16(q) && jitk::aligned16(k) && jitk::aligned16(v) && q_stride % 8 == 0 &&
                        k_stride % 8 == 0 && v_stride % 8 == 0;
-  const auto kv_rows = [&](const T* base, i64 stride, i64 n0) {
-    return [=](int r) { return base + (w.k0 + n0 + r) * stride + static_cast<i64>(w.kv_head) * D; };
-  };
+  // the sequence's first key of this kv head in K and V
+  const T* k_head = k + w.k0 * k_stride + static_cast<i64>(w.kv_head) * D;
+  const T* v_head = v + w.k0 * v_stride + static_cast<i64>(w.kv_head) * D;
 
-  const i64 first_tile = w.key_begin / TN, end_tile = (w.key_end + TN - 1) / TN;
+  // the walk: tiles of TN keys from first_key while they start before key_end
+  const i64 first_key = w.key_begin / TN * TN, key_end = w.key_end;
   float acc[WM][D / 8][4];
   float row_max[WM][2], row_sum[WM][2];
   #pragma unroll
@@ -727,10 +747,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   const float scale_log2 = scale * kLog2e;
 
   load_rows<TM>(sq, w.rows, aligned, q_row);
-  if (first_tile < end_tile) {
-    const i64 n0 = first_tile * TN;
-    load_rows<TN>(sk, static_cast<int>(w.lk - n0 < TN ? w.lk - n0 : TN), aligned, kv_rows(k, k_stride, n0));
-  }
+  if (first_key < key_end) load_kv(sk, k_head + first_key * k_stride, k_stride, static_cast<int>(w.lk - first_key < TN ? w.lk - first_key : TN), aligned);
   commit();
 
   unsigned qf[kQInRegisters ? D / 16 : 1][4];
@@ -744,15 +761,14 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
   const unsigned k_frag = shared_address(sk + bk_row * LD + bk_col);
   const unsigned v_frag = shared_address(sv + bv_row * LD + bv_col);
 
-  for (i64 tile = first_tile; tile < end_tile; ++tile) {
-    const i64 n0 = tile * TN;
+  for (i64 n0 = first_key; n0 < key_end; n0 += TN) {
     const int keys = static_cast<int>(w.lk - n0 < TN ? w.lk - n0 : TN);
     wait_all();
     __syncthreads();  // K's tile is in; every warp is done with V's previous one
-    if (kQInRegisters && tile == first_tile)
+    if (kQInRegisters && n0 == first_key)
       #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kQInRegisters ? kk : 0], q_frag + kk * 32);
-    load_rows<TN>(sv, keys, aligned, kv_rows(v, v_stride, n0));
+    load_kv(sv, v_head + n0 * v_stride, v_stride, keys, aligned);
     commit();
 
     // S = Q K^T: WM slices of 16 rows by TN keys a warp; each K fragment serves every slice
@@ -788,14 +804,21 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
     }
 
     // the mask, where some row of the tile may not see some key of it
-    if (needs_mask(w, n0))
+    if (needs_mask(w, n0)) {
       #pragma unroll
-      for (int m = 0; m < WM; ++m)
+      for (int m = 0; m < WM; ++m) {
         #pragma unroll
-        for (int i = 0; i < TN / 8; ++i)
+        for (int h = 0; h < 2; ++h) {
+          const int at = (row_base + 16 * m + 8 * h) / G + shift;
           #pragma unroll
-          for (int j = 0; j < 4; ++j)
-            if (!sees(at[m][j / 2], static_cast<int>(n0) + i * 8 + 2 * t + (j & 1), static_cast<int>(w.lk))) s[m][i][j] = jitk::neg_inf();
+          for (int i = 0; i < TN / 8; ++i) {
+            #pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (!sees(at, static_cast<int>(n0) + i * 8 + 2 * t + e, lk)) s[m][i][2 * h + e] = jitk::neg_inf();
+          }
+        }
+      }
+    }
 
     // online softmax: each row's running max and sum (a quad of lanes shares a row)
     #pragma unroll
@@ -827,33 +850,38 @@ JITK_GPU_KERNEL_MIN_BLOCKS(2)(const T* __restrict__ q, const T* __restrict__ k, 
         }
       }
 
+    // P as 16-bit pairs, the A fragments of 16 keys at a time: S's registers go before P V
+    unsigned p[WM][TN / 16][4];
+    #pragma unroll
+    for (int m = 0; m < WM; ++m) {
+      #pragma unroll
+      for (int kk = 0; kk < TN / 16; ++kk) {
+        p[m][kk][0] = pack2(s[m][2 * kk][0], s[m][2 * kk][1]);
+        p[m][kk][1] = pack2(s[m][2 * kk][2], s[m][2 * kk][3]);
+        p[m][kk][2] = pack2(s[m][2 * kk + 1][0], s[m][2 * kk + 1][1]);
+        p[m][kk][3] = pack2(s[m][2 * kk + 1][2], s[m][2 * kk + 1][3]);
+      }
+    }
+
     wait_all();
     __syncthreads();  // V's tile is in; every warp is done with K's
-    if (tile + 1 < end_tile) {
+    if (n0 + TN < key_end) {
       const i64 next = n0 + TN;
-      load_rows<TN>(sk, static_cast<int>(w.lk - next < TN ? w.lk - next : TN), aligned, kv_rows(k, k_stride, next));
+      load_kv(sk, k_head + next * k_stride, k_stride, static_cast<int>(w.lk - next < TN ? w.lk - next : TN), aligned);
     }
     commit();
 
-    // O += P V: P's registers are the A fragments of 16 keys at a time; each V fragment serves every slice
+    // O += P V: each V fragment serves every slice
     #pragma unroll
     for (int kk = 0; kk < TN / 16; ++kk) {
-      unsigned a[WM][4];
-      #pragma unroll
-      for (int m = 0; m < WM; ++m) {
-        a[m][0] = pack2(s[m][2 * kk][0], s[m][2 * kk][1]);
-        a[m][1] = pack2(s[m][2 * kk][2], s[m][2 * kk][3]);
-        a[m][2] = pack2(s[m][2 * kk + 1][0], s[m][2 * kk + 1][1]);
-        a[m][3] = pack2(s[m][2 * kk + 1][2], s[m][2 * kk + 1][3]);
-      }
       #pragma unroll
       for (int dn = 0; dn < D / 16; ++dn) {
         unsigned b[4];
         ldmatrix_x4_trans(b, v_frag + kk * 16 * kRow + dn * 32);
         #pragma unroll
         for (int m = 0; m < WM; ++m) {
-          mma(acc[m][2 * dn], a[m], b[0], b[1]);
-          mma(acc[m][2 * dn + 1], a[m], b[2], b[3]);
+          mma(acc[m][2 * dn], p[m][kk], b[0], b[1]);
+          mma(acc[m][2 * dn + 1], p[m][kk], b[2], b[3]);
         }
       }
     }
