@@ -1053,13 +1053,12 @@ TEST_CASE("GPU attention_prefill writes NaN rows for a sequence longer than max_
   CHECK(nan == 40 * row);
 }
 
-// Under a causal mask a Hopper block may take two row tiles of a pair (m_tiles - 1 - j and j),
-// with the last pairs' tiles (about 256 of them) one a block after those: only a launch of many
-// pairs has both. 2 sequences x 8 kv heads x 64 query heads a group (many rows for few tokens: a
-// float64 reference of seconds): 66 tokens are 33 row tiles of 128 at head 128 (an odd count: a
-// middle tile alone; 8 pairs of the 16 go a tile a block), 22 of 192 at head 64 (12 pairs a tile a
-// block); ragged and bottom-right causal (queries fewer than keys), a window with padded strides.
-TEST_CASE("GPU attention_prefill on Hopper, causal: blocks of a row tile and its mirror, then the last pairs' tiles, cover every row tile once",
+// Hopper's texts under a causal mask at their default tiles (192 x 128 at head 64 for the copy
+// engine's) on a launch of many rows for few tokens: 2 sequences x 8 kv heads x 64 query heads a group
+// (a float64 reference of seconds); 66 tokens are 33 row tiles of 128 at head 128 (an odd count) and
+// 22 of 192 at head 64; ragged and bottom-right causal (queries fewer than keys), a window with
+// padded strides.
+TEST_CASE("GPU attention_prefill on Hopper, causal, default tiles: a group of 64 query heads, an odd row-tile count, bottom-right causal, a window",
           "[gpu][attention][sm90a]") {
   if (!have_gpu()) return;
   for (const auto& impl : hopper_texts()) {
@@ -1069,14 +1068,11 @@ TEST_CASE("GPU attention_prefill on Hopper, causal: blocks of a row tile and its
   }
 }
 
-// The same on Hopper's texts at their default tiles under a causal mask, where a block may take two
-// row tiles of a pair (the heaviest and its mirror), and the last pairs' tiles go one a block:
-// max_seqlen_q = 300 covers 3 row tiles of 128 at head 128 (blocks of tiles {2, 0} and {1}) and 2 of
-// 192 at head 64 ({1, 0}); 160 kv heads make 320 pairs, the first in blocks of two tiles, the last
-// 86 (128 at head 64) a tile a block. Sequence 0 (5 tokens) has rows in tile 0 alone (its block's
-// first tile is past them), sequence 1 (700 tokens) more than the grid covers: NaN in every row of
-// o and lse, the last tile's block filling those past the grid.
-TEST_CASE("GPU attention_prefill on Hopper, causal: a block takes a row tile and its mirror, and NaN rows past max_seqlen_q", "[gpu][attention][sm90a]") {
+// The same on Hopper's texts at their default tiles under a causal mask (192 x 128 at head 64 for the
+// copy engine's): max_seqlen_q = 300 covers 3 row tiles of 128 at head 128 and 2 of 192 at head 64;
+// sequence 0 (5 tokens) has rows in tile 0 alone, sequence 1 (700 tokens) more than the grid covers:
+// NaN in every row of o and lse, the last tile's block filling those past the grid.
+TEST_CASE("GPU attention_prefill on Hopper, causal, default tiles: NaN rows for a sequence longer than max_seqlen_q", "[gpu][attention][sm90a]") {
   if (!have_gpu()) return;
   for (const auto& impl : hopper_texts())
     for (std::int64_t d : {64, 128}) {
@@ -1084,7 +1080,7 @@ TEST_CASE("GPU attention_prefill on Hopper, causal: a block takes a row tile and
       only.implementation = impl;
       auto kernel = jit::get<jitk_test::Prefill>({jit::DType::bf16, d, true, 0, 1, 0, 0}, gpu(), only);
       REQUIRE(kernel.implementation() == impl);
-      const std::int64_t total = 705, heads = 160, row = heads * d;
+      const std::int64_t total = 705, heads = 4, row = heads * d;
       jit::cuda::DeviceArray<jit::bfloat16> q(std::vector<jit::bfloat16>(total * row, from_double<jit::bfloat16>(0.5)));
       jit::cuda::DeviceArray<jit::bfloat16> k(std::vector<jit::bfloat16>(total * row, from_double<jit::bfloat16>(0.25)));
       jit::cuda::DeviceArray<jit::bfloat16> o(std::vector<jit::bfloat16>(total * row, from_double<jit::bfloat16>(-7)));

@@ -343,41 +343,6 @@ TEST_CASE("a Hopper-only text compiles for sm_90a whether the target names sm_90
   }
 }
 
-// JITK_FA_PERSISTENT=1 launches attention_prefill's causal Hopper variants on a grid of a block an
-// SM: a text that takes one row tile a block would leave most of them unwritten, so such a text must
-// refuse to compile (a clear error at get, never a silent partial result); a text that loops
-// compiles. Without the switch, and for variants without a causal mask, the launch is unchanged.
-TEST_CASE("attention_prefill's Hopper texts under JITK_FA_PERSISTENT=1: causal variants get a persistent plan the text must take", "[nvrtc]") {
-  if (!have_nvrtc()) return;
-  const char* before = std::getenv("JITK_FA_PERSISTENT");
-  const std::string saved = before ? before : "";
-  ::setenv("JITK_FA_PERSISTENT", "1", 1);
-  for (const char* impl : {"cuda-sm90a-tma", "cuda-sm90a"})
-    for (bool causal : {true, false}) {
-      INFO(impl << (causal ? ", causal" : ", no mask"));
-      jit::Selection only;
-      only.implementation = impl;
-      const jit::ParamSet params{{"dtype", std::string("bf16")}, {"head_dim", std::int64_t{128}}, {"causal", std::int64_t{causal ? 1 : 0}},
-                                 {"window", std::int64_t{0}}, {"group", std::int64_t{1}}};
-      auto s = jit::detail::resolve("attention_prefill", params, jit::Target::parse("cuda:sm_90"), only);
-      CHECK(s.unit.shape.blocks_per_sm == (causal ? 1 : 0));
-      std::string problem;
-      try {
-        const auto artifact = s.compiler->compile(s.unit);
-        problem = cubin_problem(artifact.bytes);
-      } catch (const jit::Error& e) {
-        problem = e.what();
-      }
-      // the built-in text takes a row tile a block (a JITK_KERNEL_DIR text may loop: it is not checked here)
-      const char* dir = std::getenv("JITK_KERNEL_DIR");
-      if (dir && *dir) continue;
-      if (causal) CHECK_THAT(problem, Catch::Matchers::Contains("not a persistent grid"));
-      else CHECK(problem.empty());
-    }
-  if (before) ::setenv("JITK_FA_PERSISTENT", saved.c_str(), 1);
-  else ::unsetenv("JITK_FA_PERSISTENT");
-}
-
 TEST_CASE("jitk info says CUDA can compile here (NVRTC) though no driver can run it", "[nvrtc]") {
   if (!have_nvrtc()) return;
   if (jit::cuda::available()) {

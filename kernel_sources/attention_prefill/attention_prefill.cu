@@ -230,9 +230,6 @@ constexpr bool kRescaleEarly = JITK_FA_RESCALE_EARLY != 0;
 constexpr bool kStageO = JITK_FA_STAGE_O != 0;  // the epilogue below
 
 constexpr int CONSUMERS = TM / 64;
-#ifdef JITK_BLOCKS_PER_SM
-#error "attention_prefill's Hopper text takes one row tile a block, not a persistent grid (JITK_FA_PERSISTENT=1 is for a text that loops: bench/gpu/ab/mirror.patch)"
-#endif
 
 constexpr bool kPingPong = JITK_FA_PINGPONG && CONSUMERS > 1;
 static_assert(TM % 64 == 0 && (D == 64 || D == 128 || D == 256) && (TN % 64 == 0 || TN == 80) && TN <= 256,

@@ -51,18 +51,6 @@ GpuLayout attention_cuda_tiles(const ParamSet& p, GpuLayout l) {
   return l;
 }
 
-// JITK_FA_PERSISTENT=1, an A/B switch: under a causal mask the Hopper texts' grid is a block an SM
-// (the plan's blocks_per_sm), each block looping over its share of the row tiles. Only a text that
-// loops takes it (bench/gpu/ab/mirror.patch's); the built-in one refuses to compile with it (#error:
-// it takes one row tile a block). Unset or 0: a block a row tile; another value: one WARN, unset.
-bool attention_persistent() {
-  const char* v = std::getenv("JITK_FA_PERSISTENT");
-  if (!v || !*v || std::string(v) == "0") return false;
-  if (std::string(v) == "1") return true;
-  warn_once("fa-persistent", "JITK_FA_PERSISTENT='" + printable(v) + "' is neither 0 nor 1; attention_prefill's Hopper texts take a block a row tile");
-  return false;
-}
-
 // kernel_sources/attention_prefill/attention_prefill.cu's Hopper path: a producer warpgroup and
 // tile_m / 64 consumer warpgroups (wgmma), K and V in stages of swizzled 64-element slabs.
 // tma: cuda-sm90a-tma, whose producer is one thread issuing the copy engine's loads (24 registers
@@ -97,9 +85,7 @@ TilePlan attention_hopper_plan(const ParamSet& p, bool tma) {
   if (shared > kMaxSharedBytes)
     return shared_memory_refused(tile + " at head_dim " + std::to_string(d) + " needs " + std::to_string(shared) + " bytes of shared memory",
                                  shared);
-  TilePlan plan{"", static_cast<int>(threads), shared, tm, 1, tma ? tn : d};
-  if (int_param(p, "causal") != 0 && attention_persistent()) plan.blocks_per_sm = 1;
-  return plan;
+  return {"", static_cast<int>(threads), shared, tm, 1, tma ? tn : d};
 }
 TilePlan attention_sm90a_plan(const ParamSet& p) { return attention_hopper_plan(p, false); }
 TilePlan attention_sm90a_tma_plan(const ParamSet& p) { return attention_hopper_plan(p, true); }
@@ -125,10 +111,15 @@ GpuLayout attention_sm90a_tiles(const ParamSet& p, GpuLayout l) {
   return l;
 }
 // cuda-sm90a-tma's: the same, but 128 x 80 for heads of 256 (its consumers' 240 registers take
-// them; H100, s8192: 698 / 626 TFLOP/s full / causal against 128 x 64's 633-672 / 591).
+// them; H100, s8192: 698 / 626 TFLOP/s full / causal against 128 x 64's 633-672 / 591), and 192 x
+// 128 for heads of 64 under a causal mask (FlashAttention-3's head-64 tile; three consumers of 160
+// registers, which the cp.async text's 56-register producer leaves it short of; H100, s2048: 329
+// against 192 x 64's 302 TFLOP/s in one call, bench/results/2026-11-26-h100-attention-causal-tiles.md;
+// without a mask it is not measured yet).
 GpuLayout attention_sm90a_tma_tiles(const ParamSet& p, GpuLayout l) {
   l = attention_sm90a_tiles(p, l);
   if (int_param(p, "head_dim") > 128) l.tile_n = 80;
+  if (int_param(p, "head_dim") <= 64 && int_param(p, "causal") != 0) l.tile_n = 128;
   return l;
 }
 
