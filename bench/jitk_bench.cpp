@@ -32,6 +32,7 @@
 #include "jit/specializer.hpp"
 #include "raw_clang_orc.hpp"
 #include "runtime/cpu/thread_pool.hpp"
+#include "warm_path_stages.hpp"
 
 // The same kernel text compiled ahead of time by g++ -O3 -march=native (bench/CMakeLists.txt).
 #define JITK_BENCH_AOT(kernel, dtype) extern "C" void aot_##kernel##_##dtype(void* const*, long long, long long);
@@ -411,6 +412,67 @@ int child_first_use() {
   check("rms_norm f32 (first use)", c.y, c.ref);
   std::printf("get_ms=%.6f run_ms=%.6f origin=%s\n", get_ms, run_ms,
               kernel.origin() == jit::Origin::Compiled ? "compiled" : "disk");
+  return 0;
+}
+
+// ---- 2b. the host side of a warm first use, stage by stage (--host-path TARGET N) ---------------------
+// Child: the warm path's stages for rms_norm (bf16 on a CUDA target, f32 on the CPU) up to the blob
+// read, as jit::get takes them; a named CUDA arch needs no GPU (the compiler is NVRTC alone). One
+// "<ms>\t<stage>" line a stage on stdout; "remembered=0|1 cached=0|1" last.
+int child_host_path(const std::string& target_text) {
+  const jit::Target target = jit::Target::parse(target_text);
+  const bool cpu = target.backend == jit::Backend::Cpu;
+  const jit::ParamSet params = cpu ? jit::kernels::RmsNorm::to_params({jit::DType::f32, kHidden})
+                                   : jit::kernels::RmsNorm::to_params({jit::DType::bf16, kHidden});
+  auto t0 = Clock::now();
+  jitk_bench::WarmStages w = jitk_bench::warm_path_stages(target, "rms_norm", params, /*device=*/false);
+  const double all = ms_since(t0);
+  double sum = 0;
+  long faults = 0;
+  for (std::size_t i = 0; i < w.ms.size(); ++i) {
+    std::printf("%.6f\t%s\n", w.ms[i].second, w.ms[i].first.c_str());
+    std::printf("%ld\t%s: page faults\n", w.faults[i], w.ms[i].first.c_str());
+    sum += w.ms[i].second;
+    faults += w.faults[i];
+  }
+  std::printf("%ld\t%s\n", faults, "sum of the stages: page faults");
+  std::printf("%.6f\t%s\n", sum, "sum of the stages");
+  if (!w.bytes) jit::detail::ensure_on_disk(w.s);  // the next process finds it
+  std::printf("remembered=%d cached=%d all_ms=%.6f\n", w.remembered ? 1 : 0, w.bytes ? 1 : 0, all);
+  return 0;
+}
+
+// Parent: `runs` children against one cache (two untimed first: they compile and remember the key);
+// the median of each stage. JITK_CACHE_DIR, when set, is the cache used (else a temporary one).
+int host_path(const std::string& target_text, int runs) {
+  std::optional<TempDir> temp;
+  fs::path cache;
+  if (const char* d = std::getenv("JITK_CACHE_DIR"); d && *d) cache = d;
+  else temp.emplace("jitk-bench-host-path-"), cache = temp->path();
+  const std::string flags = "--child-host-path " + shell_quote(target_text);
+  for (int i = 0; i < 2; ++i) run_child(flags, cache);
+  std::vector<std::string> order;
+  std::unordered_map<std::string, std::vector<double>> ms;
+  std::vector<double> wall;
+  for (int r = 0; r < runs; ++r) {
+    ChildRun run = run_child(flags, cache);
+    wall.push_back(run.wall_ms);
+    std::istringstream in(run.output);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("remembered=", 0) == 0) {
+        if (field(line, "remembered") != "1" || field(line, "cached") != "1") fail("host_path: a child was not warm: " + line);
+        continue;
+      }
+      const auto tab = line.find('\t');
+      if (tab == std::string::npos) continue;
+      const std::string what = line.substr(tab + 1);
+      if (!ms.count(what)) order.push_back(what);
+      ms[what].push_back(std::stod(line.substr(0, tab)));
+    }
+  }
+  std::printf("host side of a warm first use, %s, median of %d processes (ms):\n", target_text.c_str(), runs);
+  for (const auto& what : order) std::printf("  %-48s %.4f\n", what.c_str(), median(ms[what]));
+  std::printf("  %-48s %.3f\n", "whole process, as the parent sees it", median(wall));
   return 0;
 }
 
@@ -892,7 +954,11 @@ void usage() {
       "           cold_compile_overhead, warm_throughput, saxpy_f32, rms_norm_f32, rms_norm_f64, softmax_f32,\n"
       "           softmax_f64, silu_and_mul_f32, adamw_f32, gemm_f32\n"
       "Uses $JITK_CACHE_DIR when set, else a temporary cache removed at exit; child processes always get\n"
-      "their own temporary caches.\n");
+      "their own temporary caches.\n"
+      "       jitk_bench --host-path TARGET N\n"
+      "  the host side of a warm first use of rms_norm (TARGET cpu, or cuda:sm_90 without a GPU: NVRTC\n"
+      "  alone, up to the blob read), stage by stage: the median of N fresh processes on one cache\n"
+      "  ($JITK_CACHE_DIR when set, else a temporary one)\n");
 }
 
 int run(const Config& cfg) {
@@ -946,6 +1012,10 @@ int main(int argc, char** argv) {
         cfg.filter = argv[++i];
       } else if (a == "--child-first-use") {  // hidden: one measured first use, in a fresh process
         return child_first_use();
+      } else if (a == "--child-host-path" && i + 1 < argc) {  // hidden: one warm path's stages
+        return child_host_path(argv[i + 1]);
+      } else if (a == "--host-path" && i + 2 < argc) {
+        return host_path(argv[i + 1], std::max(1, std::atoi(argv[i + 2])));
       } else if (a == "--child-compile-overhead" && i + 1 < argc) {  // hidden: the compile bench's process
         return child_compile_overhead(std::atoi(argv[++i]));
       } else if (a == "--help" || a == "-h") {

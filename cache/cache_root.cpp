@@ -65,13 +65,23 @@ bool trusted_owner(uid_t uid) { return uid == our_uid() || uid == 0; }
 
 // Why a folder on the way to the root lets another user move or replace what is beneath it, or "".
 // Each must be owned by us or root, and writable by group or others only with the sticky bit (then
-// only an entry's owner, us or root as checked one level down, can rename it).
-std::string check_ancestors(const fs::path& dir, bool* saw_link = nullptr) {
+// only an entry's owner, us or root as checked one level down, can rename it). `unknown`: where
+// given, a folder on the way that cannot be looked at (missing, or not a folder) ends the walk with ""
+// and *unknown set: the caller then takes the way that creates it or says why not. `last`: the
+// lstat of `dir` itself, when the walk reached it.
+std::string check_ancestors(const fs::path& dir, bool* saw_link = nullptr, bool* unknown = nullptr, struct stat* last = nullptr) {
   fs::path prefix;
   for (const auto& part : dir) {
     prefix /= part;
     struct stat st{};
-    if (::lstat(prefix.c_str(), &st) != 0) return "cannot inspect " + prefix.string() + ": " + std::strerror(errno);
+    if (::lstat(prefix.c_str(), &st) != 0) {
+      if (unknown) {
+        *unknown = true;
+        return "";
+      }
+      return "cannot inspect " + prefix.string() + ": " + std::strerror(errno);
+    }
+    if (last) *last = st;
     if (!trusted_owner(st.st_uid))
       return prefix.string() + " belongs to another user (uid " + std::to_string(st.st_uid) +
              "), who could move or replace the cache beneath it" + kSharedHint;
@@ -97,6 +107,17 @@ std::string check_ancestor_chain(const fs::path& dir) {
   fs::path real = fs::canonical(dir, ec);
   if (ec) return "cannot resolve " + dir.string() + ": " + ec.message();
   return real == dir ? "" : check_ancestors(real);
+}
+
+// True when `name` in `dir` is, without following it, a folder open_dir would open and accept: ours,
+// with read, write and search for us (its owner), and not writable by group or others unless the
+// cache is shared on purpose. False says nothing: open_dir then decides (and creates it, or says
+// why not), as for any folder of another user.
+bool folder_as_expected(int dir, const char* name) {
+  struct stat st{};
+  if (::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) return false;
+  if (st.st_uid != our_uid() || (st.st_mode & S_IRWXU) != S_IRWXU) return false;
+  return cache_shared_on_purpose() || !(st.st_mode & (S_IWGRP | S_IWOTH));
 }
 
 }  // namespace
@@ -162,44 +183,60 @@ void CacheRoot::open(const fs::path& root, Access access) {
   const fs::path parent = abs.parent_path();
   const bool trust_checks = !cache_shared_on_purpose();
 
-  // Check what exists before creating anything, then make the missing parents (ours, 0700).
-  fs::path existing = parent;
-  std::vector<fs::path> missing;
   struct stat st{};
-  while (::stat(existing.c_str(), &st) != 0) {
-    if (errno != ENOENT || existing == existing.root_path())
-      return refuse("cannot create " + abs.string() + ": " + std::strerror(errno));
-    missing.push_back(existing);
-    existing = existing.parent_path();
+  // The usual case, a parent that exists with no symbolic link on the way: one lstat a folder checks
+  // the chain (the last is the parent's own), and the root is opened by its path (O_NOFOLLOW for its
+  // last step; the folders before it were just checked, and only we or root can change them).
+  // Anything else takes the longer way below, which creates what is missing and says why a root is
+  // refused.
+  bool chain_checked = false;
+  if (trust_checks) {
+    bool saw_link = false, unknown = false;
+    std::string why = check_ancestors(parent, &saw_link, &unknown, &st);
+    if (!unknown && !why.empty()) return refuse(why);  // the longer way would refuse it with these words too
+    chain_checked = !unknown && !saw_link && S_ISDIR(st.st_mode);
   }
-  if (read_only && !missing.empty())
-    return refuse(abs.string() + " does not exist (the cache mode is read-only: nothing is created)");
-  if (!S_ISDIR(st.st_mode)) return refuse("cannot create " + abs.string() + ": " + existing.string() + " is not a folder");
-  if (trust_checks)
-    if (std::string why = check_ancestor_chain(existing); !why.empty()) return refuse(why);
-  for (auto it = missing.rbegin(); it != missing.rend(); ++it)
-    if (::mkdir(it->c_str(), 0700) != 0 && errno != EEXIST)
-      return refuse("cannot create " + it->string() + ": " + std::strerror(errno));
-  if (trust_checks && !missing.empty())
-    if (std::string why = check_ancestor_chain(parent); !why.empty()) return refuse(why);
-
-  UniqueFd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!parent_fd) return refuse("cannot open " + parent.string() + ": " + std::strerror(errno));
-  UniqueFd fd(::openat(parent_fd.get(), leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd && errno == ENOENT && read_only)
-    return refuse(abs.string() + " does not exist (the cache mode is read-only: nothing is created)");
-  if (!fd && errno == ENOENT) {
-    if (::mkdirat(parent_fd.get(), leaf.c_str(), 0700) != 0 && errno != EEXIST)
-      return refuse("cannot create " + abs.string() + ": " + std::strerror(errno));
-    fd = UniqueFd(::openat(parent_fd.get(), leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  }
+  UniqueFd fd;
+  if (chain_checked) fd = UniqueFd(::open(abs.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) {
-    int err = errno;
-    if (::fstatat(parent_fd.get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-      return refuse(abs.string() + " is a symbolic link: it could be re-pointed under a running program; point "
-                    "JITK_CACHE_DIR at the folder itself");
-    if (err == ENOTDIR || (err == ELOOP)) return refuse(abs.string() + " is not a folder");
-    return refuse("cannot open " + abs.string() + ": " + std::strerror(err));
+    // Check what exists before creating anything, then make the missing parents (ours, 0700).
+    fs::path existing = parent;
+    std::vector<fs::path> missing;
+    while (::stat(existing.c_str(), &st) != 0) {
+      if (errno != ENOENT || existing == existing.root_path())
+        return refuse("cannot create " + abs.string() + ": " + std::strerror(errno));
+      missing.push_back(existing);
+      existing = existing.parent_path();
+    }
+    if (read_only && !missing.empty())
+      return refuse(abs.string() + " does not exist (the cache mode is read-only: nothing is created)");
+    if (!S_ISDIR(st.st_mode)) return refuse("cannot create " + abs.string() + ": " + existing.string() + " is not a folder");
+    if (trust_checks)
+      if (std::string why = check_ancestor_chain(existing); !why.empty()) return refuse(why);
+    for (auto it = missing.rbegin(); it != missing.rend(); ++it)
+      if (::mkdir(it->c_str(), 0700) != 0 && errno != EEXIST)
+        return refuse("cannot create " + it->string() + ": " + std::strerror(errno));
+    if (trust_checks && !missing.empty())
+      if (std::string why = check_ancestor_chain(parent); !why.empty()) return refuse(why);
+
+    UniqueFd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!parent_fd) return refuse("cannot open " + parent.string() + ": " + std::strerror(errno));
+    fd = UniqueFd(::openat(parent_fd.get(), leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd && errno == ENOENT && read_only)
+      return refuse(abs.string() + " does not exist (the cache mode is read-only: nothing is created)");
+    if (!fd && errno == ENOENT) {
+      if (::mkdirat(parent_fd.get(), leaf.c_str(), 0700) != 0 && errno != EEXIST)
+        return refuse("cannot create " + abs.string() + ": " + std::strerror(errno));
+      fd = UniqueFd(::openat(parent_fd.get(), leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    }
+    if (!fd) {
+      int err = errno;
+      if (::fstatat(parent_fd.get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+        return refuse(abs.string() + " is a symbolic link: it could be re-pointed under a running program; point "
+                      "JITK_CACHE_DIR at the folder itself");
+      if (err == ENOTDIR || (err == ELOOP)) return refuse(abs.string() + " is not a folder");
+      return refuse("cannot open " + abs.string() + ": " + std::strerror(err));
+    }
   }
   if (::fstat(fd.get(), &st) != 0 || !S_ISDIR(st.st_mode)) return refuse(abs.string() + " is not a folder");
   // Another user's folder, or one others may write into, could hand us native code to run.
@@ -235,9 +272,12 @@ void CacheRoot::open(const fs::path& root, Access access) {
     return refuse(abs.string() + " is not writable: " + std::strerror(err));
   }
   fd_ = std::move(fd);
-  // Only now, with the root trusted, is anything made inside it.
+  // Only now, with the root trusted, is anything made inside it. A folder that is already as
+  // open_dir would find it (one fstatat) is not opened; anything else goes through open_dir, which
+  // makes it or says why it cannot be used.
   try {
-    for (const char* sub : {"blobs", "locks"}) open_dir(sub, /*create=*/true);
+    for (const char* sub : {"blobs", "locks"})
+      if (!folder_as_expected(fd_.get(), sub)) open_dir(sub, /*create=*/true);
   } catch (const Error& e) {
     fd_ = UniqueFd();
     return refuse(e.what());

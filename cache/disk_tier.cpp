@@ -11,6 +11,7 @@
 
 #include "cache/blob_format.hpp"
 #include "cache/cache_root.hpp"
+#include "cache/hits_journal.hpp"
 #include "cache/memo_folder.hpp"
 #include "jit/error.hpp"
 #include "support/logging.hpp"
@@ -23,65 +24,9 @@ std::int64_t now_seconds() {
 
 // Hits of processes that never opened the index, left in <root>/hits/ for the next one that does.
 constexpr const char* kHitsFolder = "hits";
-constexpr std::string_view kJournalHeader = "jitk-hits 1\n";
 constexpr std::size_t kMaxJournalBytes = 256 * 1024;
-constexpr std::size_t kMaxJournalHits = 4096;       // more: the process writes the index itself
 constexpr std::size_t kJournalsBeforeFold = 64;     // this many waiting: the exiting process folds them
 constexpr std::size_t kJournalsPerFlush = 4096;     // taken by one flush at most
-constexpr std::int64_t kMaxCount = 1'000'000'000'000;  // a count or time past this is not ours
-
-// A decimal number in [0, kMaxCount]; nullopt otherwise.
-std::optional<std::int64_t> small_number(std::string_view s) {
-  if (s.empty() || s.size() > 13) return std::nullopt;
-  std::int64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  if (v > kMaxCount) return std::nullopt;
-  return v;
-}
-
-struct Journal {
-  std::vector<std::pair<std::string, std::int64_t>> hits;  // key, last used (unix seconds)
-  std::int64_t misses = 0;
-};
-
-std::string journal_text(const std::vector<IndexRow>& hits, std::int64_t misses) {
-  std::string text(kJournalHeader);
-  text += "misses " + std::to_string(misses) + "\n";
-  for (const auto& h : hits) text += "hit " + h.key + " " + std::to_string(h.last_used) + "\n";
-  return text;
-}
-
-// Exactly what journal_text writes (after its checksum line is checked); nullopt otherwise.
-std::optional<Journal> parse_journal(std::string_view text) {
-  if (text.substr(0, kJournalHeader.size()) != kJournalHeader) return std::nullopt;
-  text.remove_prefix(kJournalHeader.size());
-  Journal j;
-  bool first = true;
-  while (!text.empty()) {
-    const auto end = text.find('\n');
-    if (end == std::string_view::npos) return std::nullopt;
-    std::string_view line = text.substr(0, end);
-    text.remove_prefix(end + 1);
-    if (first) {
-      if (line.substr(0, 7) != "misses ") return std::nullopt;
-      auto n = small_number(line.substr(7));
-      if (!n) return std::nullopt;
-      j.misses = *n;
-      first = false;
-      continue;
-    }
-    if (line.size() < 38 || line.substr(0, 4) != "hit " || line[36] != ' ') return std::nullopt;
-    const std::string key(line.substr(4, 32));
-    auto when = small_number(line.substr(37));
-    if (!is_cache_key(key) || !when || j.hits.size() >= kMaxJournalHits) return std::nullopt;
-    j.hits.emplace_back(key, *when);
-  }
-  if (first) return std::nullopt;
-  return j;
-}
 
 // Every field given (-Wmissing-field-initializers names one left out); the meta's come whole.
 IndexRow row_of(const std::string& key, const ArtifactMeta& meta, std::int64_t size, const std::string& checksum) {
@@ -202,7 +147,10 @@ bool DiskTier::journal_hits(const std::vector<IndexRow>& hits, std::int64_t miss
   const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::system_clock::now().time_since_epoch()).count();
   const std::string name = std::to_string(::getpid()) + "-" + std::to_string(now_ns) + "-" + std::to_string(counter++);
-  return journals.write(name, seal_memo(journal_text(hits, misses)));
+  std::vector<std::pair<std::string, std::int64_t>> lines;
+  lines.reserve(hits.size());
+  for (const auto& h : hits) lines.emplace_back(h.key, h.last_used);
+  return journals.write(name, seal_memo(journal_text(lines, misses)));
 }
 
 TakenMemos DiskTier::take_journals(SqliteIndex& idx, std::vector<IndexRow>* hits, std::int64_t* misses) {

@@ -10,6 +10,7 @@
 // Shared by examples/decoder_layer.cpp (the program) and tests/test_decoder_layer.cpp, which
 // holds it to layer_reference() below, in float64.
 #pragma once
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -107,6 +108,64 @@ template <class T> struct TypedWeights {
 };
 template <class T> TypedWeights<T> typed(const LayerWeights& w) {
   return {narrowed<T>(w.norm1), narrowed<T>(w.wqkv), narrowed<T>(w.wo), narrowed<T>(w.norm2), narrowed<T>(w.wgu), narrowed<T>(w.wd)};
+}
+
+// The params of the layer's kernels, for a layer of config c in dtype.
+namespace layer_params {
+inline jit::kernels::Gemm::Params gemm(jit::DType dtype) { return jit::kernels::Gemm::Params{dtype}; }
+inline jit::kernels::Gemm::Params residual_gemm(jit::DType dtype) {  // o + residual (the epilogue's add)
+  jit::kernels::Gemm::Params p{dtype};
+  p.epilogue = "add";
+  return p;
+}
+inline jit::kernels::Gemm::Params gated_gemm(jit::DType dtype) {  // gate/up with SiLU-and-mul
+  jit::kernels::Gemm::Params p{dtype};
+  p.gate = jit::kernels::Gemm::Gate::Silu;
+  return p;
+}
+inline jit::kernels::SiluAndMul::Params unfused_silu(jit::DType dtype) { return {dtype, 8}; }
+inline jit::kernels::AttentionPrefill::Params prefill(const LayerConfig& c, jit::DType dtype) {
+  return {dtype, c.head_dim, true, 0, c.heads / c.kv_heads};
+}
+inline jit::kernels::AttentionDecode::Params decode(const LayerConfig& c, jit::DType dtype) {
+  return {dtype, c.head_dim, c.page_size, c.heads / c.kv_heads, 1};
+}
+inline jit::kernels::RotaryEmbedding::Params rotary(const LayerConfig& c, jit::DType dtype) {
+  using R = jit::kernels::RotaryEmbedding;
+  return {dtype, c.head_dim, c.head_dim, R::Style::NeoX, R::Source::Theta};
+}
+inline jit::kernels::RmsNorm::Params rms_norm(const LayerConfig& c, jit::DType dtype) { return {dtype, c.hidden}; }
+inline jit::kernels::KvCacheAppend::Params kv_append(const LayerConfig& c, jit::DType dtype) { return {dtype, c.head_dim, c.page_size}; }
+}  // namespace layer_params
+
+// One kernel variant the layer gets: a name for reports, the kernel and its params (what a warm
+// manifest or jit::cache::warm takes), and the typed get on the default target.
+struct LayerVariant {
+  std::string name, kernel;
+  jit::ParamSet params;
+  std::function<void()> get;
+};
+template <class K> LayerVariant layer_variant(std::string name, const typename K::Params& p) {
+  return {std::move(name), std::string(K::name), K::to_params(p), [p] { jit::get<K>(p); }};
+}
+
+// Every variant a layer of config c in dtype gets for a decode step and, with `prefill`, a prefill;
+// fused_mlp: the gated gemm, else the gemm (already listed) and silu_and_mul. Longest compile first
+// (compile_all's order, below): the Hopper gemms, attention_prefill, then the short ones.
+inline std::vector<LayerVariant> layer_variants(const LayerConfig& c, jit::DType dtype, bool fused_mlp, bool prefill) {
+  using namespace jit::kernels;
+  namespace lp = layer_params;
+  std::vector<LayerVariant> v;
+  v.push_back(layer_variant<Gemm>("gemm", lp::gemm(dtype)));
+  v.push_back(layer_variant<Gemm>("gemm add", lp::residual_gemm(dtype)));
+  if (fused_mlp) v.push_back(layer_variant<Gemm>("gemm gate silu", lp::gated_gemm(dtype)));
+  else v.push_back(layer_variant<SiluAndMul>("silu_and_mul", lp::unfused_silu(dtype)));
+  if (prefill) v.push_back(layer_variant<AttentionPrefill>("attention_prefill", lp::prefill(c, dtype)));
+  v.push_back(layer_variant<AttentionDecode>("attention_decode", lp::decode(c, dtype)));
+  v.push_back(layer_variant<RmsNorm>("rms_norm", lp::rms_norm(c, dtype)));
+  v.push_back(layer_variant<RotaryEmbedding>("rotary_embedding", lp::rotary(c, dtype)));
+  v.push_back(layer_variant<KvCacheAppend>("kv_cache_append", lp::kv_append(c, dtype)));
+  return v;
 }
 
 // The layer on jitk kernels, with its paged KV cache (pages handed out in order, sequence by sequence).
@@ -207,9 +266,9 @@ template <class T> class DecoderLayer {
     // C [tokens, n] = A [tokens, kk] B, B a column slice of a row-major weight `ldb` wide, C's rows `ldc` apart (0: n)
     const auto matmul = [&](const char* what, T* a, std::int64_t kk, const T* b, std::int64_t n, std::int64_t ldb, double beta, T* out,
                             std::int64_t ldc = 0) {
-      launch(what, gemm({dtype_}, tokens, n, kk), Gemm::Args{tokens, n, kk, 1.0, a, kk, b, ldb, beta, out, ldc ? ldc : n});
+      launch(what, gemm(layer_params::gemm(dtype_), tokens, n, kk), Gemm::Args{tokens, n, kk, 1.0, a, kk, b, ldb, beta, out, ldc ? ldc : n});
     };
-    auto norm = jit::get<RmsNorm>({dtype_, h});
+    auto norm = jit::get<RmsNorm>(layer_params::rms_norm(c_, dtype_));
     launch("rms_norm", norm, RmsNorm::Args{tokens, s.x.data(), norm1_.data(), s.normed.data(), c_.eps});
     // One gemm for q, k and v: qkv [tokens, width] = normed Wqkv. The kernels after it read and
     // write q, k and v in place there, as column slices with the row's width as token stride.
@@ -229,7 +288,7 @@ template <class T> class DecoderLayer {
     launch("rotary_embedding", jit::get<RotaryEmbedding>(rotary_params()), rot);
     KvCacheAppend::Args append{tokens, c_.kv_heads, num_pages_, k, v, s.slots.data(), k_cache_.data(), v_cache_.data()};
     append.k_stride = append.v_stride = width;
-    launch("kv_cache_append", jit::get<KvCacheAppend>({dtype_, c_.head_dim, c_.page_size}), append);
+    launch("kv_cache_append", jit::get<KvCacheAppend>(layer_params::kv_append(c_, dtype_)), append);
     if (s.seqlen > 0) {
       AttentionPrefill::Args a{batch_, c_.kv_heads, s.seqlen, tokens, tokens, q, k, v, s.o.data(), jit::MutPtr{},
                                s.cu_seqlens.data(), s.cu_seqlens.data(), scale()};
@@ -277,61 +336,56 @@ template <class T> class DecoderLayer {
   // Whether run() takes the gated gemm (the target has one and use_unfused_mlp is off).
   bool fused_mlp() const { return fused_mlp_available_ && !unfused_mlp_; }
 
+  // One variant compile_all got: its name, and when its get began and returned (ms after compile_all began).
+  struct VariantTiming {
+    std::string name;
+    double start_ms = 0, end_ms = 0;
+  };
   // Gets every kernel variant a prefill of `seqlen` and a decode step use, from one thread each:
   // on an empty cache their compiles run in parallel (what a cold start waits for is the slowest,
-  // not the sum). Returns how many variants there are.
-  std::size_t compile_all(std::int64_t seqlen) {
-    using namespace jit::kernels;
-    std::vector<std::function<void()>> gets = {
-        [&] { jit::get<RmsNorm>({dtype_, c_.hidden}); },
-        [&] { jit::get<Gemm>({dtype_}); },
-        [&] { jit::get<Gemm>(residual_gemm_params()); },
-        [&] { jit::get<RotaryEmbedding>(rotary_params()); },
-        [&] { jit::get<KvCacheAppend>({dtype_, c_.head_dim, c_.page_size}); },
-        [&] {
-          if (fused_mlp()) jit::get<Gemm>(gated_gemm_params());
-          else jit::get<SiluAndMul>(unfused_silu_params());
-        },
-        [&] { jit::get<AttentionDecode>(decode_params()); },
-    };
-    if (seqlen > 0) gets.push_back([&] { jit::get<AttentionPrefill>(prefill_params()); });
+  // not the sum). Returns how many variants there are; `timings`, when given, gets each variant's.
+  // The longest compiles are started first: NVRTC runs the start of each compile's front end
+  // (with -pch, also the header's PCH) under one lock of the process, so the compiles queue there
+  // one after another before they run in parallel; the threads that reach it first start their
+  // back ends first. The Hopper gemms' compiles are the longest (of sm_90a's ~5 s of compile work,
+  // ~1.2-1.8 s each of the three on one core, then attention_prefill ~0.8 s; the rest 0.1-0.4 s:
+  // docs/decoder-layer.md).
+  std::size_t compile_all(std::int64_t seqlen, std::vector<VariantTiming>* timings = nullptr) {
+    const std::vector<LayerVariant> gets = layer_variants(c_, dtype_, fused_mlp(), seqlen > 0);
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    const auto ms = [&] { return std::chrono::duration<double, std::milli>(clock::now() - t0).count(); };
+    std::vector<VariantTiming> times(gets.size());
     std::vector<std::thread> threads;
     std::vector<std::exception_ptr> errors(gets.size());
     for (std::size_t i = 0; i < gets.size(); ++i)
       threads.emplace_back([&, i] {
+        times[i].name = gets[i].name;
+        times[i].start_ms = ms();
         try {
-          gets[i]();
+          gets[i].get();
         } catch (...) {
           errors[i] = std::current_exception();
         }
+        times[i].end_ms = ms();
       });
     for (auto& t : threads) t.join();
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
+    if (timings) *timings = std::move(times);
     return gets.size();
   }
 
  private:
   double scale() const { return 1 / std::sqrt(double(c_.head_dim)); }
-  jit::kernels::AttentionPrefill::Params prefill_params() const { return {dtype_, c_.head_dim, true, 0, c_.heads / c_.kv_heads}; }
-  jit::kernels::AttentionDecode::Params decode_params() const { return {dtype_, c_.head_dim, c_.page_size, c_.heads / c_.kv_heads, 1}; }
-  jit::kernels::RotaryEmbedding::Params rotary_params() const {
-    using R = jit::kernels::RotaryEmbedding;
-    return {dtype_, c_.head_dim, c_.head_dim, R::Style::NeoX, R::Source::Theta};
-  }
+  jit::kernels::AttentionPrefill::Params prefill_params() const { return layer_params::prefill(c_, dtype_); }
+  jit::kernels::AttentionDecode::Params decode_params() const { return layer_params::decode(c_, dtype_); }
+  jit::kernels::RotaryEmbedding::Params rotary_params() const { return layer_params::rotary(c_, dtype_); }
 
  public:
-  jit::kernels::Gemm::Params residual_gemm_params() const {
-    jit::kernels::Gemm::Params p{dtype_};
-    p.epilogue = "add";
-    return p;
-  }
-  jit::kernels::Gemm::Params gated_gemm_params() const {
-    jit::kernels::Gemm::Params p{dtype_};
-    p.gate = jit::kernels::Gemm::Gate::Silu;
-    return p;
-  }
-  jit::kernels::SiluAndMul::Params unfused_silu_params() const { return {dtype_, 8}; }
+  jit::kernels::Gemm::Params residual_gemm_params() const { return layer_params::residual_gemm(dtype_); }
+  jit::kernels::Gemm::Params gated_gemm_params() const { return layer_params::gated_gemm(dtype_); }
+  jit::kernels::SiluAndMul::Params unfused_silu_params() const { return layer_params::unfused_silu(dtype_); }
 
  private:
   jit::Kernel<jit::kernels::Gemm> gemm(const jit::kernels::Gemm::Params& p, std::int64_t m, std::int64_t n, std::int64_t k) const {

@@ -31,7 +31,7 @@ if [ "${JITK_TSAN:-0}" = 1 ]; then
 fi
 if [ -n "${JITK_FUZZ_SECONDS:-}" ]; then
   BUILD_DIR=build-fuzz ./scripts/build.sh -DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16 -DJITK_FUZZ=ON
-  for target in manifest params object_loader blob_header pack remote_url; do
+  for target in manifest params object_loader blob_header pack remote_url hits_journal; do
     corpus=$(mktemp -d)
     cp fuzz/corpus/$target/* "$corpus"/
     ./build-fuzz/fuzz/fuzz_$target -max_total_time="$JITK_FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 "$corpus"

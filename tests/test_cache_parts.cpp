@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <sqlite3.h>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "cache/cache_key.hpp"
 #include "cache/cache_root.hpp"
 #include "cache/file_lock.hpp"
+#include "cache/hits_journal.hpp"
 #include "cache/memo_folder.hpp"
 #include "cache/sqlite_index.hpp"
 #include "support/memo_store.hpp"
@@ -330,6 +332,54 @@ TEST_CASE("the header fingerprint memo is reused while headers are unchanged and
   }
 }
 
+TEST_CASE("the header fingerprint memo notices a change in any folder the headers are in, nested or beside the include folder", "[cache]") {
+  // The stamp stats every header and folder relative to the one folder that holds them all: here
+  // the temp folder, above inc/ (a header reached as "../other/o.h").
+  TempDir top, memo_dir;
+  const auto inc = top.path() / "inc";
+  std::filesystem::create_directories(inc / "sub" / "deeper");
+  std::filesystem::create_directories(top.path() / "other");
+  jitk_test::write_file(inc / "a.h", "#include <sub/s.h>\n#include \"../other/o.h\"\n");
+  jitk_test::write_file(inc / "sub" / "s.h", "#include \"deeper/d.h\"\n");
+  jitk_test::write_file(inc / "sub" / "deeper" / "d.h", "int d = 1;\n");
+  jitk_test::write_file(top.path() / "other" / "o.h", "int o = 1;\n");
+  const std::vector<std::string> roots = {"#include <a.h>\n"};
+  const jit::detail::MemoFolder memos(std::make_shared<jit::detail::CacheRoot>(memo_dir.path()), "toolkit-headers", true);
+  const auto memo = memo_dir.path() / "toolkit-headers" / "memo";
+  auto fingerprint = [&] { return jit::detail::fingerprint_includes_memoized(roots, inc.string(), {}, memos, "memo"); };
+  auto memo_inode = [&] {
+    struct stat st{};
+    REQUIRE(::stat(memo.c_str(), &st) == 0);
+    return st.st_ino;  // a memo written again is a new file renamed into place
+  };
+  std::string now = fingerprint();
+  CHECK(now.find("(4 toolkit headers)") != std::string::npos);
+  CHECK(now == jit::detail::fingerprint_includes(roots, inc.string(), {}));
+  auto ino = memo_inode();
+  CHECK(fingerprint() == now);
+  CHECK(memo_inode() == ino);  // unchanged headers: the memo is used, not written again
+
+  const std::vector<std::pair<const char*, std::function<void()>>> changes{
+      {"a header two folders down, rewritten in place", [&] { jitk_test::write_file(inc / "sub" / "deeper" / "d.h", "int d = 22;\n"); }},
+      {"a header in a folder beside the include folder", [&] { jitk_test::write_file(top.path() / "other" / "o.h", "int o = 22;\n"); }},
+      {"a file added two folders down", [&] { jitk_test::write_file(inc / "sub" / "deeper" / "new.h", "int n;\n"); }},
+      {"a file added beside the include folder's headers", [&] { jitk_test::write_file(top.path() / "other" / "new.h", "int n;\n"); }},
+  };
+  for (const auto& [what, change] : changes) {
+    INFO(what);
+    change();
+    const std::string after = fingerprint();
+    CHECK(after == jit::detail::fingerprint_includes(roots, inc.string(), {}));
+    CHECK(memo_inode() != ino);  // stamped again
+    ino = memo_inode();
+    CHECK(fingerprint() == after);
+    CHECK(memo_inode() == ino);
+  }
+  // A header gone: scanned again, never an error.
+  std::filesystem::remove(top.path() / "other" / "o.h");
+  CHECK(fingerprint() == jit::detail::fingerprint_includes(roots, inc.string(), {}));
+}
+
 TEST_CASE("sizes parse as people write them", "[cache]") {
   CHECK(parse_size("2G") == 2LL << 30);
   CHECK(parse_size("500M") == 500LL << 20);
@@ -470,16 +520,87 @@ std::int64_t last_used_in_index(const std::filesystem::path& root, const std::st
   auto row = SqliteIndex(root / "index.db").find(key);
   return row ? row->last_used : -1;
 }
-}  // namespace
 
-TEST_CASE("a disk hit in a process that never opened the index is left in hits/ and counted by the next process that opens it", "[cache][journal]") {
+// The journal tests' start: a cache root (the temp folder, or `sub` in it) holding one artifact, put as
+// a compile puts it; hit_once() is a process that hits it once and exits.
+struct OneArtifactRoot {
   TempDir dir;
-  const std::string key(32, 'a');
+  std::filesystem::path root;
+  std::string key;
   ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
-  {
-    DiskTier writer(dir.path());
+  explicit OneArtifactRoot(char key_char, const std::string& sub = "")
+      : root(sub.empty() ? dir.path() : dir.path() / sub), key(32, key_char) {
+    DiskTier writer(root);
     REQUIRE(writer.put(key, meta, bytes_of("object"), PutReason::Compiled));
   }
+  const std::filesystem::path& path() const { return dir.path(); }  // the temp folder (the root unless `sub`)
+  void hit_once(CacheRoot::Access access = CacheRoot::Access::ReadWrite) const {
+    DiskTier reader(root, std::nullopt, "disk", access);
+    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+  }
+};
+}  // namespace
+
+TEST_CASE("a hits journal's text: written and read back exactly, anything else refused", "[cache][journal][parse]") {
+  const std::string a(32, 'a'), b = "0123456789abcdef0123456789abcdef";
+  const std::vector<std::pair<std::string, std::int64_t>> hits{{a, 1700000000}, {b, 0}, {a, kMaxJournalNumber}};
+  const std::string text = journal_text(hits, 7);
+  CHECK(text == "jitk-hits 1\nmisses 7\nhit " + a + " 1700000000\nhit " + b + " 0\nhit " + a + " 1000000000000\n");
+  auto back = parse_journal(text);
+  REQUIRE(back);
+  CHECK(back->misses == 7);
+  CHECK(back->hits == hits);
+  auto none = parse_journal(journal_text({}, 0));
+  REQUIRE(none);
+  CHECK(none->hits.empty());
+  CHECK(none->misses == 0);
+
+  // Numbers: digits only, at most 13 of them, at most 10^12.
+  CHECK(small_number("0") == 0);
+  CHECK(small_number("1000000000000") == kMaxJournalNumber);
+  for (const char* bad : {"", "-1", "+1", " 1", "1 ", "1000000000001", "9999999999999", "00000000000000", "1e3", "0x10", "12a"})
+    CHECK_FALSE(small_number(bad));
+
+  const std::string head = "jitk-hits 1\nmisses 1\n";
+  const std::string hit_a = "hit " + a + " 5\n";
+  for (const std::string& bad : {
+           std::string(),                                               // empty
+           std::string("jitk-hits 1\n"),                                // no misses line
+           std::string("jitk-hits 2\nmisses 1\n"),                     // another format
+           std::string("jitk-hits 1 \nmisses 1\n"),                    // header not exact
+           std::string("jitk-hits 1\nmisses 1"),                        // last line unterminated
+           std::string("jitk-hits 1\nmisses -1\n"),                    // negative
+           std::string("jitk-hits 1\nmisses 99999999999999999999\n"),  // 20 digits
+           std::string("jitk-hits 1\nmisses  1\n"),                    // two spaces
+           std::string("jitk-hits 1\nhit " + a + " 5\nmisses 1\n"),  // misses not first
+           head + "misses 1\n",                                         // a second misses line
+           head + "hit " + a + " 5",                                     // unterminated hit
+           head + "hit " + std::string(32, 'A') + " 5\n",              // not a cache key (upper case)
+           head + "hit " + std::string(31, 'a') + " 5\n",              // short key
+           head + "hit " + std::string(33, 'a') + " 5\n",              // long key
+           head + "hit ../../../../index.db/xxxxxxxxxxx 5\n",           // a path, 32 characters
+           head + "hit " + a + " \n",                                   // no time
+           head + "hit " + a + " 5 6\n",                                // extra field
+           head + "hit " + a + "  5\n",                                 // two spaces
+           head + "hit " + a + " 1000000000001\n",                      // time too large
+           head + hit_a + "\n",                                          // an empty line
+           head + hit_a + "# comment\n",                                 // anything else
+           head + std::string("hit ") + std::string(32, '\0') + " 5\n",  // NULs
+       })
+    CHECK_FALSE(parse_journal(bad));
+
+  // At most kMaxJournalHits hits: one more is refused whole.
+  std::string many = head;
+  for (std::size_t i = 0; i < kMaxJournalHits; ++i) many += hit_a;
+  auto most = parse_journal(many);
+  REQUIRE(most);
+  CHECK(most->hits.size() == kMaxJournalHits);
+  CHECK_FALSE(parse_journal(many + hit_a));
+}
+
+TEST_CASE("a disk hit in a process that never opened the index is left in hits/ and counted by the next process that opens it", "[cache][journal]") {
+  OneArtifactRoot dir('a');
+  const std::string& key = dir.key;
   {
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open((dir.path() / "index.db").c_str(), &db) == SQLITE_OK);
@@ -487,10 +608,7 @@ TEST_CASE("a disk hit in a process that never opened the index is left in hits/ 
     sqlite3_close(db);
   }
   const auto before = SqliteIndex(dir.path() / "index.db").counters();
-  {
-    DiskTier reader(dir.path());
-    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
-  }  // exits: its hit goes to a journal, not to index.db
+  dir.hit_once();  // exits: its hit goes to a journal, not to index.db
   CHECK(journals_in(dir.path()).size() == 1);
   CHECK(SqliteIndex(dir.path() / "index.db").counters().hits == before.hits);
   CHECK(last_used_in_index(dir.path(), key) == 1000);
@@ -506,17 +624,8 @@ TEST_CASE("a disk hit in a process that never opened the index is left in hits/ 
 
 TEST_CASE("journals taken by a process that cannot record them (index locked) go back to hits/ and are counted later, and stale taken files are removed",
           "[cache][journal][busy]") {
-  TempDir dir;
-  const std::string key(32, 'e');
-  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
-  {
-    DiskTier writer(dir.path());
-    REQUIRE(writer.put(key, meta, bytes_of("object"), PutReason::Compiled));
-  }
-  {
-    DiskTier reader(dir.path());
-    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
-  }
+  OneArtifactRoot dir('e');
+  dir.hit_once();
   REQUIRE(journals_in(dir.path()).size() == 1);
   // What a taker that died left: one an hour old (removed), one just made (another taker's: kept).
   const auto hits_dir = dir.path() / "hits";
@@ -551,13 +660,12 @@ TEST_CASE("journals taken by a process that cannot record them (index locked) go
 }
 
 TEST_CASE("a process that opened its index writes its hits there, and a full hits/ is folded by the next exit", "[cache][journal]") {
-  TempDir dir;
-  const std::string key(32, 'b');
-  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
+  OneArtifactRoot dir('b');
+  const std::string& key = dir.key;
   {
     DiskTier writer(dir.path());
-    REQUIRE(writer.put(key, meta, bytes_of("object"), PutReason::Compiled));
-    REQUIRE(writer.get(key, meta, Count::HitsAndMisses));
+    REQUIRE(writer.put(std::string(32, 'c'), dir.meta, bytes_of("other"), PutReason::Compiled));  // opens its index
+    REQUIRE(writer.get(key, dir.meta, Count::HitsAndMisses));
   }  // its index is open: written there
   CHECK(journals_in(dir.path()).empty());
   CHECK(SqliteIndex(dir.path() / "index.db").counters().hits == 1);
@@ -566,20 +674,14 @@ TEST_CASE("a process that opened its index writes its hits there, and a full hit
   std::filesystem::create_directory(dir.path() / "hits");
   for (int i = 0; i < 64; ++i)
     jitk_test::write_file(dir.path() / "hits" / ("j" + std::to_string(i)), journal("misses 1\nhit " + key + " 2000\n"));
-  {
-    DiskTier reader(dir.path());
-    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
-  }
+  dir.hit_once();
   CHECK(journals_in(dir.path()).empty());
   const auto c = SqliteIndex(dir.path() / "index.db").counters();
   CHECK(c.hits == 1 + 64 + 1);
   CHECK(c.misses == 64);
 
   // clear forgets journals with the artifacts.
-  {
-    DiskTier reader(dir.path());
-    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
-  }
+  dir.hit_once();
   REQUIRE(journals_in(dir.path()).size() == 1);
   DiskTier(dir.path()).clear();
   CHECK(journals_in(dir.path()).empty());
@@ -646,21 +748,12 @@ TEST_CASE("a damaged, forged or hostile hits journal is dropped, never trusted, 
 }
 
 TEST_CASE("a read-only cache, or a root moved away while the process ran, gets no hits journal", "[cache][journal]") {
-  TempDir dir;
-  const std::string key(32, '9');
-  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
-  {
-    DiskTier writer(dir.path() / "c");
-    REQUIRE(writer.put(key, meta, bytes_of("object"), PutReason::Compiled));
-  }
-  {
-    DiskTier reader(dir.path() / "c", std::nullopt, "disk", CacheRoot::Access::ReadOnly);
-    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
-  }
+  OneArtifactRoot dir('9', "c");
+  dir.hit_once(CacheRoot::Access::ReadOnly);
   CHECK_FALSE(std::filesystem::exists(dir.path() / "c" / "hits"));
   {
-    DiskTier reader(dir.path() / "c");
-    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
+    DiskTier reader(dir.root);
+    REQUIRE(reader.get(dir.key, dir.meta, Count::HitsAndMisses));
     std::filesystem::rename(dir.path() / "c", dir.path() / "moved");
     std::filesystem::create_directory(dir.path() / "c");
     std::filesystem::permissions(dir.path() / "c", std::filesystem::perms::owner_all);
@@ -670,28 +763,16 @@ TEST_CASE("a read-only cache, or a root moved away while the process ran, gets n
 }
 
 TEST_CASE("a hits/ that is a symlink or a file is never written through: the exit writes the index instead", "[cache][journal][hostile]") {
-  TempDir dir;
+  OneArtifactRoot dir('8');
   TempDir outside;
-  const std::string key(32, '8');
-  ArtifactMeta meta{"saxpy", "dtype=f32", "cpu", "x", "c", 1.0};
-  {
-    DiskTier writer(dir.path());
-    REQUIRE(writer.put(key, meta, bytes_of("object"), PutReason::Compiled));
-  }
   std::filesystem::create_symlink(outside.path(), dir.path() / "hits");
-  {
-    DiskTier reader(dir.path());
-    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
-  }
+  dir.hit_once();
   CHECK(std::filesystem::is_empty(outside.path()));
   CHECK(SqliteIndex(dir.path() / "index.db").counters().hits == 1);
 
   std::filesystem::remove(dir.path() / "hits");
   jitk_test::write_file(dir.path() / "hits", "not a folder");
-  {
-    DiskTier reader(dir.path());
-    REQUIRE(reader.get(key, meta, Count::HitsAndMisses));
-  }
+  dir.hit_once();
   CHECK(jitk_test::read_file(dir.path() / "hits") == "not a folder");
   CHECK(SqliteIndex(dir.path() / "index.db").counters().hits == 2);
   DiskTier next(dir.path());

@@ -174,6 +174,67 @@ TEST_CASE("a root others can write is refused with nothing created inside it", "
   CHECK_FALSE(present(root / "index.db"));
 }
 
+TEST_CASE("blobs/ or locks/ that is not a folder of ours is refused at open, and a root that is not a folder too", "[cache][trust]") {
+  // The open looks at an existing blobs/ and locks/ with one fstatat, and opens only what does not
+  // look right: each of these must still be refused there, nothing followed or made through it.
+  ScopedEnv trust("JITK_CACHE_TRUST_SHARED", nullptr);
+  TempDir outside;
+  struct Case {
+    const char* what;
+    std::function<void(const fs::path&)> make;  // makes the bad entry in the root
+    const char* reason;
+  };
+  const std::vector<Case> cases{
+      {"blobs/ a symlink to a folder", [&](const fs::path& r) { fs::create_directory_symlink(outside.path(), r / "blobs"); },
+       "blobs is a symbolic link, not a folder"},
+      {"locks/ a symlink to a folder", [&](const fs::path& r) { fs::create_directory_symlink(outside.path(), r / "locks"); },
+       "locks is a symbolic link, not a folder"},
+      {"locks/ a regular file", [](const fs::path& r) { jitk_test::write_file(r / "locks", "x"); }, "locks is a regular file, not a folder"},
+      {"blobs/ a FIFO", [](const fs::path& r) { REQUIRE(::mkfifo((r / "blobs").c_str(), 0600) == 0); }, "blobs is a FIFO, not a folder"},
+      {"blobs/ writable by group", [](const fs::path& r) {
+         REQUIRE(::mkdir((r / "blobs").c_str(), 0700) == 0);
+         REQUIRE(::chmod((r / "blobs").c_str(), 0770) == 0);
+       }, "blobs is writable by group or others"},
+      {"locks/ writable by others", [](const fs::path& r) {
+         REQUIRE(::mkdir((r / "locks").c_str(), 0700) == 0);
+         REQUIRE(::chmod((r / "locks").c_str(), 0702) == 0);
+       }, "locks is writable by group or others"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    TempDir dir;
+    const auto root = dir.path() / "jitk";
+    REQUIRE(::mkdir(root.c_str(), 0700) == 0);
+    c.make(root);
+    DiskTier cache(root);
+    CHECK_FALSE(cache.on_disk());
+    CHECK_THAT(cache.unavailable_reason(), Contains(c.reason));
+    CHECK_FALSE(cache.put(kKey, kSaxpy, bytes_of("x"), PutReason::Compiled));
+    CHECK(fs::is_empty(outside.path()));
+  }
+  // A root that is a file, and one beneath a file: refused, nothing made.
+  TempDir dir;
+  jitk_test::write_file(dir.path() / "file", "x");
+  CHECK_THAT(DiskTier(dir.path() / "file").unavailable_reason(), Contains("is not a folder"));
+  CHECK_THAT(DiskTier(dir.path() / "file" / "jitk").unavailable_reason(), Contains("is not a folder"));
+  CHECK_THAT(DiskTier(dir.path() / "file" / "sub" / "jitk").unavailable_reason(),
+             Contains("cannot create " + (dir.path() / "file" / "sub" / "jitk").string() + ": Not a directory"));
+  CHECK(jitk_test::read_file(dir.path() / "file") == "x");
+  // A root reached through a symlinked folder of ours is used (its real folders are checked).
+  REQUIRE(::mkdir((dir.path() / "real").c_str(), 0700) == 0);
+  fs::create_directory_symlink(dir.path() / "real", dir.path() / "link");
+  {
+    DiskTier cache(dir.path() / "link" / "jitk");
+    REQUIRE(cache.on_disk());
+    REQUIRE(cache.put(kKey, kSaxpy, bytes_of("through"), PutReason::Compiled));
+  }
+  DiskTier again(dir.path() / "link" / "jitk");
+  auto back = again.get(kKey, kSaxpy, Count::HitsAndMisses);
+  REQUIRE(back);
+  CHECK(text_of(*back) == "through");
+  CHECK(present(dir.path() / "real" / "jitk" / "blobs"));
+}
+
 TEST_CASE("a root, or a folder beneath it, of another user is refused", "[cache][trust]") {
   if (::geteuid() != 0) {
     WARN("SKIPPED: needs root to give a folder to another user");

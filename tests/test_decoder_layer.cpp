@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "../examples/decoder_layer.hpp"
+#include "jit/cache.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -107,4 +108,45 @@ TEST_CASE("the decoder layer refuses an MLP width its gate/up weight's layout ca
     const auto w = jitk_example::random_weights<float>(c, 5);
     CHECK_THROWS_WITH((jitk_example::DecoderLayer<float>(c, w, 1, 8, false)), Catch::Matchers::Contains("multiple of 8"));
   }
+}
+
+TEST_CASE("the decoder layer's compile_all gets every variant its prefill and decode use, longest compile first", "[kernels][layer]") {
+  // A cold start compiles what compile_all lists, in parallel; a variant run() gets that the list
+  // lacks would compile later, alone, on the first forward's path. A config no other test uses, so
+  // that every variant here is new to the cache.
+  using jitk_example::LayerConfig;
+  const LayerConfig c{192, 6, 3, 32, 320};
+  const std::int64_t batch = 2, seqlen = 9;
+  const auto w = jitk_example::random_weights<float>(c, 5);
+  jitk_example::DecoderLayer<float> layer(c, w, batch, seqlen + 1, false);
+  const auto before = jit::cache::stats();
+  std::vector<jitk_example::DecoderLayer<float>::VariantTiming> timings;
+  const std::size_t n = layer.compile_all(seqlen, &timings);
+  const auto listed = jitk_example::layer_variants(c, jit::DType::f32, layer.fused_mlp(), true);
+  REQUIRE(n == listed.size());
+  REQUIRE(timings.size() == n);
+  CHECK(listed.front().name == "gemm");  // the longest compiles first
+  CHECK(listed.size() == 8);             // rms_norm, 3 gemms (or 2 and silu_and_mul), rotary, kv append, prefill, decode
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < n; ++i) {
+    INFO(timings[i].name);
+    CHECK(timings[i].name == listed[i].name);
+    CHECK(timings[i].start_ms >= 0);
+    CHECK(timings[i].end_ms >= timings[i].start_ms);
+    names.push_back(timings[i].name);
+  }
+  std::sort(names.begin(), names.end());
+  CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
+  const auto compiled = jit::cache::stats();
+  CHECK(compiled.compiles > before.compiles);
+  const auto x = jitk_test::random_values<double>(static_cast<std::size_t>(batch * seqlen * c.hidden), -2, 2,
+                                                  [](double v) { return double(float(v)); });
+  layer.prefill(jitk_example::narrowed<float>(x), seqlen);
+  const auto xd = jitk_test::random_values<double>(static_cast<std::size_t>(batch * c.hidden), -2, 2, [](double v) { return double(float(v)); });
+  layer.decode(jitk_example::narrowed<float>(xd), std::vector<std::int32_t>(batch, static_cast<std::int32_t>(seqlen)));
+  CHECK(jit::cache::stats().compiles == compiled.compiles);  // nothing left to compile
+  // the decode-only list (seqlen 0) is the same less attention_prefill
+  const auto decode_only = jitk_example::layer_variants(c, jit::DType::f32, layer.fused_mlp(), false);
+  CHECK(decode_only.size() == listed.size() - 1);
+  CHECK(std::none_of(decode_only.begin(), decode_only.end(), [](const auto& v) { return v.kernel == "attention_prefill"; }));
 }

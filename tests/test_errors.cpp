@@ -3,6 +3,11 @@
 // needed), a refusal for lack of shared memory carries required and limit, and what() stays the
 // whole readable message.
 #include <algorithm>
+#include <memory>
+#include <thread>
+#include <cstdlib>
+#include <chrono>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdio>
 
@@ -10,6 +15,7 @@
 #include "jit/cuda/nvrtc_compiler.hpp"
 #include "jit/hip/hiprtc_compiler.hpp"
 #include "jit/kernel_catalog.hpp"
+#include "jit/kernels.hpp"
 #include "jit/registry.hpp"
 #include "runtime/driver_error.hpp"
 #include "runtime/get_kernel.hpp"
@@ -151,6 +157,81 @@ TEST_CASE("an NVRTC compile error for a named arch carries the log, the options 
   const auto artifact = nvrtc.compile(saxpy);
   REQUIRE(artifact.bytes.size() > 4);
   CHECK(std::string(artifact.bytes.data(), 4) == "\x7f" "ELF");
+}
+
+TEST_CASE("JITK_NVRTC_PCH: NVRTC's -pch for a compile alone and not beside another (unset, auto), always with 1, never with 0",
+          "[errors]") {
+  if (auto why = jit::detail::NvrtcCompiler::unavailable_reason(); !why.empty()) {
+    std::printf("SKIPPED: NVRTC is unavailable: %s\n", why.c_str());
+    return;
+  }
+  register_broken();
+  const auto broken = jit::detail::specialize(jit::detail::find_kernel(Broken::name), {{"dtype", std::string("f32")}},
+                                              jit::Backend::Cuda);
+  // The options a compile was given, as its error reports them (the broken text never compiles).
+  auto options_of = [&](const jit::detail::NvrtcCompiler& nvrtc) {
+    try {
+      nvrtc.compile(broken);
+    } catch (const jit::Error& e) {
+      return e.options();
+    }
+    FAIL("a broken kernel text compiled");
+    return std::vector<std::string>{};
+  };
+  auto has_pch = [](const std::vector<std::string>& options) { return std::find(options.begin(), options.end(), "-pch") != options.end(); };
+  const char* old = std::getenv("JITK_NVRTC_PCH");
+  const std::string saved = old ? old : "";
+  struct Restore {
+    bool had;
+    std::string value;
+    ~Restore() { had ? ::setenv("JITK_NVRTC_PCH", value.c_str(), 1) : ::unsetenv("JITK_NVRTC_PCH"); }
+  } restore{old != nullptr, saved};
+  // A compiler of each setting (the variable is read when a compiler is made); "" is unset, and a
+  // value that is none of them is warned about once and taken as auto.
+  struct Setting {
+    const char* value;
+    bool alone, beside;  // -pch expected
+  };
+  const Setting settings[] = {{nullptr, true, false}, {"auto", true, false}, {"1", true, true}, {"0", false, false},
+                              {"yes\n\x1b[2J", true, false}};
+  std::vector<std::unique_ptr<jit::detail::NvrtcCompiler>> compilers;
+  for (const auto& s : settings) {
+    s.value ? ::setenv("JITK_NVRTC_PCH", s.value, 1) : ::unsetenv("JITK_NVRTC_PCH");
+    compilers.push_back(std::make_unique<jit::detail::NvrtcCompiler>("sm_90"));
+  }
+  REQUIRE(jit::detail::NvrtcCompiler::compiles_running() == 0);
+  for (std::size_t i = 0; i < compilers.size(); ++i) {
+    INFO("JITK_NVRTC_PCH=" << (settings[i].value ? settings[i].value : "(unset)") << ", alone");
+    CHECK(has_pch(options_of(*compilers[i])) == settings[i].alone);
+  }
+  // beside a long compile (the Hopper gemm's: seconds), of another arch's compiler
+  const auto gemm = jit::detail::resolve("gemm", jit::kernels::Gemm::to_params(jit::kernels::Gemm::Params{jit::DType::bf16}),
+                                         jit::Target::parse("cuda:sm_90"));
+  std::atomic<bool> long_done{false};
+  std::thread long_compile([&] {
+    try {
+      gemm.compiler->compile(gemm.unit);
+    } catch (...) {
+    }
+    long_done = true;
+  });
+  for (int i = 0; i < 30000 && jit::detail::NvrtcCompiler::compiles_running() == 0 && !long_done; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const bool beside = jit::detail::NvrtcCompiler::compiles_running() > 0;
+  std::vector<bool> pch_beside;
+  for (const auto& c : compilers) pch_beside.push_back(has_pch(options_of(*c)));
+  const bool still_beside = !long_done;
+  long_compile.join();
+  if (beside && still_beside) {
+    for (std::size_t i = 0; i < compilers.size(); ++i) {
+      INFO("JITK_NVRTC_PCH=" << (settings[i].value ? settings[i].value : "(unset)") << ", beside another compile");
+      CHECK(pch_beside[i] == settings[i].beside);
+    }
+  } else {
+    WARN("the long compile was not running beside the short ones; nothing to check");
+  }
+  CHECK(jit::detail::NvrtcCompiler::compiles_running() == 0);
+  CHECK(has_pch(options_of(*compilers[0])));  // alone again
 }
 
 TEST_CASE("a hipRTC compile error for a named gfx target carries the log, the options with the arch, and the source",

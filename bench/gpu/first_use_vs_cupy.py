@@ -6,6 +6,8 @@ ready from its warm disk cache, then (second figure) that plus its first launch 
   jitk              jit::get of rms_norm bf16 (cuInit, context and NVRTC's dlopen before the clock)
   jitk_after_other  the same after another kernel (saxpy) was got first: the driver's first module load
                     of the process is then paid before the clock, as in CuPy's figure
+  jitk_tiny_*       the same after an empty kernel's module was loaded: PTX or CUBIN, before the clock
+                    (first) or on a thread (thread; cubin_thread: started as the clock starts)
   cupy              DESIGN's figure: RawKernel + compile() of rms_norm after another RawKernel was
                     compiled before the clock (CuPy keys its cache with an NVRTC compile of an empty
                     program, once a process: about 20 ms; that and its first module load are not timed)
@@ -117,6 +119,9 @@ def main():
         f.write(TRITON_CHILD)
     jitk_cache = {"JITK_CACHE_DIR": os.path.join(work, "jitk")}
     cupy_cache = {"CUPY_CACHE_DIR": os.path.join(work, "cupy")}
+    # An empty kernel's CUBIN for the tiny_cubin sides (left out below where it cannot be made).
+    tiny_cubin = {"JITK_BENCH_TINY_CUBIN": os.path.join(work, "tiny.cubin")}
+    subprocess.run([bench, "--write-tiny-cubin", tiny_cubin["JITK_BENCH_TINY_CUBIN"]], timeout=120)
     sides = {
         "jitk": ([bench, "--child-first-use"], jitk_cache),
         "jitk_after_other": ([bench, "--child-first-use"], {**jitk_cache, "JITK_BENCH_OTHER_FIRST": "1"}),
@@ -124,6 +129,10 @@ def main():
         # clock (sync) or on a thread started at CUDA init and joined after the get (thread)
         "jitk_tiny_first": ([bench, "--child-first-use"], {**jitk_cache, "JITK_BENCH_TINY_FIRST": "sync"}),
         "jitk_tiny_thread": ([bench, "--child-first-use"], {**jitk_cache, "JITK_BENCH_TINY_FIRST": "thread"}),
+        # the same with an empty kernel's CUBIN of the device's arch (the ELF loader jitk's artifacts
+        # take, not the PTX JIT): before the clock, or on a thread started as the clock starts
+        "jitk_tiny_cubin_first": ([bench, "--child-first-use"], {**jitk_cache, **tiny_cubin, "JITK_BENCH_TINY_FIRST": "cubin"}),
+        "jitk_tiny_cubin_thread": ([bench, "--child-first-use"], {**jitk_cache, **tiny_cubin, "JITK_BENCH_TINY_FIRST": "cubin-thread"}),
         "cupy": ([sys.executable, "-c", CUPY_CHILD, "warm"], cupy_cache),
         "cupy_keying": ([sys.executable, "-c", CUPY_CHILD, "cold"], cupy_cache),
         "triton": ([sys.executable, triton_file], {"TRITON_CACHE_DIR": os.path.join(work, "triton")}),

@@ -44,6 +44,7 @@
 #include "runtime/backend_driver.hpp"
 #include "runtime/selection.hpp"
 #include "jit/registry.hpp"
+#include "bench/warm_path_stages.hpp"
 #include <limits>
 #include <optional>
 
@@ -134,7 +135,8 @@ std::vector<char> raw_nvrtc(const jit::detail::SourceUnit& unit, const std::stri
   nvrtcCreateProgram(&p, unit.main.text.c_str(), unit.main.name.c_str(), (int)texts.size(), texts.data(), names.data());
   std::string a = "--gpu-architecture=" + arch;
   std::string inc = "--include-path=" + std::string(std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : "/usr/local/cuda") + "/include";
-  // The same PCH setting jitk uses (on unless JITK_NVRTC_PCH=0), so the ratio is jitk's own overhead.
+  // The same PCH setting jitk gives a lone compile (on unless JITK_NVRTC_PCH=0; this bench compiles
+  // one at a time), so the ratio is jitk's own overhead.
   const char* pch_env = std::getenv("JITK_NVRTC_PCH");
   const bool pch = !(pch_env && std::string(pch_env) == "0");
   std::vector<const char*> opts = {a.c_str(), "-std=c++17", "--device-as-default-execution-space", inc.c_str()};
@@ -205,9 +207,8 @@ int child_compile_series(int count) {
 }
 
 // Where a warm first use goes, stage by stage, each timed the first time this process does it, in
-// the order jit::get takes them on a warm hit (the request key remembered: no text rendered).
+// the order jit::get takes them on a warm hit (bench/warm_path_stages.hpp), then the module loads.
 void first_use_breakdown() {
-  using namespace jit::detail;
   auto stage = [](const char* what, auto&& fn) {
     auto t0 = clock_type::now();
     fn();
@@ -215,49 +216,15 @@ void first_use_breakdown() {
   };
   const jit::Target* target = nullptr;
   stage("backends + default target", [&] { target = &jit::default_target(); });
-  stage("cache open (root checks, no index)", [] { process_tiers(); });
-  const Compiler* compiler = nullptr;
-  stage("driver + compiler for the target", [&] { compiler = &driver_for(*target).compiler(*target); });
   const jit::ParamSet params = jit::kernels::RmsNorm::to_params({jit::DType::bf16, 4096});
-  const KernelDef& def = find_kernel("rms_norm");
-  jit::ParamSet canonical;
-  Selected chosen;
-  SourceUnit described;
-  stage("validate + choose + describe (no text rendered)", [&] {
-    canonical = validate_params(def, params);
-    chosen = select_implementation(def, canonical, *target, capability_of_arch(compiler->arch()), {});
-    if (!chosen.impl.arch_suffix.empty() && !compiler->arch().ends_with(chosen.impl.arch_suffix))
-      compiler = &driver_for(*target).compiler(jit::Target{target->backend, compiler->arch() + chosen.impl.arch_suffix, target->device});
-    described = describe_unit(def, chosen.impl, canonical);
-  });
-  UnitTexts texts;
-  stage("kernel texts read", [&] { texts = unit_texts(def, chosen.impl); });
-  std::string toolkit;
-  stage("toolkit header fingerprint (memo + stats)", [&] {
-    SourceUnit u = described;
-    u.main = texts.text;
-    u.headers = texts.headers;
-    toolkit = compiler->external_headers_fingerprint(u);
-  });
-  std::string request;
-  std::optional<std::string> key;
-  stage("request key + remembered key read", [&] {
-    request = request_key(described, texts, target->backend, *compiler, toolkit, chosen.mapped);
-    if (const MemoStore* memos = process_tiers().stack.request_keys(); memos && !request.empty()) key = remembered_key(*memos, request);
-  });
-  Specialization s;
-  stage("for comparison: whole resolve + key (renders)", [&] { s = resolve("rms_norm", params, *target); });
-  if (!key) std::fprintf(stderr, "breakdown: no remembered key (request key '%s'); the whole resolve's key is used\n", request.c_str());
-  else if (*key != s.key) std::fprintf(stderr, "breakdown: the remembered key %s is not the whole resolve's %s\n", key->c_str(), s.key.c_str());
-  std::optional<std::vector<char>> bytes;
-  // meta_of(s): what the blob must be bound to (kernel, params, backend, arch, compiler, implementation).
-  stage("blob read + verify (bound to key and meta)", [&] { bytes = process_tiers().disk->get(s.key, meta_of(s), Count::Hits); });
-  if (!bytes) return;
-  stage("module load + lookup, first in process", [&] { s.driver->load(*bytes, s.unit, s.target, s.key); });
-  stage("module load + lookup, second", [&] { s.driver->load(*bytes, s.unit, s.target, s.key); });
+  jitk_bench::WarmStages w = jitk_bench::warm_path_stages(*target, "rms_norm", params, /*device=*/true);
+  if (!w.bytes) return;
+  const auto& s = w.s;
+  stage("module load + lookup, first in process", [&] { s.driver->load(*w.bytes, s.unit, s.target, s.key); });
+  stage("module load + lookup, second", [&] { s.driver->load(*w.bytes, s.unit, s.target, s.key); });
   int mode = 0;
   const char* how = std::getenv("JITK_CUDA_LOAD");
-  std::fprintf(stderr, "breakdown: artifact %zu bytes; JITK_CUDA_LOAD=%s; driver loading mode %s\n", bytes->size(), how ? how : "(module)",
+  std::fprintf(stderr, "breakdown: artifact %zu bytes; JITK_CUDA_LOAD=%s; driver loading mode %s\n", w.bytes->size(), how ? how : "(module)",
                cuModuleGetLoadingMode(reinterpret_cast<CUmoduleLoadingMode*>(&mode)) != CUDA_SUCCESS ? "unknown"
                : mode == CU_MODULE_LAZY_LOADING                                                       ? "lazy"
                                                                                                       : "eager");
@@ -277,16 +244,93 @@ void load_tiny_module(CUcontext ctx) {
   std::fprintf(stderr, "tiny module: %s in %.4f ms\n", r == CUDA_SUCCESS ? "loaded" : "FAILED", ms_since(t0));
 }
 
+// The same with a CUBIN of the device's own arch (written by --write-tiny-cubin): the driver's ELF
+// loader, not its PTX JIT, the path jitk's artifacts take; tells whether the process's first
+// cuModuleLoadData costs more than later ones for any module (then a warm-up could be overlapped).
+// Its function is got too (JITK_BENCH_TINY_GET=0: not): with lazy loading the driver loads a
+// module's functions at cuModuleGetFunction, and an H100 run (bench/results/2026-11-26-h100-first-use2.log)
+// showed a tiny CUBIN loaded without it
+// leaves the first real load's extra cost (0.29-0.32 ms first, 0.10-0.11 second) where it was.
+void load_tiny_cubin(CUcontext ctx, const std::vector<char>* cubin) {
+  cuCtxSetCurrent(ctx);
+  const auto t0 = clock_type::now();
+  CUmodule mod = nullptr;
+  CUresult r = cuModuleLoadData(&mod, cubin->data());
+  const char* get = std::getenv("JITK_BENCH_TINY_GET");
+  CUfunction fn = nullptr;
+  const bool got = r == CUDA_SUCCESS && !(get && std::string(get) == "0");
+  if (got) r = cuModuleGetFunction(&fn, mod, "jitk_tiny");
+  std::fprintf(stderr, "tiny cubin: %s%s in %.4f ms\n", r == CUDA_SUCCESS ? "loaded" : "FAILED", got ? " with its function" : "",
+               ms_since(t0));
+}
+
+// --write-tiny-cubin PATH: an empty kernel compiled by NVRTC for device 0's arch, written to PATH.
+int write_tiny_cubin(const char* path) {
+  CUdevice dev = 0;
+  int major = 0, minor = 0;
+  if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+      cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
+      cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "--write-tiny-cubin: no CUDA device\n");
+    return 1;
+  }
+  const std::string arch = "--gpu-architecture=sm_" + std::to_string(major * 10 + minor);
+  nvrtcProgram p;
+  nvrtcCreateProgram(&p, "extern \"C\" __global__ void jitk_tiny() {}\n", "tiny.cu", 0, nullptr, nullptr);
+  const char* opts[] = {arch.c_str()};
+  std::size_t n = 0;
+  if (nvrtcCompileProgram(p, 1, opts) != NVRTC_SUCCESS || nvrtcGetCUBINSize(p, &n) != NVRTC_SUCCESS || n == 0) {
+    std::fprintf(stderr, "--write-tiny-cubin: NVRTC could not compile for %s\n", arch.c_str());
+    return 1;
+  }
+  std::vector<char> cubin(n);
+  nvrtcGetCUBIN(p, cubin.data());
+  nvrtcDestroyProgram(&p);
+  FILE* f = std::fopen(path, "wb");
+  if (!f || std::fwrite(cubin.data(), 1, n, f) != n || std::fclose(f) != 0) {
+    std::fprintf(stderr, "--write-tiny-cubin: cannot write %s\n", path);
+    return 1;
+  }
+  return 0;
+}
+
+std::vector<char> read_whole(const char* path) {
+  std::vector<char> bytes;
+  if (FILE* f = std::fopen(path, "rb")) {
+    char buf[65536];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, f)) bytes.insert(bytes.end(), buf, buf + n);
+    std::fclose(f);
+  }
+  return bytes;
+}
+
 int child_first_use() {
   jit::cuda::available();  // cuInit + primary context: once per process, not the cache's cost
   std::thread tiny;
-  if (const char* t = std::getenv("JITK_BENCH_TINY_FIRST")) {
-    CUcontext ctx = nullptr;
-    cuCtxGetCurrent(&ctx);
+  // JITK_BENCH_TINY_FIRST: sync / thread (a PTX module, before the clock, here or on a thread);
+  // cubin (JITK_BENCH_TINY_CUBIN's file, loaded before the clock) / cubin-thread (loaded on a thread
+  // started as the clock starts: the get's host work runs meanwhile, as a warm-up begun when jitk's
+  // CUDA driver is made would).
+  const std::string tiny_how = std::getenv("JITK_BENCH_TINY_FIRST") ? std::getenv("JITK_BENCH_TINY_FIRST") : "";
+  CUcontext tiny_ctx = nullptr;
+  std::vector<char> tiny_cubin;
+  if (!tiny_how.empty()) {
+    cuCtxGetCurrent(&tiny_ctx);
     CUdevice dev = 0;
-    if (!ctx && cuDeviceGet(&dev, 0) == CUDA_SUCCESS) cuDevicePrimaryCtxRetain(&ctx, dev);
-    if (std::string(t) == "thread") tiny = std::thread(load_tiny_module, ctx);
-    else load_tiny_module(ctx);
+    if (!tiny_ctx && cuDeviceGet(&dev, 0) == CUDA_SUCCESS) cuDevicePrimaryCtxRetain(&tiny_ctx, dev);
+    if (tiny_how.rfind("cubin", 0) == 0) {
+      const char* path = std::getenv("JITK_BENCH_TINY_CUBIN");
+      tiny_cubin = read_whole(path ? path : "");
+      if (tiny_cubin.empty()) {
+        std::fprintf(stderr, "JITK_BENCH_TINY_FIRST=%s needs JITK_BENCH_TINY_CUBIN (a file from --write-tiny-cubin)\n", tiny_how.c_str());
+        return 1;
+      }
+      if (tiny_how == "cubin") load_tiny_cubin(tiny_ctx, &tiny_cubin);
+    } else if (tiny_how == "thread") {
+      tiny = std::thread(load_tiny_module, tiny_ctx);
+    } else {
+      load_tiny_module(tiny_ctx);
+    }
   }
   struct Join {
     std::thread& t;
@@ -312,8 +356,10 @@ int child_first_use() {
   w.fill_bytes(0);
   jit::cuda::synchronize();
   auto t0 = clock_type::now();
+  if (tiny_how == "cubin-thread") tiny = std::thread(load_tiny_cubin, tiny_ctx, &tiny_cubin);
   auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, hidden});
   double get_ms = ms_since(t0);
+  if (tiny.joinable()) tiny.join();
   // With lazy loading the driver may finish loading at the first launch: timed too.
   k(rows, x.data(), w.data(), y.data(), 1e-6);
   jit::cuda::synchronize();
@@ -1489,6 +1535,7 @@ int main(int argc, char** argv) {
       continue;
     }
     if (!std::strcmp(argv[i], "--child-first-use")) return child_first_use();
+    if (!std::strcmp(argv[i], "--write-tiny-cubin") && i + 1 < argc) return write_tiny_cubin(argv[i + 1]);
     if (!std::strcmp(argv[i], "--child-compile-series")) return child_compile_series(6);
     if (!std::strcmp(argv[i], "--child-tune")) return child_tune();
     if (!std::strcmp(argv[i], "--only")) {

@@ -14,9 +14,11 @@
 // torch eager / torch.compile on the same shapes: bench/gpu/torch_baseline.py --layer (run.sh runs
 // both); --dump DIR writes the 1 x 2048 prefill's input, weights and output (raw bf16) for its
 // correctness check against PyTorch.
-//   jitk_layer_bench [--json] [--dump DIR] [--prefill-only | --prefill]
+//   jitk_layer_bench [--json] [--dump DIR] [--prefill-only | --prefill | --cold N]
 //     (--prefill-only: the 1 x 2048 prefill alone; --prefill: 1 x 2048 and 8 x 2048, no tuning,
-//     decode or cold start: an A/B of kernel texts at both sizes)
+//     decode or cold start: an A/B of kernel texts at both sizes; --cold N: the cold start and warm
+//     process rows alone, from N cold children, each child's figures and its variants' get times
+//     printed: the cold start's critical path)
 //   jitk_layer_bench --child-first-forward [--compile-all] [--ready-file F --start-file G]
 //     (what the parent, or bench/gpu/fleet.sh, runs in children)
 #include <cuda.h>
@@ -27,6 +29,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -336,7 +339,8 @@ int child_first_forward(bool compile_all, const std::string& ready_file, const s
   fleet_barrier(ready_file, start_file);
   const auto t0 = clock_type::now();
   std::size_t variants = 0;
-  if (compile_all) variants = layer.compile_all(2048);
+  std::vector<Layer::VariantTiming> timings;
+  if (compile_all) variants = layer.compile_all(2048, &timings);
   const double compile_ms = ms_since(t0);
   jit::cuda::OwnedStream stream;
   layer.run(step, stream);
@@ -346,14 +350,20 @@ int child_first_forward(bool compile_all, const std::string& ready_file, const s
   layer.run(step, stream);
   stream.synchronize();
   const double second_ms = ms_since(t1);
+  // each variant's get (cold: its compile), when it began and returned after compile_all began
+  for (const auto& t : timings) std::printf("variant %s start_ms %.1f end_ms %.1f\n", t.name.c_str(), t.start_ms, t.end_ms);
   std::printf("setup_ms %.1f compile_all_ms %.1f variants %zu first_forward_ms %.2f second_forward_ms %.2f\n", setup_ms, compile_ms, variants,
               first_ms, second_ms);
-  if (!start_file.empty()) std::printf("checksum %016llx\n", checksum(step.y.host()));
+  // the output's checksum (after the timings): a fleet's children compare theirs, and --cold's rows
+  // on other kernel texts theirs with the built-in texts' (the same math gives the same bits)
+  std::printf("checksum %016llx\n", checksum(step.y.host()));
   return 0;
 }
 
 struct ChildResult {
   double compile_all_ms = -1, first_forward_ms = -1, second_forward_ms = -1;
+  std::vector<std::string> variant_lines;  // the child's "variant NAME start_ms S end_ms E" lines
+  std::string checksum;                    // of its output after the first forward
 };
 ChildResult run_child(const std::string& self, const std::string& env, bool compile_all) {
   const std::string cmd = env + " '" + self + "' --child-first-forward" + (compile_all ? " --compile-all" : "") + " 2>&1";
@@ -363,8 +373,10 @@ ChildResult run_child(const std::string& self, const std::string& env, bool comp
     while (std::fgets(line, sizeof line, p)) {
       std::size_t variants = 0;
       double setup = 0;
-      if (std::sscanf(line, "setup_ms %lf compile_all_ms %lf variants %zu first_forward_ms %lf second_forward_ms %lf", &setup, &r.compile_all_ms,
-                      &variants, &r.first_forward_ms, &r.second_forward_ms) != 5)
+      if (std::strncmp(line, "variant ", 8) == 0) r.variant_lines.emplace_back(line);
+      else if (std::strncmp(line, "checksum ", 9) == 0) r.checksum = std::string(line + 9, std::strcspn(line + 9, "\n"));
+      else if (std::sscanf(line, "setup_ms %lf compile_all_ms %lf variants %zu first_forward_ms %lf second_forward_ms %lf", &setup, &r.compile_all_ms,
+                           &variants, &r.first_forward_ms, &r.second_forward_ms) != 5)
         std::fprintf(stderr, "child: %s", line);
     }
     pclose(p);
@@ -380,17 +392,25 @@ std::string self_path() {
 
 // Cold: an empty jitk cache and an empty driver compute cache (NVRTC's output is cached there too),
 // every variant compiled at once, then the first forward. Warm: a new process on those caches.
-void cold_and_warm() {
+// `samples` cold children (each with its warm ones after it); with `each`, every cold child's figures
+// and its variants' get times (start and end, ms after compile_all began: the cold start's critical path).
+void cold_and_warm(int samples = 3, bool each = false) {
   const std::string self = self_path();
   std::vector<double> cold, cold_forward, warm, second;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < samples; ++i) {
     char jitk_dir[] = "/tmp/jitk-layer-cold-XXXXXX", cuda_dir[] = "/tmp/jitk-layer-cuda-XXXXXX";
     if (!mkdtemp(jitk_dir) || !mkdtemp(cuda_dir)) return;
     const std::string env = std::string("JITK_CACHE_DIR=") + jitk_dir + " CUDA_CACHE_PATH=" + cuda_dir;
     const auto c = run_child(self, env, true);
     cold.push_back(c.compile_all_ms);
     cold_forward.push_back(c.first_forward_ms);
-    for (int j = 0; j < 3; ++j) {
+    if (each) {
+      std::printf("cold sample %d: compile_all %.1f ms, first forward done at %.1f ms, output checksum %s\n", i, c.compile_all_ms,
+                  c.first_forward_ms, c.checksum.c_str());
+      for (const auto& v : c.variant_lines) std::printf("  %s", v.c_str());
+      std::fflush(stdout);
+    }
+    for (int j = 0; j < (each ? 1 : 3); ++j) {  // --cold: one warm child a sample (each child builds the weights: ~seconds)
       const auto w = run_child(self, env, false);
       warm.push_back(w.first_forward_ms);
       second.push_back(w.second_forward_ms);
@@ -445,6 +465,7 @@ int main(int argc, char** argv) {
   try {
     std::string dump, ready_file, start_file;
     bool child = false, compile_all = false, sweep = false, prefill_only = false, prefill = false;
+    int cold_samples = 0;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--json") g_json = true;
@@ -456,8 +477,15 @@ int main(int argc, char** argv) {
       else if (a == "--sweep-few-rows") sweep = true;
       else if (a == "--prefill-only") prefill_only = true;
       else if (a == "--prefill") prefill = true;
+      else if (a == "--cold" && i + 1 < argc) {
+        cold_samples = std::atoi(argv[++i]);
+        if (cold_samples < 1 || cold_samples > 50) {
+          std::fprintf(stderr, "jitk_layer_bench: --cold N takes 1 to 50 samples, not '%s'\n", argv[i]);
+          return 2;
+        }
+      }
       else {
-        std::fprintf(stderr, "usage: jitk_layer_bench [--json] [--dump DIR] [--prefill-only | --prefill] [--sweep-few-rows] | --child-first-forward [--compile-all] [--ready-file F --start-file G]\n");
+        std::fprintf(stderr, "usage: jitk_layer_bench [--json] [--dump DIR] [--prefill-only | --prefill | --cold N] [--sweep-few-rows] | --child-first-forward [--compile-all] [--ready-file F --start-file G]\n");
         return 2;
       }
     }
@@ -468,6 +496,10 @@ int main(int argc, char** argv) {
     if (child) return child_first_forward(compile_all, ready_file, start_file);
     if (sweep) {
       sweep_few_rows();
+      return 0;
+    }
+    if (cold_samples > 0) {
+      cold_and_warm(cold_samples, true);
       return 0;
     }
     if (!prefill_only && !prefill) cold_and_warm();

@@ -7,8 +7,9 @@
 #   layer      jitk_layer_bench (Llama-3-8B layer) + torch --layer        -> layer.jsonl
 #   bench      jitk_gpu_bench, everything (about 8 min; JITK_BENCH_ONLY=prefill,decode: those) -> gpu_bench.jsonl/.err
 #   torch      torch_baseline.py row kernels + attention + plot           -> torch.jsonl, row_kernels.png
-#   first_use  a warm first use in new processes, with its breakdown, vs CuPy, and A/B of
-#              JITK_CUDA_LOAD=library and JITK_REQUEST_KEYS=0                -> first_use.log
+#   first_use  a warm first use in new processes, with its breakdown (also after an empty kernel's
+#              CUBIN was loaded, and eager), vs CuPy, and A/B of JITK_CUDA_LOAD=library,
+#              CUDA_MODULE_LOADING=EAGER and JITK_REQUEST_KEYS=0             -> first_use.log
 #   fleet      bench/gpu/fleet.sh: JITK_FLEET_N (default 32) processes, empty caches, one redis-server,
 #              the layer's cold start against one node's (carry redis-server: fetch-gpu-deps.sh) -> fleet.log
 #   python     python/gpu-run.sh (carry .gpu-wheels too): the package's tests on CUDA, launch overhead,
@@ -76,6 +77,13 @@ section_first_use() {
   done > "$out/first_use.log" 2>&1
   for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use; done >> "$out/first_use.log" 2>&1
   for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_CUDA_LOAD=library JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use; done >> "$out/first_use.log" 2>&1
+  # the same after an empty kernel's CUBIN was loaded (does the first module load still cost more?),
+  # and with the driver's lazy loading off
+  tiny_cubin=$first_use_cache.tiny.cubin
+  ./build-gpu/bench/gpu/jitk_gpu_bench --write-tiny-cubin "$tiny_cubin" >> "$out/first_use.log" 2>&1
+  for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_BENCH_TINY_FIRST=cubin JITK_BENCH_TINY_CUBIN=$tiny_cubin JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use; done >> "$out/first_use.log" 2>&1
+  echo "== breakdown, CUDA_MODULE_LOADING=EAGER" >> "$out/first_use.log"
+  JITK_CACHE_DIR=$first_use_cache CUDA_MODULE_LOADING=EAGER JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use >> "$out/first_use.log" 2>&1
   # the same first use against CuPy's RawKernel (and Triton where installed), same run, medians and ratios
   python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 >> "$out/first_use.log" 2>&1
   # A/B in the same run: cuLibraryLoadData instead of cuModuleLoadData; the text rendered on every get

@@ -77,42 +77,59 @@ constexpr std::size_t kMaxMemoBytes = 256 * 1024;
 
 // What changes when a toolkit is upgraded or edited: each header's device, inode, size and mtime (ns),
 // and those of the folders they are in (a header added beside them could shadow one). "" when one
-// cannot be stat'ed (gone: rescan). Each folder is opened once and its headers stat'ed relative to
-// it (a warm get's stats walk the folder's path once, not once a header); the values, and so the
-// stamp, are those stat() gives.
+// cannot be stat'ed (gone: rescan). The folder that holds them all (the toolkit's include/, usually)
+// is opened once and every header and folder is stat'ed relative to it: a warm get walks no path
+// from / again, and opens no folder but that one. The values, and so the stamp, are those stat()
+// gives (symbolic links followed), so remembered stamps stay valid.
 std::string metadata_stamp(const std::vector<std::string>& paths) {
-  KeyBuilder stamp;
-  struct Folder {
-    int fd = -1;
-    struct stat st {};
+  if (paths.empty()) return KeyBuilder().finish().hex();
+  auto folder_of = [](const std::string& p) -> std::optional<std::string> {
+    const auto slash = p.rfind('/');
+    if (p.empty() || p[0] != '/' || slash == std::string::npos || slash + 1 == p.size()) return std::nullopt;
+    return slash == 0 ? std::string("/") : p.substr(0, slash);
   };
-  std::map<std::string, Folder> folders;
-  struct CloseAll {
-    std::map<std::string, Folder>& f;
-    ~CloseAll() {
-      for (auto& [name, folder] : f)
-        if (folder.fd >= 0) ::close(folder.fd);
+  // The folders, in name order (as the stamp lists them), and the longest folder holding them all.
+  std::map<std::string, struct stat> folders;
+  std::string base;
+  for (const auto& p : paths) {
+    auto folder = folder_of(p);
+    if (!folder) return "";
+    folders.try_emplace(*folder);
+    if (base.empty()) base = *folder;
+    // Up from the base until it holds this folder too ("/" holds every one).
+    while (!(*folder == base || (folder->compare(0, base.size(), base) == 0 && (base == "/" || (*folder)[base.size()] == '/')))) {
+      const auto up = base.rfind('/');
+      base = up == 0 ? "/" : base.substr(0, up);
     }
-  } close_all{folders};
+  }
+  // A path relative to the base (the base itself: "").
+  auto relative = [&](const std::string& p) {
+    if (p == base) return std::string();
+    return base == "/" ? p.substr(1) : p.substr(base.size() + 1);
+  };
+  const int fd = ::open(base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } close_base{fd};
+  auto stat_at = [&](const std::string& p, struct stat* st) {
+    const std::string rel = relative(p);
+    return rel.empty() ? ::fstat(fd, st) == 0 : ::fstatat(fd, rel.c_str(), st, 0) == 0;
+  };
+  KeyBuilder stamp;
   auto add = [&](const std::string& p, const struct stat& st) {
     stamp.add(p, std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
                      std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec));
   };
   for (const auto& p : paths) {
-    const auto slash = p.rfind('/');
-    if (slash == std::string::npos || slash + 1 == p.size()) return "";
-    const std::string folder_name = slash == 0 ? "/" : p.substr(0, slash);
-    auto [it, added] = folders.try_emplace(folder_name);
-    Folder& folder = it->second;
-    if (added) {
-      folder.fd = ::open(folder_name.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-      if (folder.fd < 0 || ::fstat(folder.fd, &folder.st) != 0) return "";
-    }
     struct stat st{};
-    if (::fstatat(folder.fd, p.c_str() + slash + 1, &st, 0) != 0) return "";
+    if (!stat_at(p, &st)) return "";
     add(p, st);
   }
-  for (const auto& [name, folder] : folders) add(name, folder.st);
+  for (auto& [name, st] : folders)
+    if (!stat_at(name, &st)) return "";
+  for (const auto& [name, st] : folders) add(name, st);
   return stamp.finish().hex();
 }
 

@@ -2,6 +2,7 @@
 #include "jit/cuda/nvrtc_compiler.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 
@@ -9,6 +10,8 @@
 #include "jit/cuda/include_scan.hpp"
 #include "jit/rtc_compile.hpp"
 #include "support/dynamic_library.hpp"
+#include "support/logging.hpp"
+#include "support/text.hpp"
 
 namespace jit::detail {
 
@@ -120,12 +123,30 @@ NvrtcCompiler::NvrtcCompiler(std::string arch, bool force_ptx, std::shared_ptr<c
   options_ = {"--gpu-architecture=" + code_target_, "-std=c++17", "--device-as-default-execution-space"};
   include_dir_ = toolkit_include_dir();
   if (!include_dir_.empty()) options_.push_back("--include-path=" + include_dir_);
-  // NVRTC's automatic precompiled headers, on unless JITK_NVRTC_PCH=0: measured on the H100, a
-  // fresh process's cold compiles of softmax bf16 took 15 ms each instead of 276 ms (a CUB block
-  // reduce: 0.15-0.3 s instead of 1.5-2.2 s). The PCH does not change the generated code, so it stays
-  // out of options() and the key.
-  if (const char* pch = std::getenv("JITK_NVRTC_PCH"); pch && std::string(pch) == "0") pch_ = false;
+  // NVRTC's automatic precompiled headers (the PCH does not change the generated code, so it stays
+  // out of options() and the key). By default (JITK_NVRTC_PCH unset or auto) only for a compile that
+  // starts while no other NVRTC compile of the process runs; 1: for every compile; 0: never.
+  // Alone they pay: on the H100, a fresh process's cold compiles of softmax bf16 took 15 ms each
+  // instead of 276 ms (a CUB block reduce: 0.15-0.3 s instead of 1.5-2.2 s). Beside others they
+  // cost: NVRTC parses the start of a unit and makes its PCH under one lock of the process (futex
+  // traces on CPU: a compile takes it twice with -pch, and 8 started together queue there), and a
+  // cold start's 8 kernels share no PCH: the Llama layer's cold start on the H100 took 2.79 s with
+  // the PCH on every compile, 2.30 s with auto, 2.23 s without (median of 3 each, one machine;
+  // docs/decoder-layer.md).
+  if (const char* pch = std::getenv("JITK_NVRTC_PCH"); pch && *pch) {
+    const std::string v = pch;
+    if (v == "0") pch_ = Pch::Off;
+    else if (v == "1") pch_ = Pch::On;
+    else if (v != "auto")
+      warn_once("JITK_NVRTC_PCH", "JITK_NVRTC_PCH='" + printable(v.substr(0, 64)) + "' is not 0, 1 or auto; using auto");
+  }
 }
+
+namespace {
+std::atomic<int> g_compiles_running{0};  // NVRTC compiles running in the process (every arch's compiler)
+}  // namespace
+
+int NvrtcCompiler::compiles_running() { return g_compiles_running.load(); }
 
 std::string NvrtcCompiler::external_headers_fingerprint(const SourceUnit& unit) const {
   if (include_dir_.empty()) return "";
@@ -158,7 +179,11 @@ std::string NvrtcCompiler::external_headers_fingerprint(const SourceUnit& unit) 
 
 CompiledArtifact NvrtcCompiler::compile(const SourceUnit& unit) const {
   std::vector<std::string> options = options_;
-  if (pch_) options.push_back("-pch");
+  struct Running {
+    int before = g_compiles_running.fetch_add(1);
+    ~Running() { g_compiles_running.fetch_sub(1); }
+  } running;
+  if (pch_ == Pch::On || (pch_ == Pch::Alone && running.before == 0)) options.push_back("-pch");
   return rtc_compile(lib_->rtc, cubin_ ? lib_->cubin : lib_->ptx, {unit, std::move(options), "cuda:" + arch_, id_});
 }
 

@@ -31,12 +31,17 @@ class NvrtcCompiler final : public Compiler {
 
   // "" when NVRTC can be opened, else why not.
   static std::string unavailable_reason();
+  // NVRTC compiles running in the process now (the PCH's choice; tests wait on it).
+  static int compiles_running();
 
  private:
   const NvrtcLibrary* lib_;
   std::string arch_, code_target_, id_;
   bool cubin_ = true;
-  bool pch_ = true;  // NVRTC's automatic PCH; $JITK_NVRTC_PCH=0 turns it off
+  // NVRTC's automatic PCH ($JITK_NVRTC_PCH): only for a compile that starts while no other NVRTC
+  // compile of the process runs (unset or auto: the PCH is made under NVRTC's process-wide lock, so
+  // compiles started together would queue behind each other's), on every compile (1), never (0).
+  enum class Pch { On, Off, Alone } pch_ = Pch::Alone;
   std::vector<std::string> options_;
   std::string include_dir_;  // toolkit headers NVRTC reads ("" when it has its own)
   std::shared_ptr<const MemoStore> memos_;

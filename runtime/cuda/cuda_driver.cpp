@@ -1,4 +1,5 @@
 // The CUDA backend: NVRTC as its compiler, modules loaded and launched through the driver API.
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -51,9 +52,9 @@ struct Entries {
   CUfunction pack = nullptr;  // nullptr for texts without one
 };
 
-Entries load_module(const DriverApi& api, const std::vector<char>& image, const std::string& key) {
+Entries load_module(const DriverApi& api, const char* image, const std::string& key) {
   CUmodule module = nullptr;
-  check(api.cuModuleLoadData(&module, image.data()), ("cuModuleLoadData of artifact " + key).c_str(), ErrorCode::LoadFailed);
+  check(api.cuModuleLoadData(&module, image), ("cuModuleLoadData of artifact " + key).c_str(), ErrorCode::LoadFailed);
   Entries e;
   check(api.cuModuleGetFunction(&e.entry, module, kEntrySymbol), (std::string("cuModuleGetFunction(") + kEntrySymbol + ")").c_str(),
         ErrorCode::LoadFailed);
@@ -62,9 +63,9 @@ Entries load_module(const DriverApi& api, const std::vector<char>& image, const 
 }
 
 // The functions for the current context of a library's kernels.
-Entries load_library(const DriverApi& api, const std::vector<char>& image, const std::string& key) {
+Entries load_library(const DriverApi& api, const char* image, const std::string& key) {
   CUlibrary library = nullptr;
-  check(api.cuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+  check(api.cuLibraryLoadData(&library, image, nullptr, nullptr, 0, nullptr, nullptr, 0),
         ("cuLibraryLoadData of artifact " + key).c_str(), ErrorCode::LoadFailed);
   Entries e;
   CUkernel kernel = nullptr;
@@ -79,7 +80,7 @@ Entries load_library(const DriverApi& api, const std::vector<char>& image, const
 }
 
 // Libraries and modules live as long as the process: the memory tier hands their functions out.
-Entries load_entries(const DriverApi& api, const std::vector<char>& image, const std::string& key) {
+Entries load_entries(const DriverApi& api, const char* image, const std::string& key) {
   if (load_api(api) == LoadApi::Library) {
     try {
       return load_library(api, image, key);
@@ -125,8 +126,18 @@ class CudaDriver final : public BackendDriver {
                                            const Target& target, const std::string& key) const override {
     make_current(target.device);
     const DriverApi* api = driver_api();
-    std::vector<char> image = artifact;
-    image.push_back('\0');  // PTX must be NUL-terminated; a CUBIN ignores the extra byte
+    // A CUBIN (an ELF image: its headers give every size) goes to the driver as it was read; PTX must
+    // be NUL-terminated, so only a text that does not end in one is copied to add it.
+    static constexpr char kElfMagic[4] = {0x7f, 'E', 'L', 'F'};
+    const bool elf = artifact.size() >= sizeof kElfMagic && std::memcmp(artifact.data(), kElfMagic, sizeof kElfMagic) == 0;
+    std::vector<char> terminated;
+    const char* image = artifact.data();
+    if (!elf && (artifact.empty() || artifact.back() != '\0')) {
+      terminated.reserve(artifact.size() + 1);
+      terminated.assign(artifact.begin(), artifact.end());
+      terminated.push_back('\0');
+      image = terminated.data();
+    }
     const Entries entries = load_entries(*api, image, key);
     CUfunction fn = entries.entry, pack = entries.pack;
     if (unit.shape.shared_bytes > 48 * 1024) {  // over the default a block gets: ask for it
