@@ -1076,3 +1076,61 @@ TEST_CASE("GPU attention_prefill writes NaN rows for a sequence longer than max_
   CHECK(right == 5 * row);
   CHECK(nan == 40 * row);
 }
+
+// Hopper's texts under a causal mask at their default tiles (192 x 128 at head 64 for the copy
+// engine's) on a launch of many rows for few tokens: 2 sequences x 8 kv heads x 64 query heads a group
+// (a float64 reference of seconds); 66 tokens are 33 row tiles of 128 at head 128 (an odd count) and
+// 22 of 192 at head 64; ragged and bottom-right causal (queries fewer than keys), a window with
+// padded strides.
+TEST_CASE("GPU attention_prefill on Hopper, causal, default tiles: a group of 64 query heads, an odd row-tile count, bottom-right causal, a window",
+          "[gpu][attention][sm90a]") {
+  if (!have_gpu()) return;
+  for (const auto& impl : hopper_texts()) {
+    check_gpu_prefill<jit::bfloat16>({{40, 66}, {80, 66}, 8, 64, 128, true, 0, 0}, 0, 0, 0, impl);
+    check_gpu_prefill<jit::bfloat16>({{40, 66}, {80, 66}, 8, 64, 64, true, 0, 0}, 0, 0, 0, impl);
+    check_gpu_prefill<jit::bfloat16>({{66, 40}, {66, 80}, 8, 64, 128, true, 30, 8}, 0, 0, 0, impl);
+  }
+}
+
+// The same on Hopper's texts at their default tiles under a causal mask (192 x 128 at head 64 for the
+// copy engine's): max_seqlen_q = 300 covers 3 row tiles of 128 at head 128 and 2 of 192 at head 64;
+// sequence 0 (5 tokens) has rows in tile 0 alone, sequence 1 (700 tokens) more than the grid covers:
+// NaN in every row of o and lse, the last tile's block filling those past the grid.
+TEST_CASE("GPU attention_prefill on Hopper, causal, default tiles: NaN rows for a sequence longer than max_seqlen_q", "[gpu][attention][sm90a]") {
+  if (!have_gpu()) return;
+  for (const auto& impl : hopper_texts())
+    for (std::int64_t d : {64, 128}) {
+      jit::Selection only;
+      only.implementation = impl;
+      auto kernel = jit::get<jitk_test::Prefill>({jit::DType::bf16, d, true, 0, 1, 0, 0}, gpu(), only);
+      REQUIRE(kernel.implementation() == impl);
+      const std::int64_t total = 705, heads = 4, row = heads * d;
+      jit::cuda::DeviceArray<jit::bfloat16> q(std::vector<jit::bfloat16>(total * row, from_double<jit::bfloat16>(0.5)));
+      jit::cuda::DeviceArray<jit::bfloat16> k(std::vector<jit::bfloat16>(total * row, from_double<jit::bfloat16>(0.25)));
+      jit::cuda::DeviceArray<jit::bfloat16> o(std::vector<jit::bfloat16>(total * row, from_double<jit::bfloat16>(-7)));
+      jit::cuda::DeviceArray<float> lse(std::vector<float>(heads * total, -7.0f));
+      jit::cuda::DeviceArray<std::int32_t> cu(std::vector<std::int32_t>{0, 5, 705});
+      kernel.launch({2, heads, 300, total, total, q.data(), k.data(), k.data(), o.data(), lse.data(), cu.data(), cu.data(), 0.125});
+      jit::cuda::synchronize();
+      const auto out = o.download();
+      const auto lse_out = lse.download();
+      int nan = 0, right = 0, nan_lse = 0, right_lse = 0;
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        const double x = as_double(out[i]);
+        if (i < static_cast<std::size_t>(5 * row)) right += x == 0.25;
+        else nan += std::isnan(x);
+      }
+      // every key scores 0.5 x 0.25 x d x 0.125: token i's lse is that + ln(i + 1)
+      for (std::int64_t h = 0; h < heads; ++h)
+        for (std::int64_t i = 0; i < total; ++i) {
+          const double x = lse_out[h * total + i];
+          if (i < 5) right_lse += std::abs(x - (0.5 * 0.25 * double(d) * 0.125 + std::log(double(i + 1)))) < 1e-3;
+          else nan_lse += std::isnan(x);
+        }
+      INFO(impl << ", head_dim " << d);
+      CHECK(right == 5 * row);
+      CHECK(nan == 700 * row);
+      CHECK(right_lse == 5 * heads);
+      CHECK(nan_lse == 700 * heads);
+    }
+}

@@ -111,10 +111,15 @@ GpuLayout attention_sm90a_tiles(const ParamSet& p, GpuLayout l) {
   return l;
 }
 // cuda-sm90a-tma's: the same, but 128 x 80 for heads of 256 (its consumers' 240 registers take
-// them; H100, s8192: 698 / 626 TFLOP/s full / causal against 128 x 64's 633-672 / 591).
+// them; H100, s8192: 698 / 626 TFLOP/s full / causal against 128 x 64's 633-672 / 591), and 192 x
+// 128 for heads of 64 under a causal mask (FlashAttention-3's head-64 tile; three consumers of 160
+// registers, which the cp.async text's 56-register producer leaves it short of; H100, s2048: 329
+// against 192 x 64's 302 TFLOP/s in one call, bench/results/2026-11-26-h100-attention-causal-tiles.md;
+// without a mask it is not measured yet).
 GpuLayout attention_sm90a_tma_tiles(const ParamSet& p, GpuLayout l) {
   l = attention_sm90a_tiles(p, l);
   if (int_param(p, "head_dim") > 128) l.tile_n = 80;
+  if (int_param(p, "head_dim") <= 64 && int_param(p, "causal") != 0) l.tile_n = 128;
   return l;
 }
 
