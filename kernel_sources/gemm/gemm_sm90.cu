@@ -462,6 +462,7 @@ struct EpiChunk {
         }
         jitk::store<8>(out + at, s);
       } else {
+#pragma unroll 1  // an edge or unaligned piece: not copied for each piece of each chunk
         for (int e = 0; e < 8 && col + e < cols; ++e) {
           if (reads) {
             float v[1] = {jitk::to_float(from[e])};
@@ -511,6 +512,7 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
           jitk::store<8>(out + r * ld + col, v);
           if constexpr (CACHE) qkv.put<8>(r, col, v);
         } else {
+#pragma unroll 1  // an edge or unaligned piece: not copied for each piece of each chunk
           for (int e = 0; e < 8 && col + e < N_out; ++e) {
             out[r * ld + col + e] = from[e];
             if constexpr (CACHE) qkv.put1(r, col + e, from[e]);
@@ -621,6 +623,7 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
           jitk::store<8>(out + r * ld + col, v);
           if constexpr (CACHE) qkv.put<8>(r, col, v);
         } else {
+#pragma unroll 1  // an edge or unaligned piece: not copied for each piece of each chunk
           for (int e = 0; e < 8 && col + e < N_out; ++e) {
             out[r * ld + col + e] = from[e];
             if constexpr (CACHE) qkv.put1(r, col + e, from[e]);
@@ -758,6 +761,7 @@ __device__ inline void store_gated(const Plan& plan, float (&d)[TN / 2], int w, 
         if (vectors && col + 8 <= N_out) {
           jitk::store<8>(out + r * ld + col, *reinterpret_cast<const jitk::Pack<T, 8>*>(from));
         } else {
+#pragma unroll 1  // an edge or unaligned piece: not copied for each piece of each chunk
           for (int e = 0; e < 8 && col + e < N_out; ++e) out[r * ld + col + e] = from[e];
         }
       }
