@@ -478,6 +478,31 @@ struct EpiChunk {
   }
 };
 
+// A consumer's staged chunk c (its 64 rows x 64 columns, swizzled in `st`) to C, and to the KV
+// cache where CACHE: 16-byte pieces where C's rows allow, else element by element.
+__device__ inline void copy_staged(const T* st, const Plan& plan, int w, int c, int t, bool vectors, const Qkv& qkv) {
+  T* __restrict__ out = plan.c;
+  const i64 ld = plan.ldc, M_out = plan.rows, N_out = plan.cols;
+#pragma unroll
+  for (int q = t; q < 64 * 8; q += 128) {
+    const int row = q / 8, piece = q % 8;
+    const i64 r = plan.m0 + w * 64 + row, col = plan.n0 + c * 64 + piece * 8;
+    if (r >= M_out) break;  // q rises with the row
+    const T* from = st + row * 64 + ((piece ^ (row % 8)) * 8);
+    if (vectors && col + 8 <= N_out) {
+      const jitk::Pack<T, 8> v = *reinterpret_cast<const jitk::Pack<T, 8>*>(from);
+      jitk::store<8>(out + r * ld + col, v);
+      if constexpr (CACHE) qkv.put<8>(r, col, v);
+    } else {
+#pragma unroll 1  // an edge or unaligned piece: not copied for each piece of each chunk
+      for (int e = 0; e < 8 && col + e < N_out; ++e) {
+        out[r * ld + col + e] = from[e];
+        if constexpr (CACHE) qkv.put1(r, col + e, from[e]);
+      }
+    }
+  }
+}
+
 __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t, float alpha, float beta,
                              const jitk_chain& chain, T* staging, const Qkv& qkv) {
   T* __restrict__ out = plan.c;
@@ -501,24 +526,7 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
         stmatrix(st + srow * 64 + (((j + sgroup) ^ (srow % 8)) * 8), p[i0], p[i0 + 1], p[i0 + 2], p[i0 + 3]);
       }
       consumer_sync(w);
-#pragma unroll
-      for (int q = t; q < 64 * 8; q += 128) {
-        const int row = q / 8, piece = q % 8;
-        const i64 r = plan.m0 + w * 64 + row, col = plan.n0 + c * 64 + piece * 8;
-        if (r >= M_out) break;  // q rises with the row
-        const T* from = st + row * 64 + ((piece ^ (row % 8)) * 8);
-        if (vectors && col + 8 <= N_out) {
-          const jitk::Pack<T, 8> v = *reinterpret_cast<const jitk::Pack<T, 8>*>(from);
-          jitk::store<8>(out + r * ld + col, v);
-          if constexpr (CACHE) qkv.put<8>(r, col, v);
-        } else {
-#pragma unroll 1  // an edge or unaligned piece: not copied for each piece of each chunk
-          for (int e = 0; e < 8 && col + e < N_out; ++e) {
-            out[r * ld + col + e] = from[e];
-            if constexpr (CACHE) qkv.put1(r, col + e, from[e]);
-          }
-        }
-      }
+      copy_staged(st, plan, w, c, t, vectors, qkv);
       consumer_sync(w);
     }
     return;
@@ -612,24 +620,7 @@ __device__ inline void store(const Plan& plan, float (&d)[TN / 2], int w, int t,
                  pack2(alpha * d[i0 + 6], alpha * d[i0 + 7]));
       }
       consumer_sync(w);
-#pragma unroll
-      for (int q = t; q < 64 * 8; q += 128) {
-        const int row = q / 8, p = q % 8;
-        const i64 r = plan.m0 + w * 64 + row, col = plan.n0 + c * 64 + p * 8;
-        if (r >= M_out) break;  // q rises with the row
-        const T* from = st + row * 64 + ((p ^ (row % 8)) * 8);
-        if (vectors && col + 8 <= N_out) {
-          const jitk::Pack<T, 8> v = *reinterpret_cast<const jitk::Pack<T, 8>*>(from);
-          jitk::store<8>(out + r * ld + col, v);
-          if constexpr (CACHE) qkv.put<8>(r, col, v);
-        } else {
-#pragma unroll 1  // an edge or unaligned piece: not copied for each piece of each chunk
-          for (int e = 0; e < 8 && col + e < N_out; ++e) {
-            out[r * ld + col + e] = from[e];
-            if constexpr (CACHE) qkv.put1(r, col + e, from[e]);
-          }
-        }
-      }
+      copy_staged(st, plan, w, c, t, vectors, qkv);
       consumer_sync(w);  // the staging area is read before this consumer writes it again
     }
     return;
