@@ -140,6 +140,32 @@ TEST_CASE("gemm's QKV epilogue gives what the unfused kernels give: gemm, rotary
   for (std::size_t i = 0; i < cache; ++i) REQUIRE((k1[i] == Approx(k2[i]).margin(1e-5) && v1[i] == Approx(v2[i]).margin(1e-5)));
 }
 
+TEST_CASE("gemm's QKV epilogue with no kv heads writes no cache: slots and the caches may be null, and a huge num_pages is refused",
+          "[kernels][gemm][qkv]") {
+  // (kv_heads = 0: every row's q heads only; the host asks for slots and caches only where a row writes one)
+  const std::int64_t m = 3, k = 5, heads = 2, hd = 8, n = heads * hd;
+  std::vector<float> a(m * k), b(k * n), c(m * n, std::numeric_limits<float>::quiet_NaN()), plain(m * n, 0.f);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((i * 7 % 11)) / 11 - 0.5f;
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>((i * 5 % 13)) / 13 - 0.5f;
+  std::vector<std::int64_t> positions{0, 3, 1000};
+  kernels::Gemm::Params p{jit::DType::f32};
+  p.rope = Rope::NeoX, p.head_dim = hd, p.page_size = 4;
+  kernels::Gemm::Args args{m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, c.data(), n};
+  args.heads = heads, args.kv_heads = 0, args.positions = positions.data();
+  auto kernel = jit::get<kernels::Gemm>(p, jit::Target::cpu());
+  REQUIRE_NOTHROW(kernel.launch(args));  // slots, k_cache and v_cache null: a crash before the fix
+  // against the plain gemm, then rotary_embedding on its q heads
+  jit::get<kernels::Gemm>({jit::DType::f32}, jit::Target::cpu()).launch({m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, plain.data(), n});
+  kernels::RotaryEmbedding::Args rot{m, heads, 0, positions.data(), plain.data(), jit::MutPtr{}};
+  jit::get<kernels::RotaryEmbedding>({jit::DType::f32, hd, hd, kernels::RotaryEmbedding::Style::NeoX,
+                                      kernels::RotaryEmbedding::Source::Theta},
+                                     jit::Target::cpu())
+      .launch(rot);
+  for (std::size_t i = 0; i < c.size(); ++i) REQUIRE(c[i] == Approx(plain[i]).margin(1e-5));
+  args.num_pages = std::numeric_limits<std::int64_t>::max() / 2;  // num_pages x page_size would pass 64 bits
+  CHECK_THROWS_WITH(kernel.launch(args), Contains("pass a 64-bit count"));
+}
+
 TEST_CASE("gemm's QKV epilogue refuses what it cannot do, before running, with C and the caches untouched", "[kernels][gemm][qkv]") {
   const std::int64_t m = 4, k = 8, heads = 2, kv_heads = 1, hd = 8, page = 4, num_pages = 2, n = (heads + 2 * kv_heads) * hd;
   std::vector<float> a(m * k, 1.f), b(k * n, 1.f), c(m * n + 64, 42.f), kc(num_pages * page * kv_heads * hd, 7.f),

@@ -78,7 +78,7 @@ for line in open(sys.argv[1]):
     if line.startswith("{"):
         r = json.loads(line)
         extra = ""
-        m = re.match(r"(prefill_bf16_d\d+_s\d+_h\d+_kv\d+_(?:causal|full))_(?:cuda|cuda-sm90a|cuda-sm90a-tma)$", r["bench"])
+        m = re.match(r"(prefill_(?:bf16|f16)_d\d+_s\d+_h\d+_kv\d+_(?:causal|full))_(?:cuda|cuda-sm90a|cuda-sm90a-tma)$", r["bench"])
         if m and "torch_cudnn_" + m.group(1) in torch:
             cudnn, flash = torch["torch_cudnn_" + m.group(1)], torch.get("torch_flash_" + m.group(1), 0)
             extra = f"  cudnn {cudnn:7.1f} flash {flash:7.1f}  jitk/cudnn {r['value'] / cudnn:5.3f}"

@@ -401,7 +401,8 @@ bool check_error(const std::string& what, double error, double limit, const std:
 // The rows of a prefill bench (q = k = v = `x`, packed, sequences of seqlen) at 24 sampled
 // (token, head) pairs -- first and last tokens of sequences, tile edges, spread heads -- against
 // float64 sums: o's relative L2 error over them and each row's lse.
-bool check_prefill_rows(const std::vector<jit::bfloat16>& x, const std::vector<jit::bfloat16>& o, const std::vector<float>& lse,
+template <class T>
+bool check_prefill_rows(const std::vector<T>& x, const std::vector<T>& o, const std::vector<float>& lse,
                         std::int64_t d, std::int64_t seqlen, std::int64_t batch, std::int64_t heads, std::int64_t kv_heads, bool causal,
                         double scale, std::int64_t total, const std::string& what) {
   const std::int64_t group = heads / kv_heads;
@@ -453,12 +454,17 @@ bool prefill_benches() {
   // (jit::bfloat16 holds bits: jit::bfloat16(x) would put the float's integer part in them)
   for (auto& x : host) x = jit::to_bfloat16(dist(gen));
   jit::cuda::DeviceArray<jit::bfloat16> q(host), k(host), v(host), o(max_elems);
+  // the same values in f16 (bf16's 8 bits fit f16's 11) for the f16 rows
+  std::vector<jit::half> host16(max_elems);
+  for (std::size_t i = 0; i < max_elems; ++i) host16[i] = jit::to_half(jit::to_float(host[i]));
+  jit::cuda::DeviceArray<jit::half> q16(host16), k16(host16), v16(host16), o16(max_elems);
   jit::cuda::DeviceArray<float> lse(max_elems / 64);
   struct Case {
     std::int64_t head_dim, seqlen, heads, kv_heads;
     bool causal;
     std::int64_t tile_m = 0, tile_n = 0;
     const char* implementation = "";  // "": the one jit::get picks
+    jit::DType dtype = jit::DType::bf16;
   };
   std::vector<Case> cases;
   for (std::int64_t d : {64, 128, 256})
@@ -500,13 +506,21 @@ bool prefill_benches() {
   cases.push_back({128, 16384, 16, 16, false, 0, 0, "cuda-sm90a"});
   cases.push_back({128, 16384, 16, 16, true, 0, 0, "cuda-sm90a"});
   cases.push_back({128, 4096, 32, 8, true, 0, 0, "cuda-sm90a"});
+  // f16 on the copy engine's text at head 128 (the shapes) and heads 64 / 256 at 8192 tokens
+  for (std::int64_t s : {2048, 8192, 16384})
+    for (bool causal : {false, true}) cases.push_back({128, s, 16, 16, causal, 0, 0, "", jit::DType::f16});
+  cases.push_back({128, 4096, 32, 8, true, 0, 0, "", jit::DType::f16});
+  for (std::int64_t d : {64, 256})
+    for (bool causal : {false, true}) cases.push_back({d, 8192, 2048 / d, 2048 / d, causal, 0, 0, "", jit::DType::f16});
   for (const Case& c : cases) {
+    const bool f16 = c.dtype == jit::DType::f16;
+    const char* type = f16 ? "f16" : "bf16";
     // --filter: the cases whose names hold it (the implementation named as asked; "" is Hopper's
     // default on sm_90, cuda-sm90a-tma, or cuda-sm90a under JITK_FA_TMA=0)
     // (the row's name as emitted below, with the tiles where asked for)
     const std::string tiles = c.tile_m ? "_t" + std::to_string(c.tile_m) + "x" + std::to_string(c.tile_n) : "";
     char pre[160];
-    std::snprintf(pre, sizeof pre, "prefill_bf16_d%lld_s%lld_h%lld_kv%lld_%s%s_%s", (long long)c.head_dim, (long long)c.seqlen,
+    std::snprintf(pre, sizeof pre, "prefill_%s_d%lld_s%lld_h%lld_kv%lld_%s%s_%s", type, (long long)c.head_dim, (long long)c.seqlen,
                   (long long)c.heads, (long long)c.kv_heads, c.causal ? "causal" : "full", tiles.c_str(),
                   *c.implementation ? c.implementation : "cuda-sm90a-tma");
     if (!wanted(pre)) continue;
@@ -514,7 +528,7 @@ bool prefill_benches() {
     std::vector<std::int32_t> cu(static_cast<std::size_t>(batch + 1));
     for (std::int64_t b = 0; b <= batch; ++b) cu[b] = static_cast<std::int32_t>(b * c.seqlen);
     jit::cuda::DeviceArray<std::int32_t> dcu(cu);
-    Prefill::Params p{jit::DType::bf16, c.head_dim, c.causal, 0, group, c.tile_m, c.tile_n};
+    Prefill::Params p{c.dtype, c.head_dim, c.causal, 0, group, c.tile_m, c.tile_n};
     jit::Selection only;
     only.implementation = c.implementation;
     std::optional<jit::Kernel<Prefill>> got;
@@ -527,20 +541,28 @@ bool prefill_benches() {
     auto& kernel = *got;
     const double scale = 1.0 / std::sqrt(double(c.head_dim));
     auto run = [&] {
-      kernel.launch({batch, c.kv_heads, c.seqlen, tokens, tokens, q.data(), k.data(), v.data(), o.data(), lse.data(), dcu.data(), dcu.data(),
-                     scale});
+      if (f16)
+        kernel.launch({batch, c.kv_heads, c.seqlen, tokens, tokens, q16.data(), k16.data(), v16.data(), o16.data(), lse.data(), dcu.data(),
+                       dcu.data(), scale});
+      else
+        kernel.launch({batch, c.kv_heads, c.seqlen, tokens, tokens, q.data(), k.data(), v.data(), o.data(), lse.data(), dcu.data(), dcu.data(),
+                       scale});
     };
     // o and lse of sampled rows against float64 sums before the clock (a text that is fast and
     // wrong must not pass an A/B)
     run();
-    if (!check_prefill_rows(host, o.download(), lse.download(), c.head_dim, c.seqlen, batch, c.heads, c.kv_heads, c.causal, scale,
-                            tokens, "d" + std::to_string(c.head_dim) + " s" + std::to_string(c.seqlen) + " h" + std::to_string(c.heads) + "/" +
-                                std::to_string(c.kv_heads) + (c.causal ? " causal " : " full ") + kernel.implementation()))
-      ok = false;
+    const std::string what = std::string(type) + " d" + std::to_string(c.head_dim) + " s" + std::to_string(c.seqlen) + " h" +
+                             std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + (c.causal ? " causal " : " full ") +
+                             kernel.implementation();
+    const bool checked = f16 ? check_prefill_rows(host16, o16.download(), lse.download(), c.head_dim, c.seqlen, batch, c.heads, c.kv_heads,
+                                                  c.causal, scale, tokens, what)
+                             : check_prefill_rows(host, o.download(), lse.download(), c.head_dim, c.seqlen, batch, c.heads, c.kv_heads,
+                                                  c.causal, scale, tokens, what);
+    if (!checked) ok = false;
     const double ms = device_ms(run, 10, 3);
     const double flops = 4.0 * batch * c.heads * double(c.seqlen) * double(c.seqlen) * c.head_dim / (c.causal ? 2 : 1);
     char name[160];
-    std::snprintf(name, sizeof name, "prefill_bf16_d%lld_s%lld_h%lld_kv%lld_%s%s_%s", (long long)c.head_dim, (long long)c.seqlen,
+    std::snprintf(name, sizeof name, "prefill_%s_d%lld_s%lld_h%lld_kv%lld_%s%s_%s", type, (long long)c.head_dim, (long long)c.seqlen,
                   (long long)c.heads, (long long)c.kv_heads, c.causal ? "causal" : "full", tiles.c_str(), kernel.implementation().c_str());
     emit(name, flops / ms / 1e9, "TFLOP/s", 0, "torch SDPA: torch.jsonl, same run");
   }

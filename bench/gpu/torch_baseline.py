@@ -122,7 +122,7 @@ def main():
 
 def attention():
     """torch SDPA under each backend on the shapes jitk_gpu_bench's prefill section runs (16k tokens a
-    batch, heads = 2048 / head_dim; Llama-3-8B's 32 / 8 heads with enable_gqa), bf16, TFLOP/s."""
+    batch, heads = 2048 / head_dim; Llama-3-8B's 32 / 8 heads with enable_gqa), bf16 and the f16 rows, TFLOP/s."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     dev = torch.device("cuda")
     tokens = 16384
@@ -130,13 +130,18 @@ def attention():
                 "efficient": SDPBackend.EFFICIENT_ATTENTION}
     cases = [(d, s, 2048 // d, 2048 // d, c) for d in (64, 128, 256) for s in (2048, 8192) for c in (False, True)]
     cases += [(128, 16384, 16, 16, False), (128, 16384, 16, 16, True), (128, 4096, 32, 8, True)]
-    for d, s, heads, kv_heads, causal in cases:
+    cases = [(torch.bfloat16, "bf16") + c for c in cases]
+    # f16 on the shapes jitk's f16 rows run (head 128 at 2k-16k tokens and the GQA shape; heads 64 and 256 at 8k)
+    cases += [(torch.float16, "f16", 128, s, 16, 16, c) for s in (2048, 8192, 16384) for c in (False, True)]
+    cases += [(torch.float16, "f16", 128, 4096, 32, 8, True)]
+    cases += [(torch.float16, "f16", d, 8192, 2048 // d, 2048 // d, c) for d in (64, 256) for c in (False, True)]
+    for dtype, type_name, d, s, heads, kv_heads, causal in cases:
         batch = tokens // s
-        q = torch.empty(batch, heads, s, d, dtype=torch.bfloat16, device=dev).uniform_(-1.5, 1.5)
-        k = torch.empty(batch, kv_heads, s, d, dtype=torch.bfloat16, device=dev).uniform_(-1.5, 1.5)
+        q = torch.empty(batch, heads, s, d, dtype=dtype, device=dev).uniform_(-1.5, 1.5)
+        k = torch.empty(batch, kv_heads, s, d, dtype=dtype, device=dev).uniform_(-1.5, 1.5)
         v = torch.empty_like(k).uniform_(-1.5, 1.5)
         flops = 4.0 * batch * heads * s * s * d / (2 if causal else 1)
-        name = f"prefill_bf16_d{d}_s{s}_h{heads}_kv{kv_heads}_{'causal' if causal else 'full'}"
+        name = f"prefill_{type_name}_d{d}_s{s}_h{heads}_kv{kv_heads}_{'causal' if causal else 'full'}"
         for label, backend in backends.items():
             try:
                 with sdpa_kernel(backend):

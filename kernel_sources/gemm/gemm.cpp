@@ -38,7 +38,8 @@ static void qkv_rows(T* __restrict c, i64 ldc, i64 r0, i64 r1, void* const* jitk
   for (i64 r = r0; r < r1; ++r) {
     T* row = c + r * ldc;
 #if JITK_ROPE_NEOX
-    const T pos = T(positions[r]);
+    // (no heads: positions may be null, the host checks it only where a row has a head to turn)
+    const T pos = heads + kv_heads > 0 ? T(positions[r]) : T(0);
     for (i64 j = 0; j < HALF; ++j) {
       const T angle = pos * inv_freq[j], cs = jitk::cos(angle), sn = jitk::sin(angle);
       for (i64 h = 0; h < heads + kv_heads; ++h) {
@@ -50,6 +51,7 @@ static void qkv_rows(T* __restrict c, i64 ldc, i64 r0, i64 r1, void* const* jitk
     }
 #endif
 #if JITK_PAGE_SIZE > 0
+    if (kv_heads <= 0) continue;  // nothing to write: slots and the caches may be null (the host checks them only here)
     const i64 slot = slots[r];
     if (slot < 0 || slot >= num_pages * PAGE) continue;  // padding (-1), or no slot in the cache
     for (i64 h = 0; h < kv_heads; ++h) {

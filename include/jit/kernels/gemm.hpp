@@ -184,7 +184,7 @@ struct Gemm {
     }
     const std::int64_t kv_rows = a.m > 0 && a.kv_heads > 0 ? 1 : 0;  // whether any row writes the cache
     if (cache) {
-      if (a.kv_heads > 0 && a.num_pages > kMax / p.page_size / a.kv_heads / p.head_dim)
+      if (a.num_pages > kMax / p.page_size / std::max<std::int64_t>(a.kv_heads, 1) / p.head_dim)
         fail("num_pages = " + std::to_string(a.num_pages) + " pages of " + std::to_string(p.page_size) + " x " +
              std::to_string(a.kv_heads) + " x " + std::to_string(p.head_dim) + " elements pass a 64-bit count");
       jit::detail::check_not_null(name, "slots", a.slots, kv_rows);
