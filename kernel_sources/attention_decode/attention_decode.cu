@@ -16,7 +16,7 @@
 // f16 and bf16 on CUDA (head_dim a multiple of 16, two stages of 8 keys a warp in 40 KB: up to 4
 // warps at d128) take the tensor cores instead (mma.sync, FlashAttention-2's order; on the H100, bf16,
 // d128, group 4, 4 warps: 0.935 of copy bandwidth at 64 x 4096, 0.914 at 8 x 32768 in 8 splits,
-// against 0.858 / 0.843 for the CUDA-core text in the same run): each warp walks its own tiles of 8
+// against 0.858 / 0.843 for the CUDA-core text in the same run; 0.951 / 0.930 with L2::128B, below): each warp walks its own tiles of 8
 // keys, staged through its own shared memory (cp.async, a step ahead); the chunk's rows (at most 8,
 // the A operand's rows 8-15 zeros; in shared memory) times the tile's K (ldmatrix) give the scores in the
 // accumulators, where each lane holds one row's scores of two keys; their weights, rounded to T,
@@ -97,11 +97,15 @@ __device__ inline int slot(int stage, int u, int p, int kv) { return (((stage * 
 
 // 16 bytes from global into shared memory, zeros when !read (nothing is read then): cp.async.cg
 // (L2 only; K and V are read once, or again from L2 by the blocks of other row chunks) and its
-// groups on CUDA; a plain copy elsewhere.
+// groups on CUDA; a plain copy elsewhere. L2::128B asks L2 for the whole 128-byte line at the first
+// 16 bytes: on the H100 (bf16, d128, group 4, 4 warps) 0.934 -> 0.951 of copy bandwidth at 64 x 4096,
+// 0.912 -> 0.930 at 8 x 32768 in 8 splits (L2::256B the same); a probe reading the same bytes in the
+// same pattern without the math reads 0.966 -> 0.988 with it, 0.97 with a third stage, 1.02 through
+// registers (bench/results/2026-11-26-h100-decode-l2-hint.md).
 __device__ inline void stage16(Row* dst, const T* src, bool read) {
 #if !(defined(__HIPCC_RTC__) || defined(__HIPCC__))
   const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(at), "l"(src), "r"(read ? 16 : 0) : "memory");
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(at), "l"(src), "r"(read ? 16 : 0) : "memory");
 #else
   *dst = read ? jitk::load<W>(src) : Row{};
 #endif
