@@ -14,26 +14,13 @@
 
 #include "cache/cache_key.hpp"
 #include "jit/error.hpp"
+#include "support/regular_file.hpp"
 
 namespace jit::detail {
 namespace {
 
 // How old a temp file must be before it counts as left behind by a dead writer.
 constexpr auto kStaleTempAge = std::chrono::minutes(10);
-
-bool write_all(int fd, const void* data, std::size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
 
 // The names in a folder (not . and ..), read through its handle.
 std::vector<std::string> names_in(int dir) {

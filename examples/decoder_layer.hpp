@@ -284,11 +284,16 @@ template <class T> class DecoderLayer {
   }
 
   // Every kernel of a step, each launch in order: s.x in, s.y out. `mark`, when given, is called
-  // with each kernel's name before its launch (a profiler's hook).
-  void run(Step& s, jit::Stream stream = {}, const std::function<void(const char*)>& mark = {}) {
+  // with each kernel's name before its launch (a profiler's hook). `keep`, when given, is asked
+  // with each launch's place in the step (0, 1, ...) and name, and a launch it says false to is left
+  // out (a bench's leave-one-out timing: the step's output is then wrong).
+  void run(Step& s, jit::Stream stream = {}, const std::function<void(const char*)>& mark = {},
+           const std::function<bool(int, const char*)>& keep = {}) {
     using namespace jit::kernels;
     const std::int64_t tokens = s.tokens, h = c_.hidden;
+    int place = 0;
     auto launch = [&](const char* what, auto&& kernel, const auto& args) {
+      if (keep && !keep(place++, what)) return;
       if (mark) mark(what);
       kernel.launch(args, stream);
     };

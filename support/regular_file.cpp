@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace jit::detail {
@@ -101,6 +102,38 @@ std::optional<std::string> read_regular_file(const std::filesystem::path& path, 
     text.append(buf, static_cast<std::size_t>(got));
   }
   return text;
+}
+
+bool write_all(int fd, const void* data, std::size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = ENOSPC;
+      return false;
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+std::string replace_file(const std::filesystem::path& path, std::string_view data) {
+  std::string temp = path.string() + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(temp.data(), O_CLOEXEC);  // O_CREAT | O_EXCL, a fresh name each try
+  if (fd < 0) return "cannot create a temp file beside " + path.string() + ": " + std::strerror(errno);
+  FileHandle f(fd);
+  const auto fail = [&](const std::string& what) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    return what + " " + temp + ": " + std::strerror(err);
+  };
+  if (!write_all(f.fd(), data.data(), data.size())) return fail("cannot write");
+  if (::fchmod(f.fd(), 0644) != 0) return fail("cannot set the mode of");
+  if (::fsync(f.fd()) != 0) return fail("cannot fsync");
+  if (::rename(temp.c_str(), path.c_str()) != 0) return fail("cannot rename into place " + path.string() + " from");
+  return "";
 }
 
 }  // namespace jit::detail

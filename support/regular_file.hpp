@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace jit::detail {
 
@@ -45,5 +46,15 @@ std::optional<std::string> read_regular_file(const std::filesystem::path& path, 
 
 // Reads exactly n bytes at offset (pread, retrying on EINTR); false at an error or the end.
 bool read_exactly_at(int fd, void* buf, std::size_t n, std::int64_t offset);
+
+// Writes all n bytes (retrying short writes and EINTR); false with errno set otherwise (ENOSPC for a
+// write that wrote nothing).
+bool write_all(int fd, const void* data, std::size_t n);
+
+// Replaces the file at `path` with `data`, whole or not at all: a new temp file of a fresh random
+// name beside it (created exclusively: a file, FIFO or symbolic link already of that name is never
+// opened or followed), written, fsynced, made mode 0644 and renamed over `path`. Returns "" or why it
+// failed (the temp file then removed; `path` untouched).
+std::string replace_file(const std::filesystem::path& path, std::string_view data);
 
 }  // namespace jit::detail

@@ -187,6 +187,12 @@ TEST_CASE("attention_decode refuses bad tables, arguments and params with a mess
     b.workspace = small;
     b.workspace_size = sizeof small;
     CHECK_THROWS_WITH(kernel(b), Contains("workspace holds 16 bytes"));
+    // a workspace large enough but not 16-byte aligned (floats and atomic counters live there)
+    std::vector<unsigned char> roomy(Decode::workspace_bytes(params, 2, 1, 2400) + 32);
+    unsigned char* odd = roomy.data() + (16 - reinterpret_cast<std::uintptr_t>(roomy.data()) % 16) % 16 + 1;
+    b.workspace = odd;
+    b.workspace_size = roomy.size() - 17;
+    CHECK_THROWS_WITH(kernel(b), Contains("not 16-byte aligned"));
   }
   // an empty batch: null pointers are fine
   const jit::MutPtr none{};

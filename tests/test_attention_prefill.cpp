@@ -93,6 +93,10 @@ TEST_CASE("attention_prefill refuses bad arguments and offsets with messages tha
   CHECK_THROWS_WITH(launch(with([&](auto& a) { a.lse = lse_d.data(); })), Contains("lse"));
   CHECK_THROWS_WITH(launch(with([](auto& a) { a.cu_seqlens_k = nullptr; })), Contains("cu_seqlens_k"));
   CHECK_THROWS_WITH(launch(with([](auto& a) { a.q_stride = 16; })), Contains("q_stride = 16"));
+  // queries given but max_seqlen_q 0: the launch would cover no row and leave o as it was
+  std::fill(o.begin(), o.end(), 42.0f);
+  CHECK_THROWS_WITH(launch(with([](auto& a) { a.max_seqlen_q = 0; a.host_cu_seqlens_q = nullptr; })), Contains("max_seqlen_q = 0"));
+  CHECK(o[0] == 42.0f);
   // the host's offsets: decreasing, not ending at the token count, longer than max_seqlen_q
   std::vector<std::int32_t> falling = {0, 5, 4}, short_end = {0, 3, 6}, long_first = {0, 6, 7}, late_start = {1, 3, 7};
   CHECK_THROWS_WITH(launch(with([&](auto& a) { a.host_cu_seqlens_k = falling.data(); })), Contains("must not decrease"));

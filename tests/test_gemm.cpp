@@ -109,6 +109,17 @@ TEST_CASE("gemm refuses shapes, strides and tiles it cannot honour, before runni
   CHECK_THROWS_WITH(k(4, 4, 4, 1.0, a.data(), 4, b.data(), 4, 0.0, c.data(), 2), Contains("ldc = 2 is less than n"));
   CHECK_THROWS_WITH(k(-1, 4, 4, 1.0, a.data(), 4, b.data(), 4, 0.0, c.data(), 4), Contains("negative"));
   CHECK_THROWS_WITH(k(4, 4, 4, 1.0, static_cast<const float*>(nullptr), 4, b.data(), 4, 0.0, c.data(), 4), Contains("'a' is null"));
+  // sizes whose products pass int64 (m x n wrapped to INT64_MIN once let null operands through to
+  // the kernel), and strides whose rows pass a 64-bit byte offset, are refused
+  const auto nul = static_cast<const float*>(nullptr);
+  CHECK_THROWS_WITH(k(std::int64_t{1} << 32, std::int64_t{1} << 31, 1, 1.0, nul, 1, nul, std::int64_t{1} << 31, 0.0,
+                      static_cast<float*>(nullptr), std::int64_t{1} << 31),
+                    Contains("64-bit"));
+  // m x n x k = 2^63 (once wrapped negative: the null check skipped): the null operand is named
+  CHECK_THROWS_WITH(k(std::int64_t{1} << 21, std::int64_t{1} << 21, std::int64_t{1} << 21, 1.0, nul, std::int64_t{1} << 21, nul,
+                      std::int64_t{1} << 21, 0.0, c.data(), std::int64_t{1} << 21),
+                    Contains("'a' is null"));
+  CHECK_THROWS_WITH(k(4, 4, 4, 1.0, a.data(), std::int64_t{1} << 62, b.data(), 4, 0.0, c.data(), 4), Contains("A: 4 rows") && Contains("64-bit"));
   CHECK(c[0] == 42.0f);
   kernels::Gemm::Params big;
   big.tile_m = 64;

@@ -174,6 +174,33 @@ TEST_CASE("counts in options and the environment are digits only: jitk warm -j a
   }
 }
 
+// ---- jitk export --------------------------------------------------------------------------------
+
+TEST_CASE("export writes its pack through a temp file of a fresh name: a planted link or FIFO is never opened", "[hostile][pack]") {
+  TempDir dir;
+  const auto victim = dir.path() / "bashrc";
+  jitk_test::write_file(victim, "export PATH=/usr/bin\n");
+  // the names the temp file once had (the pack's path + ".tmp." + this process's id): a link to a
+  // file of the user's, and a FIFO (opening it for writing would wait for a reader forever)
+  const fs::path linked = dir.path() / "a.jitkpack", fifo_pack = dir.path() / "b.jitkpack";
+  const std::string suffix = ".tmp." + std::to_string(::getpid());
+  fs::create_symlink(victim, linked.string() + suffix);
+  REQUIRE(::mkfifo((fifo_pack.string() + suffix).c_str(), 0600) == 0);
+  for (const fs::path& pack : {linked, fifo_pack}) {
+    INFO(pack);
+    CHECK_NOTHROW(jit::cache::export_pack(pack));
+    CHECK(fs::is_regular_file(fs::symlink_status(pack)));
+    CHECK(jitk_test::read_file(pack).rfind("JITKPACK", 0) == 0);
+  }
+  CHECK(jitk_test::read_file(victim) == "export PATH=/usr/bin\n");
+  CHECK(fs::is_symlink(fs::symlink_status(linked.string() + suffix)));
+  CHECK(fs::is_fifo(fs::symlink_status(fifo_pack.string() + suffix)));
+  // no temp file is left behind
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path())) files += e.path().string().find(".tmp.") == std::string::npos;
+  CHECK(files == 3);
+}
+
 // ---- JITK_RECORD -------------------------------------------------------------------------------
 
 TEST_CASE("JITK_RECORD never follows a planted link: the link's target is untouched", "[hostile][record]") {

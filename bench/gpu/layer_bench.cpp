@@ -146,6 +146,44 @@ void breakdown(Layer& layer, Layer::Step& step, jit::Stream stream, const std::s
   std::fflush(stdout);
 }
 
+// Each kernel's cost inside the decode step's graph: the step's graph without it, replayed in turn
+// with the whole one (5 x 20 replays each, medians of medians); beside it the time the bytes it must
+// read (a gemm's weight, attention's K and V; the row kernels' < 1 MB counted as none) take at the
+// copy rate. What the graph hides of a kernel's launch and ramp, the breakdown above cannot show.
+void in_graph_costs(Layer& layer, Layer::Step& step, jit::cuda::OwnedStream& stream, jit::cuda::Graph& whole, double copy_gbps,
+                    std::int64_t batch, std::int64_t context) {
+  const auto& c = kLlama;
+  std::vector<std::string> names;
+  layer.run(step, stream, [&](const char* what) { if (what) names.emplace_back(what); });
+  stream.synchronize();
+  const std::map<std::string, double> bytes = {
+      {"gemm qkv", 2.0 * c.hidden * c.qkv_width()},
+      {"gemm o + residual", 2.0 * c.q_width() * c.hidden},
+      {"gemm gate/up + silu", 2.0 * c.hidden * 2 * c.mlp},
+      {"gemm down + residual", 2.0 * c.mlp * c.hidden},
+      {"attention_decode", 2.0 * 2 * batch * (context + 1) * c.kv_width()}};
+  double sum = 0;
+  for (int i = 0; i < static_cast<int>(names.size()); ++i) {
+    auto without = jit::cuda::Graph::capture(stream, [&] { layer.run(step, stream, {}, [&](int place, const char*) { return place != i; }); });
+    std::vector<double> full, less;
+    for (int r = 0; r < 5; ++r) {
+      full.push_back(device_ms(stream, [&] { whole.replay(stream); }, 20));
+      less.push_back(device_ms(stream, [&] { without.replay(stream); }, 20));
+    }
+    const double cost = median(full) - median(less);
+    const auto b = bytes.find(names[i]);
+    const double at_copy = b == bytes.end() ? 0.0 : b->second / copy_gbps / 1e6;
+    sum += cost;
+    if (g_json)
+      std::printf("{\"bench\": \"layer_decode_b64_ctx4096_in_graph_%02d\", \"kernel\": \"%s\", \"ms\": %.4f, \"bytes_at_copy_ms\": %.4f}\n", i,
+                  names[i].c_str(), cost, at_copy);
+    else
+      std::printf("  in the graph: %-24s %8.4f ms (its bytes at the copy rate %.4f)\n", names[i].c_str(), cost, at_copy);
+  }
+  emit("layer_decode_b64_ctx4096_in_graph_sum_ms", sum, "ms", 0, "the kernels' costs in the graph, summed");
+  std::fflush(stdout);
+}
+
 double copy_gbps(std::size_t bytes) {
   jit::cuda::DeviceArray<unsigned char> a(bytes), b(bytes);
   jit::cuda::OwnedStream stream;
@@ -316,6 +354,7 @@ int bench(const std::string& dump, bool prefill_only, bool prefill = false, bool
       layer.use_fused_qkv(std::nullopt);
     }
     breakdown(layer, step, stream, "layer_decode_b64_ctx4096");
+    in_graph_costs(layer, step, stream, graph, copy, batch, context);
     if (decode) return 0;
     layer.use_tuned_gemms(true);
     layer.run(step, stream);

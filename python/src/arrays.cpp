@@ -116,6 +116,7 @@ template <class A> void fill(const A& a, ArrayView& out) {
   out.data = a.data();
   out.device_type = a.device_type();
   out.device_id = a.device_id();
+  out.device_known = true;
   out.code = a.dtype().code;
   out.bits = a.dtype().bits;
   out.ndim = static_cast<int>(a.ndim());
@@ -225,6 +226,7 @@ bool view_torch(nb::handle obj, ArrayView& out) {
   const long long device = nb::cast<long long>(obj.attr("get_device")());
   out.device_type = device < 0 ? 1 : 2;  // CPU or CUDA (other devices say -1 too only on CPU; ROCm builds report CUDA)
   out.device_id = device < 0 ? 0 : static_cast<int>(device);
+  out.device_known = device >= 0;
   out.data = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(nb::cast<unsigned long long>(obj.attr("data_ptr")())));
   out.readonly = false;
   if (PyErr_Occurred()) throw nb::python_error();

@@ -25,6 +25,7 @@ struct ArrayView {
   const void* data = nullptr;
   int device_type = 1;  // DLPack's: 1 CPU, 2 CUDA, 3 CUDA host memory, 10 ROCm
   int device_id = 0;
+  bool device_known = false;  // device_id is the array's own (DLPack, torch), not a default (__cuda_array_interface__)
   std::uint8_t code = 2, bits = 32;  // DLPack's type code (0 int, 1 uint, 2 float, 4 bfloat) and bits
   bool readonly = false;
   int ndim = 0;

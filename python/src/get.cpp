@@ -150,7 +150,7 @@ std::unique_ptr<Launcher> make_launcher(const std::string& kernel, const nb::dic
   } catch (const std::invalid_argument& e) {
     throw jit::Error(jit::ErrorCode::InvalidParams, e.what());
   }
-  return std::make_unique<Launcher>(sig, std::move(k));
+  return std::make_unique<Launcher>(sig, std::move(k), t.device);
 }
 
 }  // namespace jitk_py

@@ -58,7 +58,8 @@ thread_local std::vector<ArrayView> t_views;
 
 }  // namespace
 
-Launcher::Launcher(Signature sig, std::unique_ptr<TypedLaunch> kernel) : sig_(std::move(sig)), kernel_(std::move(kernel)) {
+Launcher::Launcher(Signature sig, std::unique_ptr<TypedLaunch> kernel, int device)
+    : sig_(std::move(sig)), kernel_(std::move(kernel)), device_(device) {
   const jit::ParamSet params = kernel_->params();
   if (const jit::ParamValue* d = params.find("dtype"); d && std::holds_alternative<std::string>(*d)) {
     const std::string& t = std::get<std::string>(*d);
@@ -276,6 +277,10 @@ void Launcher::check_array(const Field& f, const ArrayView& a) const {
   if (!ok)
     value_error(where() + " is on " + a.device_name() + ", but the kernel runs on " + std::string(jit::backend_name(backend)) +
                 " (" + kernel_->implementation() + ")");
+  // a GPU kernel reads and writes its own device's memory: an array on another GPU is refused
+  if (backend != jit::Backend::Cpu && a.device_known && a.device_id != device_)
+    value_error(where() + " is on " + a.device_name() + ", but the kernel was got for device " + std::to_string(device_) +
+                " (get it with device=" + std::to_string(a.device_id) + ")");
   const bool col = !f.layout_param.empty() && layouts_col_[&f - sig_.fields.data()];
   if (col ? !a.f_contiguous() : !a.c_contiguous())
     value_error(where() + " must be " + (col ? "column-major (Fortran-contiguous, " + f.layout_param + " = col)" : std::string("contiguous")) +

@@ -34,7 +34,8 @@ struct DimSlots {
 
 class Launcher {
  public:
-  Launcher(Signature sig, std::unique_ptr<TypedLaunch> kernel);
+  // `device`: the GPU the kernel was got for (its target's device); arrays on another are refused.
+  Launcher(Signature sig, std::unique_ptr<TypedLaunch> kernel, int device = 0);
 
   // Gathers the call's values into `values` (one per field), checking every argument.
   void gather(const nb::args& args, const nb::kwargs& kwargs, std::vector<Value>& values, std::vector<ArrayView>& views,
@@ -60,6 +61,7 @@ class Launcher {
 
   Signature sig_;
   std::unique_ptr<TypedLaunch> kernel_;
+  int device_ = 0;
   jit::DType dtype_ = jit::DType::f32;
   DimSlots slots_;
   std::vector<std::vector<std::vector<int>>> dim_slots_;  // [field][dim][factor] -> slot

@@ -140,7 +140,7 @@ std::unique_ptr<Launcher> make_user_launcher(const std::string& kernel, const Us
                                              const jit::Target& t, const jit::Selection& sel) {
   const jit::ParamSet set = param_set(kernel, params);
   jit::detail::KernelHandle h = jit::detail::get_kernel(kernel, set, t, sel);
-  return std::make_unique<Launcher>(uk.sig, std::make_unique<UserLaunch>(uk, std::move(h), set));
+  return std::make_unique<Launcher>(uk.sig, std::make_unique<UserLaunch>(uk, std::move(h), set), t.device);
 }
 
 }  // namespace jitk_py

@@ -40,6 +40,29 @@ def test_host_arrays_into_a_gpu_kernel_are_refused():
         k(x, torch.ones(16), torch.empty_like(x))
 
 
+def _cuda_devices():
+    try:
+        import torch
+        return torch.cuda.device_count() if "torch" in GPU_FRAMEWORKS else 0
+    except ImportError:
+        return 0
+
+
+@pytest.mark.skipif(_cuda_devices() < 2, reason="needs two CUDA GPUs (torch)")
+def test_arrays_on_another_gpu_are_refused():
+    import torch
+    k = jitk.get("rms_norm", dtype="f32", hidden=16, target="cuda", device=0)
+    x = torch.ones(4, 16, device="cuda:0")
+    with pytest.raises(ValueError, match=r"argument 'weight' is on cuda:1, but the kernel was got for device 0"):
+        k(x, torch.ones(16, device="cuda:1"), torch.empty_like(x))
+    k1 = jitk.get("rms_norm", dtype="f32", hidden=16, target="cuda", device=1)
+    x1 = torch.ones(4, 16, device="cuda:1")
+    y1 = torch.empty_like(x1)
+    k1(x1, torch.ones(16, device="cuda:1"), y1)
+    torch.cuda.synchronize(1)
+    assert torch.allclose(y1.cpu(), torch.ones(4, 16), rtol=1e-5)
+
+
 @pytest.mark.skipif("cupy" not in GPU_FRAMEWORKS, reason="no CuPy with a GPU")
 def test_cupy_arrays():
     import cupy

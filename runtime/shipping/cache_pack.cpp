@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cache/blob_format.hpp"
@@ -152,23 +151,9 @@ ExportResult export_pack(const std::filesystem::path& file, const std::optional<
   out += json;
   out += payloads;
   out += detail::checksum_hex(out.data(), out.size());
-  // Whole or nothing: a temp file beside the destination, renamed into place.
-  const auto temp = file.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(temp, std::ios::binary | std::ios::trunc);
-    f.write(out.data(), static_cast<std::streamsize>(out.size()));
-    f.flush();
-    if (!f) {
-      std::filesystem::remove(temp);
-      throw Error(ErrorCode::CacheIo, "cannot write " + temp + ": " + std::strerror(errno));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, file, ec);
-  if (ec) {
-    std::filesystem::remove(temp);
-    throw Error(ErrorCode::CacheIo, "cannot write " + file.string() + ": " + ec.message());
-  }
+  // Whole or nothing: a temp file of a fresh name beside the destination (never one that exists:
+  // a FIFO or a symbolic link planted there is not opened or followed), renamed into place.
+  if (std::string problem = detail::replace_file(file, out); !problem.empty()) throw Error(ErrorCode::CacheIo, problem);
   return result;
 }
 

@@ -36,19 +36,6 @@ std::optional<std::string> read_all(int fd, std::int64_t size) {
   return text;
 }
 
-bool write_all(int fd, const std::string& text) {
-  for (std::size_t done = 0; done < text.size();) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = ENOSPC;
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 // Set at the first problem: recording stops for the rest of the process (one warning said why).
 std::atomic<bool> g_stopped{false};
 
@@ -159,7 +146,8 @@ void append_entry(const char* file, const std::string& entry) {
     problem = std::string("cannot be read (") + std::strerror(errno) + ")";
   } else if (text->find(signature) == std::string::npos) {
     const std::string header = text->empty() ? "# Recorded by jitk (JITK_RECORD): warm with `jitk warm FILE`.\n\n" : "";
-    if (!write_all(fd.fd(), header + entry)) {
+    const std::string appended = header + entry;
+    if (!write_all(fd.fd(), appended.data(), appended.size())) {
       problem = std::string("cannot be appended to (") + std::strerror(errno) + ")";
       // No half entry is left for the next reader: the file goes back to its length before.
       if (::ftruncate(fd.fd(), st.st_size) != 0) problem += ", and a partial entry may remain";

@@ -171,6 +171,8 @@ struct AttentionDecode {
       max_context = *std::max_element(a.context_lens, a.context_lens + a.batch);
     }
     Split s = split_for(p, a.batch, a.kv_heads, max_context, a.workspace != nullptr);
+    if (s.splits > 1 && reinterpret_cast<std::uintptr_t>(a.workspace) % 16 != 0)
+      fail("the workspace is not 16-byte aligned (its partial rows are floats and its counters atomics)");
     if (s.splits > 1 && a.workspace_size < workspace_bytes(p, a.batch, a.kv_heads, max_context))
       throw Error(ErrorCode::InvalidArgument, std::string(name) + ": the workspace holds " + std::to_string(a.workspace_size) +
                                                   " bytes; this call needs " +

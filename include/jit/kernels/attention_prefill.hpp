@@ -117,6 +117,10 @@ inline void AttentionPrefill::pack(const Params& p, const Args& a, jit::detail::
                      k_stride = detail::token_stride(name, "k_stride", a.k_stride, kv_row, a.total_k, p.dtype),
                      v_stride = detail::token_stride(name, "v_stride", a.v_stride, kv_row, a.total_k, p.dtype);
   const bool work = a.batch > 0 && a.kv_heads > 0 && a.total_q > 0;
+  // the launch covers max_seqlen_q rows a sequence: 0 with queries given would write none of o
+  if (work && a.max_seqlen_q < 1)
+    fail("max_seqlen_q = " + std::to_string(a.max_seqlen_q) + " with total_q = " + std::to_string(a.total_q) +
+         " queries: it must be the longest sequence's query count (at least 1), or no row of o is written");
   detail::check_tensors(name, p.dtype, work ? a.total_q : 0, {{"q", a.q}, {"o", a.o}});
   detail::check_tensors(name, p.dtype, work ? a.total_k : 0, {{"k", a.k}, {"v", a.v}});
   if (a.lse.data) jit::detail::check_dtype(name, "lse", detail::scalar_type(p.dtype), a.lse.dtype);

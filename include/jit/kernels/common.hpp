@@ -33,6 +33,14 @@ inline void check_tensors(std::string_view kernel, DType dtype, std::int64_t cou
     jit::detail::check_not_null(kernel, arg, p.data, count);
   }
 }
+// Whether `rows` rows of `width` elements, `stride` apart (width <= stride, all >= 0), of `dtype`
+// end within a 64-bit byte offset: (rows - 1) x stride + width elements, their bytes included.
+inline bool rows_fit_offsets(std::int64_t rows, std::int64_t width, std::int64_t stride, DType dtype) {
+  const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / static_cast<std::int64_t>(std::max<std::size_t>(1, dtype_size(dtype)));
+  if (rows <= 0 || width <= 0) return true;
+  if (width > limit) return false;
+  return rows == 1 || stride <= (limit - width) / (rows - 1);
+}
 // The elements between consecutive token rows of a tensor whose rows hold `packed` elements (heads
 // x head_dim): `given`, or `packed` when given is 0 (the packed layout). A larger stride reads or
 // writes the rows in place inside a wider buffer (q, k and v as column slices of one QKV gemm's
@@ -48,10 +56,7 @@ inline std::int64_t token_stride(std::string_view kernel, const char* arg, std::
   if (given != 0 && given < packed)
     fail("is less than a token's heads x head_dim = " + std::to_string(packed) + " (rows would overlap); 0 means packed");
   const std::int64_t stride = given == 0 ? packed : given;
-  // the byte just past the last row, (tokens - 1) * stride + packed elements in, must be a 64-bit offset
-  const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / static_cast<std::int64_t>(std::max<std::size_t>(1, dtype_size(dtype)));
-  if (tokens > 1 && packed <= limit && stride > (limit - packed) / (tokens - 1))
-    fail("over " + std::to_string(tokens) + " tokens spans more than a 64-bit byte offset holds");
+  if (!rows_fit_offsets(tokens, packed, stride, dtype)) fail("over " + std::to_string(tokens) + " tokens spans more than a 64-bit byte offset holds");
   return stride;
 }
 // Whether two sets of `n` rows share an element: rows t of a at a + t * a_stride, a_width

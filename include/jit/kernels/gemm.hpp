@@ -122,8 +122,17 @@ struct Gemm {
     check_ld("lda", a.lda, a_row ? a.k : a.m, a_row ? "k (A row-major)" : "m (A column-major)");
     check_ld("ldb", a.ldb, b_row ? a.n : a.k, b_row ? "n (B row-major)" : "k (B column-major)");
     check_ld("ldc", a.ldc, n_out, gated ? "n / 2 (C of a gated gemm)" : "n");
+    // Each matrix's rows (outer of them, inner elements, ld apart) end within a 64-bit byte offset;
+    // so then does every product of the sizes below (m x n_out <= C's span).
+    for (auto [what, outer, inner, ld] : {std::tuple{"A", a_row ? a.m : a.k, a_row ? a.k : a.m, a.lda},
+                                          {"B", b_row ? a.k : a.n, b_row ? a.n : a.k, a.ldb}, {"C", a.m, n_out, a.ldc}})
+      if (!detail::rows_fit_offsets(outer, inner, ld, p.dtype))
+        fail(std::string(what) + ": " + std::to_string(outer) + " rows " + std::to_string(ld) +
+             " elements apart span more bytes than a 64-bit offset holds (m = " + std::to_string(a.m) + ", n = " + std::to_string(a.n) +
+             ", k = " + std::to_string(a.k) + ")");
     const std::int64_t work = a.m * n_out;  // nothing is read or written when C is empty
-    detail::check_tensors(name, p.dtype, a.m * a.n * a.k, {{"a", a.a}, {"b", a.b}});
+    const bool reads = a.m > 0 && a.n > 0 && a.k > 0;  // A and B are read only then
+    detail::check_tensors(name, p.dtype, reads ? 1 : 0, {{"a", a.a}, {"b", a.b}});
     detail::check_tensors(name, p.dtype, work, {{"c", a.c}});
     const DType scalar = detail::scalar_type(p.dtype);
     out.add_i64(a.m);
