@@ -1,5 +1,7 @@
 // Every shipped GPU kernel in f32, f16 and bf16 against a float64 CPU reference, on random inputs of odd
 // sizes with poisoned outputs. Without a usable CUDA GPU each test prints "SKIPPED: <reason>".
+#include <dlfcn.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -661,6 +663,38 @@ TEST_CASE("a GPU launch on the caller's stream runs there", "[gpu]") {
   k(stream, rows, dx.data(), dy.data());
   stream.synchronize();
   CHECK(ref::relative_l2_error(dy.download(), ref::softmax(rows, 4096, x)) <= 1e-5);
+}
+
+TEST_CASE("a jitk launch works whatever CUDA context the caller made current, and leaves the caller's current", "[gpu]") {
+  if (!have_gpu()) return;
+  // the driver's own context calls, as another library (a framework with contexts of its own) makes them
+  void* cuda = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(cuda);
+  using Ctx = void*;
+  const auto create = reinterpret_cast<int (*)(Ctx*, unsigned, int)>(::dlsym(cuda, "cuCtxCreate_v2"));
+  const auto destroy = reinterpret_cast<int (*)(Ctx)>(::dlsym(cuda, "cuCtxDestroy_v2"));
+  const auto get_current = reinterpret_cast<int (*)(Ctx*)>(::dlsym(cuda, "cuCtxGetCurrent"));
+  REQUIRE((create && destroy && get_current));
+  auto k = jit::get<kernels::Saxpy>({jit::DType::f32}, gpu());
+  const std::int64_t n = 1000;
+  std::vector<float> x(n, 1.0f), y(n, 2.0f);
+  jit::cuda::DeviceArray<float> dx(x), dy(y);
+  k(n, 1.0, dx.data(), dy.data());  // jitk's context made current here (the thread had none, or its own)
+  jit::cuda::synchronize();
+  Ctx mine = nullptr;
+  REQUIRE(create(&mine, 0, 0) == 0);  // a context of the caller's, made current by its creation
+  // jitk's kernel runs in jitk's context (once, it was remembered as current and the launch failed
+  // against the caller's), and the caller's is current again after it
+  CHECK_NOTHROW(k(n, 1.0, dx.data(), dy.data()));
+  Ctx now = nullptr;
+  CHECK(get_current(&now) == 0);
+  CHECK(now == mine);
+  jit::cuda::synchronize();
+  CHECK(get_current(&now) == 0);
+  CHECK(now == mine);
+  CHECK(dy.download() == std::vector<float>(n, 4.0f));
+  CHECK(destroy(mine) == 0);
+  ::dlclose(cuda);
 }
 
 TEST_CASE("jitk launches captured into a CUDA graph replay the same work, and read what the buffers hold at replay", "[gpu]") {

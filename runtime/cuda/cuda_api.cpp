@@ -47,6 +47,7 @@ Loaded& loaded() {
         .required(a.cuDeviceTotalMem, "cuDeviceTotalMem_v2")
         .required(a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")
         .required(a.cuCtxSetCurrent, "cuCtxSetCurrent")
+        .required(a.cuCtxGetCurrent, "cuCtxGetCurrent")
         .required(a.cuCtxSynchronize, "cuCtxSynchronize")
         .required(a.cuModuleLoadData, "cuModuleLoadData")
         .required(a.cuModuleGetFunction, "cuModuleGetFunction")
@@ -156,14 +157,20 @@ void check(CUresult r, const char* what, ErrorCode code) {
   throw Error(code, std::string(what) + " failed: " + driver_result_text(s, "CUDA error", r));
 }
 
-void make_current(int device) {
-  thread_local int current = -1;
-  if (current == device) return;
+ContextScope::ContextScope(int device) {
   Loaded& l = loaded();
   if (!l.ok || device < 0 || device >= static_cast<int>(l.contexts.size()))
     throw Error(ErrorCode::BackendUnavailable, "CUDA device " + std::to_string(device) + " is not available: " + l.reason);
+  CUcontext now = nullptr;
+  if (l.api.cuCtxGetCurrent(&now) != CUDA_SUCCESS) now = nullptr;
+  if (now == l.contexts[device]) return;
   check(l.api.cuCtxSetCurrent(l.contexts[device]), "cuCtxSetCurrent");
-  current = device;
+  previous_ = now;
+  restore_ = now != nullptr;
+}
+
+ContextScope::~ContextScope() {
+  if (restore_) loaded().api.cuCtxSetCurrent(previous_);
 }
 
 }  // namespace jit::detail::cuda

@@ -90,6 +90,7 @@ struct DriverApi {
   CUresult (*cuDeviceTotalMem)(std::size_t*, CUdevice);
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxGetCurrent)(CUcontext*);
   CUresult (*cuCtxSynchronize)();
   CUresult (*cuModuleLoadData)(CUmodule*, const void*);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
@@ -157,7 +158,22 @@ const DriverApi* driver_api(std::string* reason = nullptr);
 const std::vector<Device>& devices();
 // Throws Error{code} naming `what` and the driver's message when r is not CUDA_SUCCESS.
 void check(CUresult r, const char* what, ErrorCode code = ErrorCode::Device);
-// Makes device d's primary context current on this thread (cheap when it already is).
-void make_current(int device);
+// Device d's primary context current on this thread for the scope, and the caller's own current
+// context again after it: another library's current device (torch's, CuPy's) is never left changed,
+// and a thread that had no current context keeps d's (the next call then switches nothing). Whether
+// d's is current is asked of the driver every time (cuCtxGetCurrent, a thread-local read), never
+// remembered: something else may have made another context current since. Throws
+// Error{BackendUnavailable} for a device that is not there.
+class [[nodiscard]] ContextScope {
+ public:
+  explicit ContextScope(int device);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  CUcontext previous_ = nullptr;
+  bool restore_ = false;
+};
 
 }  // namespace jit::detail::cuda

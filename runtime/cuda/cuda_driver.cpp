@@ -124,7 +124,7 @@ class CudaDriver final : public BackendDriver {
 
   std::shared_ptr<const LoadedKernel> load(const std::vector<char>& artifact, const SourceUnit& unit,
                                            const Target& target, const std::string& key) const override {
-    make_current(target.device);
+    const ContextScope context_scope(target.device);
     const DriverApi* api = driver_api();
     // A CUBIN (an ELF image: its headers give every size) goes to the driver as it was read; PTX must
     // be NUL-terminated, so only a text that does not end in one is copied to add it.

@@ -4,6 +4,7 @@
 #include "runtime/cuda/cuda_api.hpp"
 
 #include <new>
+#include <optional>
 #include <utility>
 
 namespace jit::cuda {
@@ -36,22 +37,23 @@ std::vector<DeviceInfo> devices() {
 
 void synchronize(int device) {
   const DriverApi& api = api_or_throw();
-  make_current(device);
+  const ContextScope context_scope(device);
   check(api.cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
 namespace detail {
 void* allocate(std::size_t bytes, int device) {
   const DriverApi& api = api_or_throw();
-  make_current(device);
+  const ContextScope context_scope(device);
   CUdeviceptr p = 0;
   check(api.cuMemAlloc(&p, bytes == 0 ? 1 : bytes), "cuMemAlloc");
   return reinterpret_cast<void*>(p);
 }
 void release(void* p, int device) noexcept {
   if (const DriverApi* api = driver_api(); api && p) {
+    std::optional<ContextScope> scope;
     try {
-      make_current(device);
+      scope.emplace(device);
     } catch (...) {
     }
     api->cuMemFree(reinterpret_cast<CUdeviceptr>(p));
@@ -59,24 +61,24 @@ void release(void* p, int device) noexcept {
 }
 void copy_to_device(void* dst, const void* src, std::size_t bytes, int device) {
   const DriverApi& api = api_or_throw();
-  make_current(device);
+  const ContextScope context_scope(device);
   check(api.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(dst), src, bytes), "cuMemcpyHtoD");
 }
 void copy_to_host(void* dst, const void* src, std::size_t bytes, int device) {
   const DriverApi& api = api_or_throw();
-  make_current(device);
+  const ContextScope context_scope(device);
   check(api.cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), bytes), "cuMemcpyDtoH");
 }
 void fill_bytes(void* dst, unsigned char value, std::size_t bytes, int device) {
   const DriverApi& api = api_or_throw();
-  make_current(device);
+  const ContextScope context_scope(device);
   check(api.cuMemsetD8(reinterpret_cast<CUdeviceptr>(dst), value, bytes), "cuMemsetD8");
 }
 }  // namespace detail
 
 OwnedStream::OwnedStream(int device) : device_(device) {
   const DriverApi& api = api_or_throw();
-  make_current(device);
+  const ContextScope context_scope(device);
   CUstream s = nullptr;
   check(api.cuStreamCreate(&s, 0), "cuStreamCreate");
   handle_ = s;
@@ -90,7 +92,7 @@ void OwnedStream::synchronize() const {
 
 Timer::Timer(int device) : device_(device) {
   const DriverApi& api = api_or_throw();
-  make_current(device);
+  const ContextScope context_scope(device);
   CUevent a = nullptr, b = nullptr;
   check(api.cuEventCreate(&a, 0), "cuEventCreate");
   if (const CUresult r = api.cuEventCreate(&b, 0); r != CUDA_SUCCESS) {
@@ -106,12 +108,12 @@ Timer::~Timer() {
   }
 }
 void Timer::start(Stream stream) {
-  make_current(device_);
+  const ContextScope context_scope(device_);
   check(api_or_throw().cuEventRecord(static_cast<CUevent>(start_), static_cast<CUstream>(stream.handle)), "cuEventRecord");
 }
 double Timer::stop_ms(Stream stream) {
   const DriverApi& api = api_or_throw();
-  make_current(device_);
+  const ContextScope context_scope(device_);
   check(api.cuEventRecord(static_cast<CUevent>(stop_), static_cast<CUstream>(stream.handle)), "cuEventRecord");
   check(api.cuEventSynchronize(static_cast<CUevent>(stop_)), "cuEventSynchronize");
   float ms = 0;
@@ -134,11 +136,12 @@ Graph::Graph(Stream stream, int device) : stream_(stream.handle), device_(device
     throw Error(ErrorCode::InvalidArgument,
                 "jit::cuda::Graph::capture: the default stream cannot be captured; pass a stream of your own (jit::cuda::OwnedStream)");
   const DriverApi& api = graph_api();
-  make_current(device);
+  const ContextScope context_scope(device);
   check(api.cuStreamBeginCapture(static_cast<CUstream>(stream_), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
 }
 void Graph::finish() {
   const DriverApi& api = graph_api();
+  const ContextScope context_scope(device_);  // instantiated in the device's context
   CUgraph graph = nullptr;
   const CUresult r = api.cuStreamEndCapture(static_cast<CUstream>(stream_), &graph);
   stream_ = nullptr;
@@ -176,7 +179,7 @@ Graph::~Graph() {
 }
 void Graph::replay(Stream stream) const {
   const DriverApi& api = graph_api();
-  make_current(device_);
+  const ContextScope context_scope(device_);
   check(api.cuGraphLaunch(static_cast<CUgraphExec>(exec_), static_cast<CUstream>(stream.handle)), "cuGraphLaunch");
 }
 

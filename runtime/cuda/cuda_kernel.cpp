@@ -106,7 +106,7 @@ class CudaKernel final : public LoadedKernel {
     if ((packing_.a_along_k || packing_.b_along_k) && launch_packed(args)) return;
     // in clusters, both GpuLaunch's grid and the persistent cap are whole clusters
     if (persistent_grid_ > 0 && l.grid > persistent_grid_) l.grid = persistent_grid_;
-    make_current(device_);
+    const ContextScope context_scope(device_);
     const DriverApi* api = driver_api();
     CUtensorMap maps[2];
     if (shape_.tensor_maps) {
@@ -190,7 +190,7 @@ class CudaKernel final : public LoadedKernel {
     const std::size_t b_at = (a_bytes + 255) / 256 * 256;
     const std::size_t bytes = b_at + (p.b ? static_cast<std::size_t>(b.inner * b_ld) * sizeof(float) : 0);
     const CUstream stream = static_cast<CUstream>(args.stream.handle);
-    make_current(device_);
+    const ContextScope context_scope(device_);
     CUdeviceptr scratch = 0;
     if (!scratch_alloc(device_, &scratch, bytes, stream)) {
       log().debug("gemm: {} bytes of packing scratch not allocated: the launch runs unpacked", bytes);
@@ -241,7 +241,7 @@ class CudaKernel final : public LoadedKernel {
     const DriverApi* api = driver_api();
     if (!api->cuOccupancyMaxActiveBlocksPerMultiprocessor || !api->cuMemAllocAsync || !api->cuMemFreeAsync || !api->cuMemsetD32Async)
       return 0;
-    make_current(device_);
+    const ContextScope context_scope(device_);
     int per_sm = 0;
     if (api->cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn_, shape_.block, static_cast<std::size_t>(shape_.shared_bytes)) !=
         CUDA_SUCCESS)
@@ -282,7 +282,7 @@ class CudaKernel final : public LoadedKernel {
   int largest_cluster(int most) const {
     const DriverApi* api = driver_api();
     if (devices()[device_].cc_major < 9 || !api->cuLaunchKernelEx || !api->cuOccupancyMaxActiveClusters) return 1;
-    make_current(device_);
+    const ContextScope context_scope(device_);
     for (int cluster = 8; cluster >= 2; cluster /= 2) {
       if (cluster > most) continue;
       CUlaunchAttribute attr{};
@@ -297,7 +297,7 @@ class CudaKernel final : public LoadedKernel {
   void active_clusters() {
     const DriverApi* api = driver_api();
     if (!api->cuOccupancyMaxActiveClusters) return;
-    make_current(device_);
+    const ContextScope context_scope(device_);
     for (int cluster = 2; cluster <= max_split_k_ && cluster <= 8; ++cluster) {
       CUlaunchAttribute attr{};
       CUlaunchConfig config = cluster_config(&attr, static_cast<unsigned>(cluster), nullptr, cluster);
@@ -316,7 +316,7 @@ class CudaKernel final : public LoadedKernel {
     const unsigned by_sms = static_cast<unsigned>(devices()[device_].sm_count) / cluster * cluster;
     int clusters = 0;
     if (api->cuOccupancyMaxActiveClusters) {
-      make_current(device_);
+      const ContextScope context_scope(device_);
       CUlaunchAttribute attr{};
       CUlaunchConfig config = cluster_config(&attr, by_sms, nullptr, shape_.cluster);
       if (api->cuOccupancyMaxActiveClusters(&clusters, fn_, &config) != CUDA_SUCCESS) clusters = 0;
