@@ -24,6 +24,8 @@ class DynamicLibrary {
   explicit operator bool() const { return handle_ != nullptr; }
   void* handle() const { return handle_; }
   const std::string& path() const { return path_; }    // the candidate that opened
+  // The file the loader opened it from, a full path ("" when the loader does not say).
+  std::string loaded_file() const;
   const std::string& error() const { return error_; }  // why none opened
   void* symbol(const char* name) const { return handle_ ? ::dlsym(handle_, name) : nullptr; }
 
@@ -36,6 +38,18 @@ class DynamicLibrary {
   bool close_ = true;
   std::string path_, error_;
 };
+
+// Whether the process has an object loaded whose file name begins with `prefix` ("libnvrtc.so"):
+// a dlopen by that name would then return it without searching.
+bool library_loaded(const std::string& prefix);
+
+// Where a dlopen of a bare library name from libjitk looks and what those places hold now, as one
+// text that changes when the answer could: LD_LIBRARY_PATH, the folders the loader searches for
+// libjitk (its RUNPATH, the system's), each with its glibc-hwcaps folder, /etc/ld.so.cache, and
+// `extra_folders` (full-path fallbacks), each named with its stat_identity or "absent". A folder's
+// identity changes when a file in it is added, removed or renamed; one rewritten in place is not
+// seen here: check the opened file's own identity too.
+std::string library_search_stamp(const std::vector<std::string>& extra_folders);
 
 // Function pointers to fill from a library, each required or optional; resolve() names the
 // required ones it lacks, so a backend can say "libX lacks a, b" instead of crashing later.

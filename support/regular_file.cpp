@@ -23,6 +23,12 @@ FileHandle::~FileHandle() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+std::string stat_identity(const struct stat& st) {
+  return std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + " " + std::to_string(st.st_ctim.tv_sec) +
+         "." + std::to_string(st.st_ctim.tv_nsec);
+}
+
 std::string file_kind(mode_t mode) {
   switch (mode & S_IFMT) {
     case S_IFREG: return "a regular file";

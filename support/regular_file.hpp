@@ -32,6 +32,9 @@ class FileHandle {
 // "a directory", "a FIFO", "a character device", ... for what st_mode says a file is.
 std::string file_kind(mode_t mode);
 
+// "dev ino size mtime.ns ctime.ns" of a stat: what changes when a file is replaced, rewritten or moved.
+std::string stat_identity(const struct stat& st);
+
 // Opens `path` with `flags` (O_RDONLY, or O_RDWR | O_CREAT | O_APPEND ... ; O_NONBLOCK, O_NOCTTY and
 // O_CLOEXEC are added, O_NONBLOCK dropped again once open) and checks with fstat that what was
 // opened is a regular file. On failure returns an empty handle and sets `why` ("No such file or

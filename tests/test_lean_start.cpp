@@ -12,6 +12,7 @@
 #include "runtime/cpu/object_loader.hpp"
 #include "jit/compiler.hpp"
 #include "runtime/get_kernel.hpp"
+#include "support/memo_store.hpp"
 #include "tests/test_support.hpp"
 
 using namespace jitk_test;
@@ -136,6 +137,98 @@ TEST_CASE("the remembered compiler facts are learned again when the module chang
     fs::rename(cache.path() / "cpu-compiler-facts", elsewhere);
     fs::create_symlink(elsewhere, cache.path() / "cpu-compiler-facts");
     CHECK(llvm_of());
+  }
+}
+
+// ---- NVRTC: opened by a compile, never by a process that finds its kernels in the cache ----------
+
+namespace {
+
+// One probe run of `what` against `cache`: its output, checked to have run.
+std::string nvrtc_probe(const std::string& what, const TempDir& cache, const std::string& env = "") {
+  auto r = run(kProbe + " " + what, cache_env(cache) + " " + env);
+  INFO(r.output);
+  CHECK(r.output.find("nvrtc_mapped=") != std::string::npos);
+  return r.output;
+}
+
+bool have_nvrtc_here(const std::string& first_output) {
+  if (first_output.find("warm=compiled") != std::string::npos) return true;
+  std::printf("SKIPPED: NVRTC cannot compile here: %s\n", first_output.c_str());
+  return false;
+}
+
+const char* const kNvrtcFacts = "toolkit-headers/nvrtc-library";
+
+}  // namespace
+
+TEST_CASE("a process that finds its CUDA kernel in the cache never maps NVRTC, and a compile does", "[lean]") {
+  TempDir cache;
+  const std::string compiled = nvrtc_probe("cuda-warm", cache);
+  if (!have_nvrtc_here(compiled)) return;
+  INFO(compiled);
+  CHECK(compiled.find("nvrtc_mapped=1") != std::string::npos);
+  CHECK(fs::exists(cache.path() / kNvrtcFacts));
+  const std::string cached = nvrtc_probe("cuda-warm", cache);
+  INFO(cached);
+  CHECK(cached.find("warm=cached") != std::string::npos);  // the same key from the remembered facts
+  CHECK(cached.find("nvrtc_mapped=0") != std::string::npos);
+  CHECK(cached.find("outcome=ok") != std::string::npos);
+  // Without a cache to remember them in, NVRTC is opened for its facts.
+  const std::string no_cache = nvrtc_probe("cuda-warm", cache, "JITK_CACHE_DIR=/dev/null/nope");
+  CHECK(no_cache.find("nvrtc_mapped=1") != std::string::npos);
+}
+
+TEST_CASE("NVRTC's remembered facts are learned again when where the loader looks changes, or the memo is damaged", "[lean]") {
+  TempDir cache, lib_dir, home;
+  if (!have_nvrtc_here(nvrtc_probe("cuda-warm", cache))) return;
+  auto nvrtc_opened = [&](const std::string& env = "") {
+    const std::string out = nvrtc_probe("cuda-warm", cache, env);
+    INFO(out);
+    CHECK(out.find("warm=cached") != std::string::npos);  // the key never changes: the same NVRTC
+    return out.find("nvrtc_mapped=1") != std::string::npos;
+  };
+  CHECK(!nvrtc_opened());
+  SECTION("another LD_LIBRARY_PATH, then a file added to its folder") {
+    const std::string env = "LD_LIBRARY_PATH='" + lib_dir.str() + "'";
+    CHECK(nvrtc_opened(env));
+    CHECK(!nvrtc_opened(env));  // remembered for this search
+    // A file of that name in a folder searched first (the loader passes over one that is no
+    // library, as here): the loader could now choose another file, so NVRTC is asked again.
+    write_file(lib_dir.path() / "libnvrtc.so.13", "not a library");
+    CHECK(nvrtc_opened(env));
+    CHECK(!nvrtc_opened(env));
+  }
+  SECTION("another CUDA_HOME") {
+    CHECK(nvrtc_opened("CUDA_HOME='" + home.str() + "'"));
+    CHECK(!nvrtc_opened("CUDA_HOME='" + home.str() + "'"));
+    CHECK(nvrtc_opened());  // and back
+  }
+  SECTION("a damaged, torn, foreign or linked memo") {
+    const auto memo = cache.path() / kNvrtcFacts;
+    const std::string good = read_file(memo);
+    for (const std::string& bytes : {std::string("garbage\n"), std::string(), good.substr(0, good.size() / 2),
+                                     good + "archs 90\n", jit::detail::seal_memo("jitk-nvrtc-library 1\nend\n")}) {
+      write_file(memo, bytes);
+      CHECK(nvrtc_opened());   // not trusted: NVRTC says again
+      CHECK(!nvrtc_opened());  // and it is remembered again
+    }
+    const auto elsewhere = lib_dir.path() / "facts";
+    fs::rename(memo, elsewhere);
+    fs::create_symlink(elsewhere, memo);
+    CHECK(nvrtc_opened());
+  }
+  SECTION("a memo naming another NVRTC version: keys for it, and a compile refuses to run under them") {
+    const auto memo = cache.path() / kNvrtcFacts;
+    std::string text(*jit::detail::unseal_memo(read_file(memo)));
+    const auto at = text.find("\nversion ");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, text.find('\n', at + 1) - at, "\nversion 99 1");
+    write_file(memo, jit::detail::seal_memo(text));
+    const std::string out = nvrtc_probe("cuda-warm", cache);
+    INFO(out);
+    CHECK(out.find("warm=failed") != std::string::npos);  // another key: a compile, which opens NVRTC
+    CHECK(out.find("keyed its kernels for nvrtc 99.1") != std::string::npos);
   }
 }
 

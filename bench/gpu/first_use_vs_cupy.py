@@ -3,7 +3,10 @@
 installed), in the same run, each side in fresh child processes taken in turn (A B A B ...), medians
 and the ratios. Each child pays its per-process costs before the clock and times getting the kernel
 ready from its warm disk cache, then (second figure) that plus its first launch and a sync:
-  jitk              jit::get of rms_norm bf16 (cuInit, context and NVRTC's dlopen before the clock)
+  jitk              jit::get of rms_norm bf16 in jitk_first_use (libjitk and the driver only; cuInit and
+                    the context before the clock): NVRTC's facts from the cache, NVRTC never opened
+  jitk_nvrtc_first  the same with NVRTC opened before the clock (as every process did before jitk
+                    remembered NVRTC's facts: its open, about 5-7 ms, is then not in the figure)
   jitk_after_other  the same after another kernel (saxpy) was got first: the driver's first module load
                     of the process is then paid before the clock, as in CuPy's figure
   jitk_tiny_*       the same after an empty kernel's module was loaded: PTX or CUBIN, before the clock
@@ -14,6 +17,7 @@ ready from its warm disk cache, then (second figure) that plus its first launch 
   cupy_keying       the same without that warm-up: CuPy's keying inside the clock (for reference)
   triton            the first call of a cached Triton kernel
     python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench [REPS] [SIDES]
+(jitk_first_use, the child, is taken from the same folder; jitk_gpu_bench writes the tiny CUBIN.)
 SIDES: a comma-separated subset (e.g. jitk,jitk_after_other,cupy), all by default. The environment
 passes through: JITK_CUDA_LOAD=library or JITK_REQUEST_KEYS=0 for A/B runs of jitk's sides.
 One JSON object per line, then lines of text with the medians and ratios.
@@ -122,17 +126,19 @@ def main():
     # An empty kernel's CUBIN for the tiny_cubin sides (left out below where it cannot be made).
     tiny_cubin = {"JITK_BENCH_TINY_CUBIN": os.path.join(work, "tiny.cubin")}
     subprocess.run([bench, "--write-tiny-cubin", tiny_cubin["JITK_BENCH_TINY_CUBIN"]], timeout=120)
+    first_use = os.path.join(os.path.dirname(os.path.abspath(bench)), "jitk_first_use")
     sides = {
-        "jitk": ([bench, "--child-first-use"], jitk_cache),
-        "jitk_after_other": ([bench, "--child-first-use"], {**jitk_cache, "JITK_BENCH_OTHER_FIRST": "1"}),
+        "jitk": ([first_use], jitk_cache),
+        "jitk_nvrtc_first": ([first_use], {**jitk_cache, "JITK_BENCH_NVRTC_FIRST": "1"}),
+        "jitk_after_other": ([first_use], {**jitk_cache, "JITK_BENCH_OTHER_FIRST": "1"}),
         # issue 27's experiment: the process's first module load paid by a tiny PTX module, before the
         # clock (sync) or on a thread started at CUDA init and joined after the get (thread)
-        "jitk_tiny_first": ([bench, "--child-first-use"], {**jitk_cache, "JITK_BENCH_TINY_FIRST": "sync"}),
-        "jitk_tiny_thread": ([bench, "--child-first-use"], {**jitk_cache, "JITK_BENCH_TINY_FIRST": "thread"}),
+        "jitk_tiny_first": ([first_use], {**jitk_cache, "JITK_BENCH_TINY_FIRST": "sync"}),
+        "jitk_tiny_thread": ([first_use], {**jitk_cache, "JITK_BENCH_TINY_FIRST": "thread"}),
         # the same with an empty kernel's CUBIN of the device's arch (the ELF loader jitk's artifacts
         # take, not the PTX JIT): before the clock, or on a thread started as the clock starts
-        "jitk_tiny_cubin_first": ([bench, "--child-first-use"], {**jitk_cache, **tiny_cubin, "JITK_BENCH_TINY_FIRST": "cubin"}),
-        "jitk_tiny_cubin_thread": ([bench, "--child-first-use"], {**jitk_cache, **tiny_cubin, "JITK_BENCH_TINY_FIRST": "cubin-thread"}),
+        "jitk_tiny_cubin_first": ([first_use], {**jitk_cache, **tiny_cubin, "JITK_BENCH_TINY_FIRST": "cubin"}),
+        "jitk_tiny_cubin_thread": ([first_use], {**jitk_cache, **tiny_cubin, "JITK_BENCH_TINY_FIRST": "cubin-thread"}),
         "cupy": ([sys.executable, "-c", CUPY_CHILD, "warm"], cupy_cache),
         "cupy_keying": ([sys.executable, "-c", CUPY_CHILD, "cold"], cupy_cache),
         "triton": ([sys.executable, triton_file], {"TRITON_CACHE_DIR": os.path.join(work, "triton")}),
@@ -151,6 +157,7 @@ def main():
         sys.exit("jitk's child failed")
     ready = {name: [] for name in sides}
     launched = {name: [] for name in sides}
+    nvrtc_open = []  # what opening NVRTC costs a jitk child after its get (the "jitk" side's)
     for _ in range(reps):
         for name, (cmd, env) in sides.items():
             fields = child(cmd, env)
@@ -159,6 +166,8 @@ def main():
                     raise RuntimeError("jitk's child did not find its kernel on disk: %s" % fields)
                 ready[name].append(float(fields[0]))
                 launched[name].append(float(fields[2]))
+                if name == "jitk" and len(fields) > 3:
+                    nvrtc_open.append(float(fields[3]))
             else:
                 ready[name].append(float(fields[0]))
                 launched[name].append(float(fields[1]))
@@ -171,6 +180,10 @@ def main():
         if "cupy" in sides and name != "cupy":
             row["ratio_to_cupy"] = round(med[name] / med["cupy"], 3)
         print(json.dumps(row), flush=True)
+    if nvrtc_open:
+        print(json.dumps({"bench": "first_use_nvrtc_open_after_ms", "value": round(statistics.median(nvrtc_open), 4), "unit": "ms",
+                          "reps": reps, "note": "opening NVRTC in the jitk child after its get: what a warm get no longer pays"}),
+              flush=True)
     print("first use of a cached kernel, new process, median of %d (ms; with the first launch + sync in brackets):" % reps)
     for name in sides:
         line = "  %-17s %.3f (%.3f)" % (name, med[name], med_launched[name])

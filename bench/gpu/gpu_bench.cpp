@@ -44,7 +44,6 @@
 #include "runtime/backend_driver.hpp"
 #include "runtime/selection.hpp"
 #include "jit/registry.hpp"
-#include "bench/warm_path_stages.hpp"
 #include <limits>
 #include <optional>
 
@@ -206,64 +205,6 @@ int child_compile_series(int count) {
   return 0;
 }
 
-// Where a warm first use goes, stage by stage, each timed the first time this process does it, in
-// the order jit::get takes them on a warm hit (bench/warm_path_stages.hpp), then the module loads.
-void first_use_breakdown() {
-  auto stage = [](const char* what, auto&& fn) {
-    auto t0 = clock_type::now();
-    fn();
-    std::fprintf(stderr, "breakdown: %-48s %.4f ms\n", what, ms_since(t0));
-  };
-  const jit::Target* target = nullptr;
-  stage("backends + default target", [&] { target = &jit::default_target(); });
-  const jit::ParamSet params = jit::kernels::RmsNorm::to_params({jit::DType::bf16, 4096});
-  jitk_bench::WarmStages w = jitk_bench::warm_path_stages(*target, "rms_norm", params, /*device=*/true);
-  if (!w.bytes) return;
-  const auto& s = w.s;
-  stage("module load + lookup, first in process", [&] { s.driver->load(*w.bytes, s.unit, s.target, s.key); });
-  stage("module load + lookup, second", [&] { s.driver->load(*w.bytes, s.unit, s.target, s.key); });
-  int mode = 0;
-  const char* how = std::getenv("JITK_CUDA_LOAD");
-  std::fprintf(stderr, "breakdown: artifact %zu bytes; JITK_CUDA_LOAD=%s; driver loading mode %s\n", w.bytes->size(), how ? how : "(module)",
-               cuModuleGetLoadingMode(reinterpret_cast<CUmoduleLoadingMode*>(&mode)) != CUDA_SUCCESS ? "unknown"
-               : mode == CU_MODULE_LAZY_LOADING                                                       ? "lazy"
-                                                                                                      : "eager");
-}
-
-// The prefill variant a Llama-3-8B prefill compiles (bf16, head 128, causal, 4 query heads a kv head).
-const kernels::AttentionPrefill::Params kLlamaPrefill{jit::DType::bf16, 128, true, 0, 4};
-
-// A module of one empty kernel in PTX (the driver JIT-compiles it): issue 27's experiment of paying the
-// process's first module load with it, off the clock or on a thread of its own.
-void load_tiny_module(CUcontext ctx) {
-  cuCtxSetCurrent(ctx);
-  static const char ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry jitk_tiny()\n{\n ret;\n}\n";
-  const auto t0 = clock_type::now();
-  CUmodule mod = nullptr;
-  const CUresult r = cuModuleLoadData(&mod, ptx);
-  std::fprintf(stderr, "tiny module: %s in %.4f ms\n", r == CUDA_SUCCESS ? "loaded" : "FAILED", ms_since(t0));
-}
-
-// The same with a CUBIN of the device's own arch (written by --write-tiny-cubin): the driver's ELF
-// loader, not its PTX JIT, the path jitk's artifacts take; tells whether the process's first
-// cuModuleLoadData costs more than later ones for any module (then a warm-up could be overlapped).
-// Its function is got too (JITK_BENCH_TINY_GET=0: not): with lazy loading the driver loads a
-// module's functions at cuModuleGetFunction, and an H100 run (bench/results/2026-11-26-h100-first-use2.log)
-// showed a tiny CUBIN loaded without it
-// leaves the first real load's extra cost (0.29-0.32 ms first, 0.10-0.11 second) where it was.
-void load_tiny_cubin(CUcontext ctx, const std::vector<char>* cubin) {
-  cuCtxSetCurrent(ctx);
-  const auto t0 = clock_type::now();
-  CUmodule mod = nullptr;
-  CUresult r = cuModuleLoadData(&mod, cubin->data());
-  const char* get = std::getenv("JITK_BENCH_TINY_GET");
-  CUfunction fn = nullptr;
-  const bool got = r == CUDA_SUCCESS && !(get && std::string(get) == "0");
-  if (got) r = cuModuleGetFunction(&fn, mod, "jitk_tiny");
-  std::fprintf(stderr, "tiny cubin: %s%s in %.4f ms\n", r == CUDA_SUCCESS ? "loaded" : "FAILED", got ? " with its function" : "",
-               ms_since(t0));
-}
-
 // --write-tiny-cubin PATH: an empty kernel compiled by NVRTC for device 0's arch, written to PATH.
 int write_tiny_cubin(const char* path) {
   CUdevice dev = 0;
@@ -294,84 +235,11 @@ int write_tiny_cubin(const char* path) {
   return 0;
 }
 
-std::vector<char> read_whole(const char* path) {
-  std::vector<char> bytes;
-  if (FILE* f = std::fopen(path, "rb")) {
-    char buf[65536];
-    while (std::size_t n = std::fread(buf, 1, sizeof buf, f)) bytes.insert(bytes.end(), buf, buf + n);
-    std::fclose(f);
-  }
-  return bytes;
-}
-
-int child_first_use() {
-  jit::cuda::available();  // cuInit + primary context: once per process, not the cache's cost
-  std::thread tiny;
-  // JITK_BENCH_TINY_FIRST: sync / thread (a PTX module, before the clock, here or on a thread);
-  // cubin (JITK_BENCH_TINY_CUBIN's file, loaded before the clock) / cubin-thread (loaded on a thread
-  // started as the clock starts: the get's host work runs meanwhile, as a warm-up begun when jitk's
-  // CUDA driver is made would).
-  const std::string tiny_how = std::getenv("JITK_BENCH_TINY_FIRST") ? std::getenv("JITK_BENCH_TINY_FIRST") : "";
-  CUcontext tiny_ctx = nullptr;
-  std::vector<char> tiny_cubin;
-  if (!tiny_how.empty()) {
-    cuCtxGetCurrent(&tiny_ctx);
-    CUdevice dev = 0;
-    if (!tiny_ctx && cuDeviceGet(&dev, 0) == CUDA_SUCCESS) cuDevicePrimaryCtxRetain(&tiny_ctx, dev);
-    if (tiny_how.rfind("cubin", 0) == 0) {
-      const char* path = std::getenv("JITK_BENCH_TINY_CUBIN");
-      tiny_cubin = read_whole(path ? path : "");
-      if (tiny_cubin.empty()) {
-        std::fprintf(stderr, "JITK_BENCH_TINY_FIRST=%s needs JITK_BENCH_TINY_CUBIN (a file from --write-tiny-cubin)\n", tiny_how.c_str());
-        return 1;
-      }
-      if (tiny_how == "cubin") load_tiny_cubin(tiny_ctx, &tiny_cubin);
-    } else if (tiny_how == "thread") {
-      tiny = std::thread(load_tiny_module, tiny_ctx);
-    } else {
-      load_tiny_module(tiny_ctx);
-    }
-  }
-  struct Join {
-    std::thread& t;
-    ~Join() { if (t.joinable()) t.join(); }
-  } join{tiny};
-  if (std::getenv("JITK_BENCH_PREFILL")) {  // the same, for attention_prefill
-    auto t0 = clock_type::now();
-    auto k = jit::get<kernels::AttentionPrefill>(kLlamaPrefill);
-    std::printf("%.4f %d\n", ms_since(t0), k.origin() == jit::Origin::DiskCache ? 1 : 0);
-    return 0;
-  }
-  if (std::getenv("JITK_BENCH_BREAKDOWN")) {
-    first_use_breakdown();
-    return 0;
-  }
-  // Another kernel first (first_use_vs_cupy.py's jitk_after_other): the process's first module load
-  // is then paid before the clock, as CuPy's figure pays it.
-  if (std::getenv("JITK_BENCH_OTHER_FIRST")) jit::get<kernels::Saxpy>({jit::DType::f32});
-  // The buffers of the first launch, before the clock (not the kernel's cost).
-  const std::int64_t rows = 4, hidden = 4096;
-  jit::cuda::DeviceArray<jit::bfloat16> x(rows * hidden), w(hidden), y(rows * hidden);
-  x.fill_bytes(0);
-  w.fill_bytes(0);
-  jit::cuda::synchronize();
-  auto t0 = clock_type::now();
-  if (tiny_how == "cubin-thread") tiny = std::thread(load_tiny_cubin, tiny_ctx, &tiny_cubin);
-  auto k = jit::get<kernels::RmsNorm>({jit::DType::bf16, hidden});
-  double get_ms = ms_since(t0);
-  if (tiny.joinable()) tiny.join();
-  // With lazy loading the driver may finish loading at the first launch: timed too.
-  k(rows, x.data(), w.data(), y.data(), 1e-6);
-  jit::cuda::synchronize();
-  double launched_ms = ms_since(t0);
-  // get ms, from disk (1) or compiled (0), get + first launch + sync ms
-  std::printf("%.4f %d %.4f\n", get_ms, k.origin() == jit::Origin::DiskCache ? 1 : 0, launched_ms);
-  return 0;
-}
-
-// Runs this program as a child that does one first get; returns its get time in ms.
+// Runs jitk_first_use (beside this program: a process of libjitk alone, no NVRTC or cuBLAS mapped
+// before its clock) as a child that does one first get; returns its get time in ms.
 double run_child(const std::string& self, const std::string& cache, bool* from_disk, const std::string& env = "") {
-  std::string cmd = env + " JITK_CACHE_DIR='" + cache + "' '" + self + "' --child-first-use";
+  const std::string child = self.substr(0, self.rfind('/') + 1) + "jitk_first_use";
+  std::string cmd = env + " JITK_CACHE_DIR='" + cache + "' '" + child + "'";
   FILE* f = ::popen(cmd.c_str(), "r");
   double ms = -1;
   int disk = 0;
@@ -1554,7 +1422,6 @@ int main(int argc, char** argv) {
       ++i;
       continue;
     }
-    if (!std::strcmp(argv[i], "--child-first-use")) return child_first_use();
     if (!std::strcmp(argv[i], "--write-tiny-cubin") && i + 1 < argc) return write_tiny_cubin(argv[i + 1]);
     if (!std::strcmp(argv[i], "--child-compile-series")) return child_compile_series(6);
     if (!std::strcmp(argv[i], "--child-tune")) return child_tune();

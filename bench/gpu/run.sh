@@ -81,28 +81,28 @@ section_torch() {
 section_first_use() {
   # where a warm first use spends its time (INFO lines time the disk read and the module load)
   first_use_cache=$(mktemp -d /tmp/jitk-first-use-XXXXXX)
-  JITK_CACHE_DIR=$first_use_cache ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use > /dev/null 2>&1
+  JITK_CACHE_DIR=$first_use_cache ./build-gpu/bench/gpu/jitk_first_use > /dev/null 2>&1
   for i in 1 2 3; do
-    JITK_CACHE_DIR=$first_use_cache JITK_LOG_LEVEL=info ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use
+    JITK_CACHE_DIR=$first_use_cache JITK_LOG_LEVEL=info ./build-gpu/bench/gpu/jitk_first_use
   done > "$out/first_use.log" 2>&1
-  for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use; done >> "$out/first_use.log" 2>&1
-  for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_CUDA_LOAD=library JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use; done >> "$out/first_use.log" 2>&1
+  for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_first_use; done >> "$out/first_use.log" 2>&1
+  for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_CUDA_LOAD=library JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_first_use; done >> "$out/first_use.log" 2>&1
   # the same after an empty kernel's CUBIN was loaded (does the first module load still cost more?),
   # and with the driver's lazy loading off
   tiny_cubin=$first_use_cache.tiny.cubin
   ./build-gpu/bench/gpu/jitk_gpu_bench --write-tiny-cubin "$tiny_cubin" >> "$out/first_use.log" 2>&1
-  for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_BENCH_TINY_FIRST=cubin JITK_BENCH_TINY_CUBIN=$tiny_cubin JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use; done >> "$out/first_use.log" 2>&1
+  for i in 1 2; do JITK_CACHE_DIR=$first_use_cache JITK_BENCH_TINY_FIRST=cubin JITK_BENCH_TINY_CUBIN=$tiny_cubin JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_first_use; done >> "$out/first_use.log" 2>&1
   echo "== breakdown, CUDA_MODULE_LOADING=EAGER" >> "$out/first_use.log"
-  JITK_CACHE_DIR=$first_use_cache CUDA_MODULE_LOADING=EAGER JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_gpu_bench --child-first-use >> "$out/first_use.log" 2>&1
+  JITK_CACHE_DIR=$first_use_cache CUDA_MODULE_LOADING=EAGER JITK_BENCH_BREAKDOWN=1 ./build-gpu/bench/gpu/jitk_first_use >> "$out/first_use.log" 2>&1
   # the same first use against CuPy's RawKernel (and Triton where installed), same run, medians and ratios
   python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 >> "$out/first_use.log" 2>&1
   # A/B in the same run: cuLibraryLoadData instead of cuModuleLoadData; the text rendered on every get
   echo "== JITK_CUDA_LOAD=library" >> "$out/first_use.log"
-  JITK_CUDA_LOAD=library python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 jitk,jitk_after_other,cupy >> "$out/first_use.log" 2>&1
+  JITK_CUDA_LOAD=library python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 jitk,jitk_nvrtc_first,jitk_after_other,cupy >> "$out/first_use.log" 2>&1
   echo "== CUDA_MODULE_LOADING=EAGER" >> "$out/first_use.log"
-  CUDA_MODULE_LOADING=EAGER python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 jitk,jitk_after_other,cupy >> "$out/first_use.log" 2>&1
+  CUDA_MODULE_LOADING=EAGER python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 jitk,jitk_nvrtc_first,jitk_after_other,cupy >> "$out/first_use.log" 2>&1
   echo "== JITK_REQUEST_KEYS=0" >> "$out/first_use.log"
-  JITK_REQUEST_KEYS=0 python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 jitk,jitk_after_other,cupy >> "$out/first_use.log" 2>&1
+  JITK_REQUEST_KEYS=0 python3 bench/gpu/first_use_vs_cupy.py ./build-gpu/bench/gpu/jitk_gpu_bench 15 jitk,jitk_nvrtc_first,jitk_after_other,cupy >> "$out/first_use.log" 2>&1
   cat "$out/first_use.log"
 }
 section_fleet() {

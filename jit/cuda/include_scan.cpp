@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "support/hashing.hpp"
+#include "support/regular_file.hpp"
 
 namespace jit::detail {
 
@@ -119,8 +120,7 @@ std::string metadata_stamp(const std::vector<std::string>& paths) {
   };
   KeyBuilder stamp;
   auto add = [&](const std::string& p, const struct stat& st) {
-    stamp.add(p, std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
-                     std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec));
+    stamp.add(p, stat_identity(st));
   };
   for (const auto& p : paths) {
     struct stat st{};

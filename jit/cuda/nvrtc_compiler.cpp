@@ -3,14 +3,22 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string_view>
+
+#include <sys/stat.h>
 
 #include "support/hashing.hpp"
 #include "jit/cuda/include_scan.hpp"
 #include "jit/rtc_compile.hpp"
 #include "support/dynamic_library.hpp"
 #include "support/logging.hpp"
+#include "support/memo_store.hpp"
+#include "support/regular_file.hpp"
 #include "support/text.hpp"
 
 namespace jit::detail {
@@ -24,8 +32,7 @@ struct NvrtcLibrary {
   nvrtcResult (*nvrtcVersion)(int*, int*);
   nvrtcResult (*nvrtcGetNumSupportedArchs)(int*);
   nvrtcResult (*nvrtcGetSupportedArchs)(int*);
-  int major = 0, minor = 0;
-  std::vector<int> archs;  // compute capabilities NVRTC can generate code for, e.g. 90
+  NvrtcFacts facts;
 };
 
 namespace {
@@ -35,14 +42,23 @@ struct Opened {
   std::string reason;
 };
 
+// Where NVRTC is looked for after the loader's own search (by soname): $CUDA_HOME, $CUDA_PATH, /usr/local/cuda.
+std::vector<std::string> fallback_folders() {
+  std::vector<std::string> folders;
+  for (const char* env : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* home = std::getenv(env); home && *home) folders.push_back(std::string(home) + "/lib64");
+  folders.push_back("/usr/local/cuda/lib64");
+  return folders;
+}
+
+std::atomic<bool> g_opened{false};  // opened() has run (the library is mapped, or could not be)
+
 const Opened& opened() {
   static const Opened o = [] {
     Opened o;
     std::vector<std::string> candidates = {"libnvrtc.so.13", "libnvrtc.so.12"};
-    for (const char* env : {"CUDA_HOME", "CUDA_PATH"})
-      if (const char* home = std::getenv(env); home && *home)
-        for (const char* v : {"13", "12"}) candidates.push_back(std::string(home) + "/lib64/libnvrtc.so." + v);
-    for (const char* v : {"13", "12"}) candidates.push_back(std::string("/usr/local/cuda/lib64/libnvrtc.so.") + v);
+    for (const auto& folder : fallback_folders())
+      for (const char* v : {"13", "12"}) candidates.push_back(folder + "/libnvrtc.so." + v);
     auto& l = o.lib;
     l.library = DynamicLibrary::open_first(candidates);
     if (!l.library) {
@@ -68,14 +84,115 @@ const Opened& opened() {
       return o;
     }
     l.library.keep_open();  // compilers hold its functions for the life of the process
-    l.nvrtcVersion(&l.major, &l.minor);
+    l.nvrtcVersion(&l.facts.major, &l.facts.minor);
     int n = 0;
     l.nvrtcGetNumSupportedArchs(&n);
-    l.archs.resize(static_cast<std::size_t>(n));
-    if (n > 0) l.nvrtcGetSupportedArchs(l.archs.data());
+    l.facts.archs.resize(static_cast<std::size_t>(std::max(n, 0)));
+    if (n > 0) l.nvrtcGetSupportedArchs(l.facts.archs.data());
     return o;
   }();
+  g_opened.store(true);
   return o;
+}
+
+// ---- NVRTC's facts remembered between processes -------------------------------------------------
+// A process that only finds its kernels in the cache needs NVRTC's version and architectures for the
+// keys, not NVRTC: opening it maps 110 MB and runs its initializers (6-7 ms, 1,650 page faults on
+// the build VM). They are remembered beside the toolkit-header fingerprints, with the stamp of where
+// the loader would look for NVRTC and the identity of the file it opened; a reader that finds either
+// changed (a folder gained or lost a file, a new ld.so.cache, another LD_LIBRARY_PATH or CUDA_HOME,
+// the file replaced or rewritten) opens NVRTC and writes them again.
+constexpr const char* kFactsMemo = "nvrtc-library";
+constexpr std::string_view kFactsHeader = "jitk-nvrtc-library 1";
+constexpr std::size_t kMaxFactsBytes = 16 * 1024;
+
+// Everything the loader's choice of NVRTC depends on, hashed ("" when the search cannot be known).
+std::string search_stamp() {
+  const std::string searched = library_search_stamp(fallback_folders());
+  if (searched.empty()) return "";
+  return KeyBuilder().add("search", searched).finish().hex();
+}
+
+std::optional<NvrtcFacts> read_facts(const MemoStore& memos, const std::string& stamp) {
+  const std::optional<std::string> sealed = memos.read(kFactsMemo, kMaxFactsBytes);
+  if (!sealed) return std::nullopt;
+  const std::optional<std::string_view> text = unseal_memo(*sealed);
+  if (!text) return std::nullopt;
+  // Exactly: header, search, file, version, archs, end (each line ending in a newline).
+  std::vector<std::string_view> lines;
+  for (std::string_view rest = *text; !rest.empty();) {
+    const auto end = rest.find('\n');
+    if (end == std::string_view::npos) return std::nullopt;
+    lines.push_back(rest.substr(0, end));
+    rest.remove_prefix(end + 1);
+  }
+  auto value = [&](std::size_t i, std::string_view name) -> std::optional<std::string_view> {
+    if (i >= lines.size() || lines[i].substr(0, name.size() + 1) != std::string(name) + " ") return std::nullopt;
+    return lines[i].substr(name.size() + 1);
+  };
+  if (lines.size() != 6 || lines[0] != kFactsHeader || lines[5] != "end") return std::nullopt;
+  const auto search = value(1, "search"), file = value(2, "file"), version = value(3, "version"), archs = value(4, "archs");
+  if (!search || !file || !version || !archs || *search != stamp) return std::nullopt;
+  // file: "<path> <identity>", the path absolute; the file must be the one it names now.
+  const auto space = file->find(' ');
+  if (space == std::string_view::npos || space == 0 || (*file)[0] != '/') return std::nullopt;
+  const std::string path(file->substr(0, space));
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || file->substr(space + 1) != stat_identity(st)) return std::nullopt;
+  NvrtcFacts f;
+  auto numbers = [](std::string_view text, std::vector<int>& out) {
+    while (!text.empty()) {
+      const auto end = std::min(text.find(' '), text.size());
+      int n = -1;
+      const auto [ptr, ec] = std::from_chars(text.data(), text.data() + end, n);
+      if (ec != std::errc() || ptr != text.data() + end || n < 0 || n > 100000) return false;
+      out.push_back(n);
+      text.remove_prefix(std::min(end + 1, text.size()));
+    }
+    return true;
+  };
+  std::vector<int> v;
+  if (!numbers(*version, v) || v.size() != 2 || !numbers(*archs, f.archs) || f.archs.empty() || f.archs.size() > 256)
+    return std::nullopt;
+  f.major = v[0];
+  f.minor = v[1];
+  return f;
+}
+
+void write_facts(const MemoStore& memos, const std::string& stamp, const NvrtcLibrary& lib) {
+  const std::string path = lib.library.loaded_file();
+  struct stat st{};
+  if (stamp.empty() || path.empty() || path.find('\n') != std::string::npos || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      lib.facts.archs.empty())
+    return;
+  std::string text = std::string(kFactsHeader) + "\nsearch " + stamp + "\nfile " + path + " " + stat_identity(st) + "\nversion " +
+                     std::to_string(lib.facts.major) + " " + std::to_string(lib.facts.minor) + "\narchs";
+  for (int a : lib.facts.archs) text += " " + std::to_string(a);
+  text += "\nend\n";
+  memos.write(kFactsMemo, seal_memo(text));  // one that cannot be written costs the next process the open
+}
+
+// The facts of the NVRTC this process would open: remembered where `memos` holds them for the file
+// the loader would open now, else from opening it (and then remembered). nullopt when NVRTC cannot
+// be opened (opened().reason says why).
+std::optional<NvrtcFacts> facts(const MemoStore* memos) {
+  // Opened already, or mapped by someone else (torch, CuPy): opening is a lookup.
+  if (g_opened.load() || !memos || library_loaded("libnvrtc.so")) {
+    const Opened& o = opened();
+    if (!o.reason.empty()) return std::nullopt;
+    return o.lib.facts;
+  }
+  static std::mutex mutex;
+  static std::optional<NvrtcFacts> remembered;  // read once a process
+  std::lock_guard lock(mutex);
+  if (remembered) return remembered;
+  const std::string stamp = search_stamp();
+  if (!stamp.empty()) remembered = read_facts(*memos, stamp);
+  if (remembered) return remembered;
+  const Opened& o = opened();
+  if (!o.reason.empty()) return std::nullopt;
+  write_facts(*memos, stamp, o.lib);
+  return o.lib.facts;
 }
 
 // 90 from "sm_90" / "sm_90a"; -1 when not of that form.
@@ -99,22 +216,22 @@ std::string toolkit_include_dir() {
 
 }  // namespace
 
-std::string NvrtcCompiler::unavailable_reason() { return opened().reason; }
+std::string NvrtcCompiler::unavailable_reason(const MemoStore* memos) { return facts(memos) ? "" : opened().reason; }
 
 NvrtcCompiler::NvrtcCompiler(std::string arch, bool force_ptx, std::shared_ptr<const MemoStore> memos)
     : arch_(std::move(arch)), memos_(std::move(memos)) {
-  const Opened& o = opened();
-  if (!o.reason.empty()) throw Error(ErrorCode::BackendUnavailable, o.reason);
-  lib_ = &o.lib;
+  std::optional<NvrtcFacts> known = facts(memos_.get());
+  if (!known) throw Error(ErrorCode::BackendUnavailable, opened().reason);
+  facts_ = std::move(*known);
   int want = arch_number(arch_);
   if (want < 0) throw Error(ErrorCode::InvalidParams, "CUDA arch '" + arch_ + "' is not of the form sm_XY (e.g. sm_90)");
-  id_ = "nvrtc " + std::to_string(lib_->major) + "." + std::to_string(lib_->minor);
-  if (!force_ptx && std::find(lib_->archs.begin(), lib_->archs.end(), want) != lib_->archs.end()) {
+  id_ = "nvrtc " + std::to_string(facts_.major) + "." + std::to_string(facts_.minor);
+  if (!force_ptx && std::find(facts_.archs.begin(), facts_.archs.end(), want) != facts_.archs.end()) {
     code_target_ = arch_;  // exact CUBIN; "sm_90a" passes through for Hopper-only instructions
   } else {
     // NVRTC cannot target this GPU: PTX of the newest architecture below it, JIT-compiled by the driver.
     int best = -1;
-    for (int a : lib_->archs)
+    for (int a : facts_.archs)
       if (a <= want) best = std::max(best, a);
     if (best < 0) throw Error(ErrorCode::BackendUnavailable, id_ + " cannot generate code for " + arch_);
     code_target_ = "compute_" + std::to_string(best);
@@ -184,7 +301,19 @@ CompiledArtifact NvrtcCompiler::compile(const SourceUnit& unit) const {
     ~Running() { g_compiles_running.fetch_sub(1); }
   } running;
   if (pch_ == Pch::On || (pch_ == Pch::Alone && running.before == 0)) options.push_back("-pch");
-  return rtc_compile(lib_->rtc, cubin_ ? lib_->cubin : lib_->ptx, {unit, std::move(options), "cuda:" + arch_, id_});
+  const NvrtcLibrary& lib = library();
+  return rtc_compile(lib.rtc, cubin_ ? lib.cubin : lib.ptx, {unit, std::move(options), "cuda:" + arch_, id_});
+}
+
+const NvrtcLibrary& NvrtcCompiler::library() const {
+  const Opened& o = opened();  // the first compile of a process whose keys came from remembered facts opens NVRTC here
+  if (!o.reason.empty()) throw Error(ErrorCode::BackendUnavailable, o.reason);
+  if (o.lib.facts.major != facts_.major || o.lib.facts.minor != facts_.minor || o.lib.facts.archs != facts_.archs)
+    throw Error(ErrorCode::BackendUnavailable,
+                o.lib.library.path() + " is NVRTC " + std::to_string(o.lib.facts.major) + "." + std::to_string(o.lib.facts.minor) +
+                    ", but this process keyed its kernels for " + id_ +
+                    " (remembered by an earlier process): NVRTC changed while this one ran; start it again");
+  return o.lib;
 }
 
 }  // namespace jit::detail

@@ -10,6 +10,7 @@
 #include "runtime/cpu/cpu_module.hpp"
 #include "support/dynamic_library.hpp"
 #include "support/logging.hpp"
+#include "support/regular_file.hpp"
 
 namespace jit::detail {
 namespace {
@@ -51,8 +52,7 @@ std::string cpu_module_identity() {
   for (const auto& path : module_candidates()) {
     struct stat st{};
     if (::stat(path.c_str(), &st) != 0) continue;
-    return path + " " + std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
-           std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+    return path + " " + stat_identity(st);
   }
   return "";
 }

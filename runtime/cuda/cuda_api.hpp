@@ -1,10 +1,12 @@
 // The CUDA driver API, opened with dlopen at first use so jitk links against nothing of CUDA's.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "jit/error.hpp"
+#include "support/memo_store.hpp"
 
 namespace jit::detail::cuda {
 
@@ -154,6 +156,11 @@ struct Device {
 
 // The loaded API, or nullptr with `reason` set (no libcuda, cuInit failed, no device).
 const DriverApi* driver_api(std::string* reason = nullptr);
+
+// Where NVRTC compilers remember toolkit-header fingerprints and NVRTC's own facts: beside the
+// artifacts, through the cache root's handle (null when the cache cannot be used; a read-only one
+// is read, never written). Defined in cuda_driver.cpp.
+std::shared_ptr<const MemoStore> toolkit_memos();
 // Devices found (empty when the driver is unavailable).
 const std::vector<Device>& devices();
 // Throws Error{code} naming `what` and the driver's message when r is not CUDA_SUCCESS.

@@ -20,9 +20,6 @@ using namespace cuda;
 
 constexpr const char* kPackSymbol = "jitk_pack";  // gemm.cu's f32 transpose (packing)
 
-// Where NVRTC compilers remember toolkit-header fingerprints: beside the artifacts, through the
-// root's handle (a read-only cache is read, never written).
-std::shared_ptr<const MemoStore> toolkit_memos() { return process_tiers().disk->memos("toolkit-headers"); }
 
 // How artifacts are loaded: JITK_CUDA_LOAD=module (cuModuleLoadData, the default) or library
 // (cuLibraryLoadData, CUDA 12+: context-independent, loaded lazily where the driver does so). For
@@ -98,9 +95,9 @@ class CudaDriver final : public BackendDriver {
   std::string unavailable_reason() const override {
     std::string reason;
     if (!driver_api(&reason)) return reason;
-    return NvrtcCompiler::unavailable_reason();
+    return NvrtcCompiler::unavailable_reason(toolkit_memos().get());
   }
-  std::string compile_unavailable_reason() const override { return NvrtcCompiler::unavailable_reason(); }
+  std::string compile_unavailable_reason() const override { return NvrtcCompiler::unavailable_reason(toolkit_memos().get()); }
   std::string compile_only_note() const override { return "NVRTC can compile for named sm targets"; }
   std::string device_identity(const Target& target) const override {
     const auto& devs = devices();
@@ -174,6 +171,8 @@ class CudaDriver final : public BackendDriver {
 };
 
 }  // namespace
+
+std::shared_ptr<const MemoStore> cuda::toolkit_memos() { return process_tiers().disk->memos("toolkit-headers"); }
 
 std::unique_ptr<BackendDriver> make_cuda_driver() { return std::make_unique<CudaDriver>(); }
 
