@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 
 #include <cstddef>
-#include <cstdlib>
 #include <string_view>
 #include <utility>
 
@@ -72,14 +71,13 @@ bool library_loaded(const std::string& prefix) {
 }
 
 std::string library_search_stamp(const std::vector<std::string>& extra_folders) {
-  std::string out = "LD_LIBRARY_PATH=";
-  if (const char* v = std::getenv("LD_LIBRARY_PATH")) out += v;
-  out += "\n";
+  std::string out;
   auto add = [&out](const std::string& path) {
     struct stat st{};
     out += path + (::stat(path.c_str(), &st) == 0 ? " " + stat_identity(st) : std::string(" absent")) + "\n";
   };
-  // The folders this library's dlopen searches (LD_LIBRARY_PATH, RUNPATH, the system's), in order.
+  // The folders this library's dlopen searches (LD_LIBRARY_PATH as the loader read it at the
+  // process's start, RUNPATH, the system's), in order.
   Dl_info self{};
   void* handle = nullptr;
   if (::dladdr(reinterpret_cast<void*>(&library_search_stamp), &self) && self.dli_fname)

@@ -44,8 +44,8 @@ class DynamicLibrary {
 bool library_loaded(const std::string& prefix);
 
 // Where a dlopen of a bare library name from libjitk looks and what those places hold now, as one
-// text that changes when the answer could: LD_LIBRARY_PATH, the folders the loader searches for
-// libjitk (its RUNPATH, the system's), each with its glibc-hwcaps folder, /etc/ld.so.cache, and
+// text that changes when the answer could: the folders the loader searches for libjitk
+// (LD_LIBRARY_PATH's, its RUNPATH, the system's), each with its glibc-hwcaps folders, /etc/ld.so.cache, and
 // `extra_folders` (full-path fallbacks), each named with its stat_identity or "absent". A folder's
 // identity changes when a file in it is added, removed or renamed; one rewritten in place is not
 // seen here: check the opened file's own identity too.

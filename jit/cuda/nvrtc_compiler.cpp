@@ -106,11 +106,15 @@ constexpr const char* kFactsMemo = "nvrtc-library";
 constexpr std::string_view kFactsHeader = "jitk-nvrtc-library 1";
 constexpr std::size_t kMaxFactsBytes = 16 * 1024;
 
-// Everything the loader's choice of NVRTC depends on, hashed ("" when the search cannot be known).
+// Everything the loader's choice of NVRTC depends on, hashed ("" when the search cannot be known):
+// the folders it searches and what they hold, and $CUDA_HOME / $CUDA_PATH (read at each open).
 std::string search_stamp() {
   const std::string searched = library_search_stamp(fallback_folders());
   if (searched.empty()) return "";
-  return KeyBuilder().add("search", searched).finish().hex();
+  KeyBuilder h;
+  h.add("search", searched);
+  for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) h.add(env, std::getenv(env) ? std::getenv(env) : "(unset)");
+  return h.finish().hex();
 }
 
 std::optional<NvrtcFacts> read_facts(const MemoStore& memos, const std::string& stamp) {
@@ -176,7 +180,8 @@ void write_facts(const MemoStore& memos, const std::string& stamp, const NvrtcLi
 // the loader would open now, else from opening it (and then remembered). nullopt when NVRTC cannot
 // be opened (opened().reason says why).
 std::optional<NvrtcFacts> facts(const MemoStore* memos) {
-  // Opened already, or mapped by someone else (torch, CuPy): opening is a lookup.
+  // Opened already; or a libnvrtc mapped by someone else (torch, CuPy), which dlopen may return
+  // whatever the search says: open it (as every process did before facts were remembered).
   if (g_opened.load() || !memos || library_loaded("libnvrtc.so")) {
     const Opened& o = opened();
     if (!o.reason.empty()) return std::nullopt;
