@@ -184,6 +184,8 @@ std::shared_ptr<StorageTier> tier_for_url(const std::string& url) {
   return nullptr;
 }
 
+bool process_tiers_made() { return g_tiers_made.load(); }
+
 ProcessTiers& process_tiers() {
   static ProcessTiers tiers = [] {
     CacheSettings chosen;

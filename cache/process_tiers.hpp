@@ -25,6 +25,8 @@ struct ProcessTiers {
 
 // Made at first use (a few stats: the index opens at its first use, which a disk hit does not have).
 ProcessTiers& process_tiers();
+// Whether process_tiers() was made (the cache settings are then fixed).
+bool process_tiers_made();
 
 // The tier a URL names ("file:///srv/jitk-cache"), by its scheme's row in one table; null, with
 // one WARN, for a scheme no row has. Adding a tier kind (redis://) is adding a row.

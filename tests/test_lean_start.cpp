@@ -189,20 +189,40 @@ TEST_CASE("NVRTC's remembered facts are learned again when where the loader look
     return out.find("nvrtc_mapped=1") != std::string::npos;
   };
   CHECK(!nvrtc_opened());
-  SECTION("another LD_LIBRARY_PATH, then a file added to its folder") {
-    const std::string env = "LD_LIBRARY_PATH='" + lib_dir.str() + "'";
+  // NVRTC's file as the memo names it ("file <dev> <ino> <size> <mtime> <ctime> <path>").
+  auto remembered_file = [&]() -> std::string {
+    const std::string text(jit::detail::unseal_memo(read_file(cache.path() / kNvrtcFacts)).value_or(""));
+    const auto at = text.find("\nfile ");
+    if (at == std::string::npos) return "";
+    std::string line = text.substr(at + 6, text.find('\n', at + 1) - at - 6);
+    for (int field = 0; field < 5 && !line.empty(); ++field) line = line.substr(std::min(line.find(' '), line.size() - 1) + 1);
+    return line;
+  };
+  SECTION("another LD_LIBRARY_PATH, then NVRTC placed in its folder, found first") {
+    const char* inherited = std::getenv("LD_LIBRARY_PATH");
+    const std::string env = "LD_LIBRARY_PATH='" + lib_dir.str() + (inherited && *inherited ? ":" + std::string(inherited) : "") + "'";
     CHECK(nvrtc_opened(env));
     CHECK(!nvrtc_opened(env));  // remembered for this search
-    // A file of that name in a folder searched first (the loader passes over one that is no
-    // library, as here): the loader could now choose another file, so NVRTC is asked again.
-    write_file(lib_dir.path() / "libnvrtc.so.13", "not a library");
+    const std::string real = remembered_file();
+    REQUIRE(!real.empty());
+    fs::create_symlink(real, lib_dir.path() / fs::path(real).filename());  // the same library, found first now
     CHECK(nvrtc_opened(env));
     CHECK(!nvrtc_opened(env));
+    CHECK(remembered_file() == (lib_dir.path() / fs::path(real).filename()).string());
   }
-  SECTION("another CUDA_HOME") {
-    CHECK(nvrtc_opened("CUDA_HOME='" + home.str() + "'"));
-    CHECK(!nvrtc_opened("CUDA_HOME='" + home.str() + "'"));
+  SECTION("another CUDA_PATH") {
+    if (std::getenv("CUDA_PATH")) {
+      std::printf("SKIPPED (section): CUDA_PATH is set here\n");
+      return;
+    }
+    CHECK(nvrtc_opened("CUDA_PATH='" + home.str() + "'"));
+    CHECK(!nvrtc_opened("CUDA_PATH='" + home.str() + "'"));
     CHECK(nvrtc_opened());  // and back
+  }
+  SECTION("a probe of CUDA reads the memo without opening NVRTC") {
+    const std::string out = nvrtc_probe("cuda-available", cache);
+    INFO(out);
+    CHECK(out.find("nvrtc_mapped=0") != std::string::npos);
   }
   SECTION("a damaged, torn, foreign or linked memo") {
     const auto memo = cache.path() / kNvrtcFacts;
@@ -218,7 +238,7 @@ TEST_CASE("NVRTC's remembered facts are learned again when where the loader look
     fs::create_symlink(elsewhere, memo);
     CHECK(nvrtc_opened());
   }
-  SECTION("a memo naming another NVRTC version: keys for it, and a compile refuses to run under them") {
+  SECTION("a memo naming another NVRTC version: keys for it, a compile refuses to run under them, the next process recovers") {
     const auto memo = cache.path() / kNvrtcFacts;
     std::string text(*jit::detail::unseal_memo(read_file(memo)));
     const auto at = text.find("\nversion ");
@@ -229,6 +249,8 @@ TEST_CASE("NVRTC's remembered facts are learned again when where the loader look
     INFO(out);
     CHECK(out.find("warm=failed") != std::string::npos);  // another key: a compile, which opens NVRTC
     CHECK(out.find("keyed its kernels for nvrtc 99.1") != std::string::npos);
+    CHECK(nvrtc_opened());   // the memo was emptied: NVRTC is asked, and the kernel found again
+    CHECK(!nvrtc_opened());  // and remembered right
   }
 }
 

@@ -2,7 +2,7 @@
 // (jitk_gpu_bench's first_use and prefill sections, bench/gpu/first_use_vs_cupy.py). A process of
 // libjitk and the CUDA driver alone: nothing else (NVRTC, cuBLAS) is mapped before its clock.
 //   jitk_first_use      prints "<get ms> <1: from disk, 0: compiled> <get + first launch + sync ms>
-//                       <NVRTC's open after them, ms>" for rms_norm bf16 4096
+//                       <NVRTC's open after them, ms> <1: NVRTC was mapped after the get>" for rms_norm bf16 4096
 // Environment: JITK_BENCH_PREFILL=1 (attention_prefill's Llama variant instead: "<ms> <disk>"),
 // JITK_BENCH_BREAKDOWN=1 (the warm path stage by stage on stderr, bench/warm_path_stages.hpp),
 // JITK_BENCH_OTHER_FIRST=1 (saxpy got before the clock), JITK_BENCH_NVRTC_FIRST=1 (NVRTC opened
@@ -20,6 +20,7 @@
 #include "jit/cuda.hpp"
 #include "jit/cuda/nvrtc_compiler.hpp"
 #include "jit/kernels.hpp"
+#include "support/dynamic_library.hpp"
 
 namespace {
 
@@ -161,12 +162,15 @@ int child_first_use() {
   k(rows, x.data(), w.data(), y.data(), 1e-6);
   jit::cuda::synchronize();
   double launched_ms = ms_since(t0);
+  const bool nvrtc_mapped = jit::detail::library_loaded("libnvrtc.so");  // by the get (or before the clock)
   // What opening NVRTC costs this process now (0 where it was open already): a warm get no longer does.
   auto t1 = clock_type::now();
   jit::detail::NvrtcCompiler::unavailable_reason();
   const double nvrtc_open_ms = ms_since(t1);
-  // get ms, from disk (1) or compiled (0), get + first launch + sync ms, NVRTC's open after them ms
-  std::printf("%.4f %d %.4f %.4f\n", get_ms, k.origin() == jit::Origin::DiskCache ? 1 : 0, launched_ms, nvrtc_open_ms);
+  // get ms, from disk (1) or compiled (0), get + first launch + sync ms, NVRTC's open after them ms,
+  // whether NVRTC was mapped after the get (1) or not (0)
+  std::printf("%.4f %d %.4f %.4f %d\n", get_ms, k.origin() == jit::Origin::DiskCache ? 1 : 0, launched_ms, nvrtc_open_ms,
+              nvrtc_mapped ? 1 : 0);
   return 0;
 }
 

@@ -166,7 +166,9 @@ def main():
                     raise RuntimeError("jitk's child did not find its kernel on disk: %s" % fields)
                 ready[name].append(float(fields[0]))
                 launched[name].append(float(fields[2]))
-                if name == "jitk" and len(fields) > 3:
+                if name == "jitk" and len(fields) > 4:
+                    if fields[4] != "0":  # NVRTC's facts were not found in the cache: the figure would hide it
+                        raise RuntimeError("jitk's child mapped NVRTC in its warm get: %s" % fields)
                     nvrtc_open.append(float(fields[3]))
             else:
                 ready[name].append(float(fields[0]))

@@ -40,7 +40,19 @@ namespace {
 struct Opened {
   NvrtcLibrary lib{};
   std::string reason;
+  bool foreign = false;  // a libnvrtc was mapped before jitk opened one (torch's, CuPy's): never remembered
 };
+
+// The file remembered facts name (set before the first open, when the keys came from them): opened
+// first and by its full path, which the loader never answers with a library of that soname mapped
+// by someone else, so a compile runs in the NVRTC its keys name.
+std::mutex g_preferred_mutex;
+std::string g_preferred_file;
+
+std::string preferred_file() {
+  std::lock_guard lock(g_preferred_mutex);
+  return g_preferred_file;
+}
 
 // Where NVRTC is looked for after the loader's own search (by soname): $CUDA_HOME, $CUDA_PATH, /usr/local/cuda.
 std::vector<std::string> fallback_folders() {
@@ -57,6 +69,8 @@ const Opened& opened() {
   static const Opened o = [] {
     Opened o;
     std::vector<std::string> candidates = {"libnvrtc.so.13", "libnvrtc.so.12"};
+    if (std::string file = preferred_file(); !file.empty()) candidates.insert(candidates.begin(), std::move(file));
+    o.foreign = library_loaded("libnvrtc.so");
     for (const auto& folder : fallback_folders())
       for (const char* v : {"13", "12"}) candidates.push_back(folder + "/libnvrtc.so." + v);
     auto& l = o.lib;
@@ -117,7 +131,7 @@ std::string search_stamp() {
   return h.finish().hex();
 }
 
-std::optional<NvrtcFacts> read_facts(const MemoStore& memos, const std::string& stamp) {
+std::optional<NvrtcFacts> read_facts(const MemoStore& memos, const std::string& stamp, std::string* named_file = nullptr) {
   const std::optional<std::string> sealed = memos.read(kFactsMemo, kMaxFactsBytes);
   if (!sealed) return std::nullopt;
   const std::optional<std::string_view> text = unseal_memo(*sealed);
@@ -137,12 +151,15 @@ std::optional<NvrtcFacts> read_facts(const MemoStore& memos, const std::string& 
   if (lines.size() != 6 || lines[0] != kFactsHeader || lines[5] != "end") return std::nullopt;
   const auto search = value(1, "search"), file = value(2, "file"), version = value(3, "version"), archs = value(4, "archs");
   if (!search || !file || !version || !archs || *search != stamp) return std::nullopt;
-  // file: "<path> <identity>", the path absolute; the file must be the one it names now.
-  const auto space = file->find(' ');
-  if (space == std::string_view::npos || space == 0 || (*file)[0] != '/') return std::nullopt;
-  const std::string path(file->substr(0, space));
+  // file: "<identity: 5 fields> <path>", the path absolute (it may hold spaces); the file must be
+  // the one it names now.
+  std::size_t space = 0;
+  for (int field = 0; field < 5 && space != std::string_view::npos; ++field) space = file->find(' ', space + (field ? 1 : 0));
+  if (space == std::string_view::npos || space + 1 >= file->size() || (*file)[space + 1] != '/') return std::nullopt;
+  const std::string path(file->substr(space + 1));
   struct stat st{};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || file->substr(space + 1) != stat_identity(st)) return std::nullopt;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || file->substr(0, space) != stat_identity(st)) return std::nullopt;
+  if (named_file) *named_file = path;
   NvrtcFacts f;
   auto numbers = [](std::string_view text, std::vector<int>& out) {
     while (!text.empty()) {
@@ -163,41 +180,68 @@ std::optional<NvrtcFacts> read_facts(const MemoStore& memos, const std::string& 
   return f;
 }
 
-void write_facts(const MemoStore& memos, const std::string& stamp, const NvrtcLibrary& lib) {
+// Whether the memo now holds `lib`'s facts (false: not written, e.g. a read-only cache).
+bool write_facts(const MemoStore& memos, const std::string& stamp, const NvrtcLibrary& lib) {
   const std::string path = lib.library.loaded_file();
   struct stat st{};
   if (stamp.empty() || path.empty() || path.find('\n') != std::string::npos || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
       lib.facts.archs.empty())
-    return;
-  std::string text = std::string(kFactsHeader) + "\nsearch " + stamp + "\nfile " + path + " " + stat_identity(st) + "\nversion " +
+    return false;
+  std::string text = std::string(kFactsHeader) + "\nsearch " + stamp + "\nfile " + stat_identity(st) + " " + path + "\nversion " +
                      std::to_string(lib.facts.major) + " " + std::to_string(lib.facts.minor) + "\narchs";
   for (int a : lib.facts.archs) text += " " + std::to_string(a);
   text += "\nend\n";
-  memos.write(kFactsMemo, seal_memo(text));  // one that cannot be written costs the next process the open
+  return memos.write(kFactsMemo, seal_memo(text));  // one that cannot be written costs the next process the open
 }
 
 // The facts of the NVRTC this process would open: remembered where `memos` holds them for the file
-// the loader would open now, else from opening it (and then remembered). nullopt when NVRTC cannot
-// be opened (opened().reason says why).
+// the loader would open now, else from opening it (and then remembered, unless someone else's
+// NVRTC was mapped first). nullopt when NVRTC cannot be opened (opened().reason says why).
+struct Remembered {
+  std::mutex mutex;
+  std::optional<NvrtcFacts> facts;  // read from the memo, once a process
+  std::atomic<bool> settled{false};  // the memo holds this process's NVRTC (read valid, or written)
+};
+Remembered& remembered() {
+  static Remembered r;
+  return r;
+}
+
 std::optional<NvrtcFacts> facts(const MemoStore* memos) {
+  Remembered& r = remembered();
   // Opened already; or a libnvrtc mapped by someone else (torch, CuPy), which dlopen may return
   // whatever the search says: open it (as every process did before facts were remembered).
   if (g_opened.load() || !memos || library_loaded("libnvrtc.so")) {
     const Opened& o = opened();
     if (!o.reason.empty()) return std::nullopt;
+    if (memos && !o.foreign && !r.settled.load()) {  // opened by a probe without a writable cache: remember it now
+      std::lock_guard lock(r.mutex);
+      const std::string stamp = search_stamp();
+      if (!r.settled.load() && !stamp.empty() && (read_facts(*memos, stamp) == o.lib.facts || write_facts(*memos, stamp, o.lib)))
+        r.settled = true;
+    }
     return o.lib.facts;
   }
-  static std::mutex mutex;
-  static std::optional<NvrtcFacts> remembered;  // read once a process
-  std::lock_guard lock(mutex);
-  if (remembered) return remembered;
+  std::lock_guard lock(r.mutex);
+  if (r.facts) return r.facts;
   const std::string stamp = search_stamp();
-  if (!stamp.empty()) remembered = read_facts(*memos, stamp);
-  if (remembered) return remembered;
+  std::string file;
+  if (!stamp.empty()) r.facts = read_facts(*memos, stamp, &file);
+  if (r.facts) {
+    std::lock_guard preferred(g_preferred_mutex);
+    if (!g_opened.load()) g_preferred_file = file;
+    r.settled = true;
+    return r.facts;
+  }
   const Opened& o = opened();
   if (!o.reason.empty()) return std::nullopt;
-  write_facts(*memos, stamp, o.lib);
+  if (!o.foreign && write_facts(*memos, stamp, o.lib)) r.settled = true;
   return o.lib.facts;
+}
+
+// A memo whose facts are not the NVRTC a compile opened: emptied (the next process asks NVRTC).
+void forget_facts(const MemoStore* memos) {
+  if (memos) memos->write(kFactsMemo, "");
 }
 
 // 90 from "sm_90" / "sm_90a"; -1 when not of that form.
@@ -313,11 +357,13 @@ CompiledArtifact NvrtcCompiler::compile(const SourceUnit& unit) const {
 const NvrtcLibrary& NvrtcCompiler::library() const {
   const Opened& o = opened();  // the first compile of a process whose keys came from remembered facts opens NVRTC here
   if (!o.reason.empty()) throw Error(ErrorCode::BackendUnavailable, o.reason);
-  if (o.lib.facts.major != facts_.major || o.lib.facts.minor != facts_.minor || o.lib.facts.archs != facts_.archs)
+  if (!(o.lib.facts == facts_)) {
+    forget_facts(memos_.get());  // a wrong memo costs at most this process
     throw Error(ErrorCode::BackendUnavailable,
                 o.lib.library.path() + " is NVRTC " + std::to_string(o.lib.facts.major) + "." + std::to_string(o.lib.facts.minor) +
                     ", but this process keyed its kernels for " + id_ +
                     " (remembered by an earlier process): NVRTC changed while this one ran; start it again");
+  }
   return o.lib;
 }
 

@@ -18,6 +18,7 @@ struct NvrtcLibrary;
 struct NvrtcFacts {
   int major = 0, minor = 0;
   std::vector<int> archs;  // compute capabilities, e.g. 90
+  bool operator==(const NvrtcFacts&) const = default;
 };
 
 class NvrtcCompiler final : public Compiler {

@@ -161,6 +161,9 @@ const DriverApi* driver_api(std::string* reason = nullptr);
 // artifacts, through the cache root's handle (null when the cache cannot be used; a read-only one
 // is read, never written). Defined in cuda_driver.cpp.
 std::shared_ptr<const MemoStore> toolkit_memos();
+// The same for a probe of whether CUDA can be used: toolkit_memos() once the cache is in use, else a
+// read-only look that fixes no cache setting (null when the root is not usable).
+std::shared_ptr<const MemoStore> probe_memos();
 // Devices found (empty when the driver is unavailable).
 const std::vector<Device>& devices();
 // Throws Error{code} naming `what` and the driver's message when r is not CUDA_SUCCESS.

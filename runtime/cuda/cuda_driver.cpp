@@ -5,6 +5,8 @@
 #include <mutex>
 #include <vector>
 
+#include "cache/cache_root.hpp"
+#include "cache/memo_folder.hpp"
 #include "cache/process_tiers.hpp"
 #include "jit/cuda/nvrtc_compiler.hpp"
 #include "runtime/backend_driver.hpp"
@@ -95,9 +97,9 @@ class CudaDriver final : public BackendDriver {
   std::string unavailable_reason() const override {
     std::string reason;
     if (!driver_api(&reason)) return reason;
-    return NvrtcCompiler::unavailable_reason(toolkit_memos().get());
+    return NvrtcCompiler::unavailable_reason(probe_memos().get());
   }
-  std::string compile_unavailable_reason() const override { return NvrtcCompiler::unavailable_reason(toolkit_memos().get()); }
+  std::string compile_unavailable_reason() const override { return NvrtcCompiler::unavailable_reason(probe_memos().get()); }
   std::string compile_only_note() const override { return "NVRTC can compile for named sm targets"; }
   std::string device_identity(const Target& target) const override {
     const auto& devs = devices();
@@ -173,6 +175,18 @@ class CudaDriver final : public BackendDriver {
 }  // namespace
 
 std::shared_ptr<const MemoStore> cuda::toolkit_memos() { return process_tiers().disk->memos("toolkit-headers"); }
+
+std::shared_ptr<const MemoStore> cuda::probe_memos() {
+  if (process_tiers_made()) return toolkit_memos();
+  // A probe (jit::cuda::available(), the default target) must not fix the cache settings
+  // (jit::configure may follow it): a read-only look at the root they name now, which creates and
+  // writes nothing; a root that is not usable gives no memos (NVRTC is then opened to ask it).
+  const CacheSettings settings = cache_settings();
+  if (settings.access == CacheRoot::Access::None) return nullptr;
+  auto root = std::make_shared<CacheRoot>(settings.root, CacheRoot::Access::ReadOnly);
+  if (!root->usable()) return nullptr;
+  return std::make_shared<MemoFolder>(std::move(root), "toolkit-headers", /*writable=*/false);
+}
 
 std::unique_ptr<BackendDriver> make_cuda_driver() { return std::make_unique<CudaDriver>(); }
 

@@ -25,7 +25,7 @@ bool available() { return unavailable_reason().empty(); }
 std::string unavailable_reason() {
   std::string reason;
   if (!driver_api(&reason)) return reason;
-  return jit::detail::NvrtcCompiler::unavailable_reason(toolkit_memos().get());
+  return jit::detail::NvrtcCompiler::unavailable_reason(probe_memos().get());
 }
 
 std::vector<DeviceInfo> devices() {
