@@ -1,17 +1,20 @@
 // A process the lean-start tests run (tests/test_lean_start.cpp): does one thing through jitk, then
 // says whether LLVM and NVRTC are mapped into it.
-// Usage: jitk_lean_probe stats | cuda-get | cpu-get | default-target | cuda-warm | cuda-available
+// Usage: jitk_lean_probe stats | cuda-get | cpu-get | default-target | cuda-warm | cuda-available |
+//        available-then-configure (PROBE_CACHE_DIR: the folder it configures)
 // Prints "outcome=ok" or "outcome=error code=<kind>" with the message on the next line, then
 // "llvm_mapped=0|1" and "nvrtc_mapped=0|1". cuda-warm (rms_norm f32 4096 for cuda:sm_90, no GPU
 // needed) also prints "warm=compiled|cached|failed"; cuda-available "available=0|1".
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "jit/cache.hpp"
+#include "jit/config.hpp"
 #include "jit/cuda.hpp"
 #include "jit/kernels.hpp"
 
@@ -51,6 +54,13 @@ void run(const std::string& what) {
     if (r.outcome == O::Failed) throw jit::Error(jit::ErrorCode::Internal, r.error);
   } else if (what == "cuda-available") {
     std::printf("available=%d\n", jit::cuda::available() ? 1 : 0);
+  } else if (what == "available-then-configure") {  // a probe fixes no cache setting
+    std::printf("available=%d\n", jit::cuda::available() ? 1 : 0);
+    (void)jit::default_target();
+    jit::Config config;
+    config.cache_dir = std::getenv("PROBE_CACHE_DIR") ? std::getenv("PROBE_CACHE_DIR") : "/nonexistent";
+    jit::configure(config);
+    std::printf("configured=1\n");
   } else {
     throw jit::Error(jit::ErrorCode::InvalidParams, "unknown probe '" + what + "'");
   }

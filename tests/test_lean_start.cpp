@@ -179,6 +179,15 @@ TEST_CASE("a process that finds its CUDA kernel in the cache never maps NVRTC, a
   CHECK(no_cache.find("nvrtc_mapped=1") != std::string::npos);
 }
 
+TEST_CASE("asking whether CUDA can be used, or for the default target, fixes no cache setting: jit::configure may follow", "[lean]") {
+  TempDir cache, other;
+  nvrtc_probe("cuda-warm", cache);  // a memo to read, where NVRTC is here
+  auto r = run(kProbe + " available-then-configure", cache_env(cache) + " PROBE_CACHE_DIR='" + other.str() + "'");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("configured=1") != std::string::npos);
+}
+
 TEST_CASE("NVRTC's remembered facts are learned again when where the loader looks changes, or the memo is damaged", "[lean]") {
   TempDir cache, lib_dir, home;
   if (!have_nvrtc_here(nvrtc_probe("cuda-warm", cache))) return;
