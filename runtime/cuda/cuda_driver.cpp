@@ -51,18 +51,18 @@ struct Entries {
   CUfunction pack = nullptr;  // nullptr for texts without one
 };
 
-Entries load_module(const DriverApi& api, const char* image, const std::string& key) {
+Entries load_module(const DriverApi& api, const char* image, const std::string& key, bool want_pack) {
   CUmodule module = nullptr;
   check(api.cuModuleLoadData(&module, image), ("cuModuleLoadData of artifact " + key).c_str(), ErrorCode::LoadFailed);
   Entries e;
   check(api.cuModuleGetFunction(&e.entry, module, kEntrySymbol), (std::string("cuModuleGetFunction(") + kEntrySymbol + ")").c_str(),
         ErrorCode::LoadFailed);
-  if (api.cuModuleGetFunction(&e.pack, module, kPackSymbol) != CUDA_SUCCESS) e.pack = nullptr;
+  if (want_pack && api.cuModuleGetFunction(&e.pack, module, kPackSymbol) != CUDA_SUCCESS) e.pack = nullptr;
   return e;
 }
 
 // The functions for the current context of a library's kernels.
-Entries load_library(const DriverApi& api, const char* image, const std::string& key) {
+Entries load_library(const DriverApi& api, const char* image, const std::string& key, bool want_pack) {
   CUlibrary library = nullptr;
   check(api.cuLibraryLoadData(&library, image, nullptr, nullptr, 0, nullptr, nullptr, 0),
         ("cuLibraryLoadData of artifact " + key).c_str(), ErrorCode::LoadFailed);
@@ -72,22 +72,22 @@ Entries load_library(const DriverApi& api, const char* image, const std::string&
         ErrorCode::LoadFailed);
   check(api.cuKernelGetFunction(&e.entry, kernel), "cuKernelGetFunction", ErrorCode::LoadFailed);
   CUkernel pack = nullptr;
-  if (api.cuLibraryGetKernel(&pack, library, kPackSymbol) == CUDA_SUCCESS && pack &&
+  if (want_pack && api.cuLibraryGetKernel(&pack, library, kPackSymbol) == CUDA_SUCCESS && pack &&
       api.cuKernelGetFunction(&e.pack, pack) != CUDA_SUCCESS)
     e.pack = nullptr;
   return e;
 }
 
 // Libraries and modules live as long as the process: the memory tier hands their functions out.
-Entries load_entries(const DriverApi& api, const char* image, const std::string& key) {
+Entries load_entries(const DriverApi& api, const char* image, const std::string& key, bool want_pack) {
   if (load_api(api) == LoadApi::Library) {
     try {
-      return load_library(api, image, key);
+      return load_library(api, image, key, want_pack);
     } catch (const Error& e) {
       warn_once("cuda-library-load", std::string("JITK_CUDA_LOAD=library: ") + e.what() + "; loading with cuModuleLoadData instead");
     }
   }
-  return load_module(api, image, key);
+  return load_module(api, image, key, want_pack);
 }
 
 class CudaDriver final : public BackendDriver {
@@ -137,7 +137,7 @@ class CudaDriver final : public BackendDriver {
       terminated.push_back('\0');
       image = terminated.data();
     }
-    const Entries entries = load_entries(*api, image, key);
+    const Entries entries = load_entries(*api, image, key, has_pack_entry(unit));
     CUfunction fn = entries.entry, pack = entries.pack;
     if (unit.shape.shared_bytes > 48 * 1024) {  // over the default a block gets: ask for it
       const auto& dev = devices()[target.device];

@@ -61,11 +61,14 @@ std::vector<std::unique_ptr<Fallback>> few_rows_routes(const SourceUnit& unit, c
   return routes;
 }
 
+bool has_pack_entry(const SourceUnit& unit) {
+  return unit.kernel == "gemm" && unit.implementation == generic_implementation(find_kernel(unit.kernel), Backend::Cuda).name;
+}
+
 PackRoutes pack_routes(const SourceUnit& unit, const Target& target) {
   PackRoutes out;
-  if (unit.kernel != "gemm") return out;
+  if (!has_pack_entry(unit)) return out;
   const Implementation& generic = generic_implementation(find_kernel(unit.kernel), Backend::Cuda);
-  if (unit.implementation != generic.name) return out;
   const AlongK along = packable_along_k(unit.kernel, generic, unit.params);
   const auto [a_along_k, b_along_k] = along;
   for (PackRoute& r : pack_route_params(unit.params, along)) {  // the family's
