@@ -107,7 +107,7 @@ std::string chain_code(const ParamSet& params, bool gpu) {
       if (m.kind != OperandKind::Scalar) aligned += " && jitk::aligned16(" + m.name + ")";
     }
     out << "  __device__ bool aligned() const { return " << aligned << "; }\n";
-    out << "  static constexpr bool has_epilogue = " << (epi.empty() ? "false" : "true") << ";\n";
+    out << "  enum : bool { has_epilogue = " << (epi.empty() ? "false" : "true") << " };\n";
     // The prologue's tensors are loaded with the row (all loads in flight first), applied after.
     std::vector<std::string> loaded(pro.size());
     std::string loads_members, loads_code;
@@ -160,7 +160,7 @@ std::string chain_code(const ParamSet& params, bool gpu) {
     out << "#define JITK_CHAIN_PARAMS " << params << "\n";
     out << "#define JITK_CHAIN_ARGS " << args << "\n";
   } else {
-    out << "  static constexpr bool has_prologue = " << (pro.empty() ? "false" : "true") << ";\n";
+    out << "  enum : bool { has_prologue = " << (pro.empty() ? "false" : "true") << " };\n";
     out << "  // a: the chains' operands in the kernel's arguments (pointers to their values)\n";
     out << "  static jitk_chain from(void* const* a) { (void)a; return {";
     for (std::size_t i = 0; i < members.size(); ++i)

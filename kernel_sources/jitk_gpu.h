@@ -119,15 +119,20 @@ template <int W, class V> __device__ inline void store_stream(V* p, const Pack<V
   store<W>(p, x);
 }
 
-// Elements per 16-byte pack.
-template <class V> constexpr int kVector = 16 / sizeof(V);
+// Elements per 16-byte pack. A function, not a variable: under NVRTC's
+// --device-as-default-execution-space every namespace-scope constexpr variable of a text (and each
+// variable template instance) is a __device__ variable that the CUBIN carries as module data, used
+// or not, and module data costs the driver's load of the module (H100: 0.06-0.08 ms on a process's
+// first load, 0.015-0.02 ms on later ones; bench/results/2026-11-26-h100-first-use-nvrtc.md). A
+// text's integral constants are enumerators for the same reason.
+template <class V> constexpr int vector_width() { return 16 / sizeof(V); }
 
 // A block-per-row kernel's share of a row of h elements per thread (16-byte packs of V), and the
 // blocks an SM should hold for it: 3 (at most 85 registers a thread at 256 threads) up to 32
 // elements a thread, else 2 (3 would spill); blocks of more than 256 threads: 2 (3 would leave
 // at most 42 registers). Measured on the H100, bf16: log_softmax at hidden 8192 went from 0.56
 // to 0.99 of copy bandwidth with 3 blocks an SM instead of 2.
-template <class V> constexpr int row_share(i64 h) { return (h / kVector<V> + JITK_BLOCK - 1) / JITK_BLOCK * kVector<V>; }
+template <class V> constexpr int row_share(i64 h) { return (h / vector_width<V>() + JITK_BLOCK - 1) / JITK_BLOCK * vector_width<V>(); }
 template <class V> constexpr int row_min_blocks(i64 h) { return row_share<V>(h) > 32 || JITK_BLOCK > 256 ? 2 : 3; }
 
 __device__ inline float neg_inf() { return __int_as_float(0xff800000); }
@@ -163,7 +168,7 @@ __device__ inline float warp_max(float v) {
 
 // Warps in a block: at most 32 (1024 threads of 32; HIP's 64-wide waves need half that), so a
 // reduction's scratch of 32 floats always holds one per warp.
-constexpr int kMaxWarps = 32;
+enum : int { kMaxWarps = 32 };
 
 // Reduces over the block; every thread gets the result. `scratch` holds one float per warp (kMaxWarps).
 template <bool IsMax> __device__ inline float block_reduce(float v, float* scratch) {

@@ -408,3 +408,36 @@ TEST_CASE("jitk info says CUDA can compile here (NVRTC) though no driver can run
   CHECK_THAT(r.output, Contains("cuda: unavailable: " + jit::cuda::unavailable_reason() +
                                 " (NVRTC can compile for named sm targets)"));
 }
+
+TEST_CASE("the row kernels' CUBINs carry no module data: no __device__ variables for the driver to place at each load",
+          "[nvrtc]") {
+  if (!have_nvrtc()) return;
+  // Under --device-as-default-execution-space a namespace-scope constexpr of a text (or a variable
+  // template's instance) is a __device__ variable the CUBIN carries, used or not, and module data
+  // costs each load of the module (docs/writing-kernels.md): the texts use enumerators and functions.
+  // (rotary from theta keeps one: CUDA's sincosf reads its range-reduction table, __cudart_i2opi_f.)
+  struct Case {
+    const char* kernel;
+    jit::ParamSet params;
+  };
+  const std::vector<Case> cases = {
+      {"rms_norm", {{"dtype", std::string("bf16")}, {"hidden", std::int64_t{4096}}}},
+      {"rms_norm", {{"dtype", std::string("f32")}, {"hidden", std::int64_t{1000}}, {"epilogue", std::string("mul_vec>tanh")}}},
+      {"softmax", {{"dtype", std::string("bf16")}, {"hidden", std::int64_t{4096}}}},
+      {"layer_norm", {{"dtype", std::string("bf16")}, {"hidden", std::int64_t{4096}}}},
+      {"silu_and_mul", {{"dtype", std::string("bf16")}, {"hidden", std::int64_t{14336}}}},
+      {"saxpy", {{"dtype", std::string("f16")}}},
+      {"adamw", {{"dtype", std::string("f32")}}},
+      {"rotary_embedding", {{"dtype", std::string("bf16")}, {"head_dim", std::int64_t{128}}, {"rotary_dim", std::int64_t{64}}, {"style", std::string("neox")}, {"source", std::string("table")}}},
+      {"kv_cache_append", {{"dtype", std::string("bf16")}, {"head_dim", std::int64_t{128}}, {"page_size", std::int64_t{16}}}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.kernel << " " << c.params.to_string());
+    const auto s = jit::detail::resolve(c.kernel, c.params, jit::Target::parse("cuda:sm_90"));
+    const std::vector<char> cubin = s.compiler->compile(s.unit).bytes;
+    REQUIRE(cubin.size() > 4);
+    REQUIRE(std::memcmp(cubin.data(), "\x7f" "ELF", 4) == 0);
+    const std::string_view image(cubin.data(), cubin.size());
+    CHECK(image.find(".nv.global") == std::string_view::npos);  // the sections of __device__ variables
+  }
+}

@@ -39,7 +39,7 @@ __device__ void adamw_pack(M* __restrict__ param, const T* __restrict__ grad, M*
 
 JITK_GPU_KERNEL(M* __restrict__ param, const T* __restrict__ grad, M* __restrict__ m, M* __restrict__ v, M decay,
                 M beta1, M one_minus_beta1, M beta2, M one_minus_beta2, M eps, M step_size, M inv_sqrt_bc2, i64 n) {
-  constexpr int W = jitk::kVector<T>;
+  constexpr int W = jitk::vector_width<T>();
   const Step s{decay, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, step_size, inv_sqrt_bc2};
   const i64 first = (static_cast<i64>(blockIdx.x) * JITK_BLOCK + threadIdx.x) * W;
   if (first >= n) return;

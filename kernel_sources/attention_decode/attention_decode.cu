@@ -39,7 +39,7 @@ constexpr int QL = JITK_Q_LEN;
 constexpr int R = G * QL;          // query rows of a (sequence, kv head)
 constexpr int RC = R < 8 ? R : 8;  // rows a block takes: AttentionDecode::rows_per_item
 constexpr int CHUNKS = (R + RC - 1) / RC;
-constexpr int W = jitk::kVector<T>;  // elements a 16-byte pack
+constexpr int W = jitk::vector_width<T>();  // elements a 16-byte pack
 constexpr int PACKS = static_cast<int>(D / W);
 constexpr int pow2_at_least(int n) { return n <= 1 ? 1 : 2 * pow2_at_least((n + 1) / 2); }
 constexpr int KL = PACKS >= 32 ? 32 : pow2_at_least(PACKS);  // lanes a key's row

@@ -4,7 +4,7 @@
 // with the fusion chains (jitk_chain): the prologue on both halves of x, the epilogue on out.
 #include "jitk_gpu.h"
 
-constexpr i64 H = JITK_HIDDEN;
+enum : i64 { H = JITK_HIDDEN };
 
 __device__ inline float activation(float g) {
 #if JITK_KERNEL_GELU_AND_MUL && JITK_APPROXIMATE_TANH
@@ -36,7 +36,7 @@ template <int W> __device__ void gated_pack(const T* __restrict__ x, T* __restri
 }
 
 JITK_GPU_KERNEL(const T* __restrict__ x, T* __restrict__ out JITK_CHAIN_PARAMS, i64 rows) {
-  constexpr int W = jitk::kVector<T>;
+  constexpr int W = jitk::vector_width<T>();
   const jitk_chain chain{JITK_CHAIN_ARGS};
   const i64 first = (static_cast<i64>(blockIdx.x) * JITK_BLOCK + threadIdx.x) * W;
   const i64 total = rows * H;

@@ -5,11 +5,11 @@
 // of k and one of v where the head splits into packs and the buffers are aligned, else element by element.
 #include "jitk_gpu.h"
 
-constexpr i64 D = JITK_HEAD_DIM;
-constexpr i64 P = JITK_PAGE_SIZE;
-constexpr int W = jitk::kVector<T>;
+enum : i64 { D = JITK_HEAD_DIM };
+enum : i64 { P = JITK_PAGE_SIZE };
+enum : int { W = jitk::vector_width<T>() };
 // A thread's W elements lie in one row, and its packs are 16-byte aligned when the buffers are.
-constexpr bool kPackable = D % W == 0;
+enum : bool { kPackable = D % W == 0 };
 
 // Where element e of the new rows (e counting the packed rows' elements) goes in a cache (at, or
 // -1 where its token's slot is not in the cache), and its token (t).

@@ -4,7 +4,7 @@
 // loaded (prologue) and on y before it is stored (epilogue).
 #include "jitk_gpu.h"
 
-constexpr i64 H = JITK_HIDDEN;
+enum : i64 { H = JITK_HIDDEN };
 
 // at: the row's first element in the row-shaped tensors (x, y and the chains')
 template <int W>
@@ -68,7 +68,7 @@ __device__ void layer_norm_row(const T* __restrict__ xr, const T* __restrict__ w
 
 JITK_GPU_KERNEL_MIN_BLOCKS(jitk::row_min_blocks<T>(H))(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y, float eps
                 JITK_CHAIN_PARAMS, i64 rows) {
-  constexpr int W = jitk::kVector<T>;
+  constexpr int W = jitk::vector_width<T>();
   const jitk_chain chain{JITK_CHAIN_ARGS};
   const i64 r = blockIdx.x;
   if (r >= rows) return;

@@ -3,7 +3,7 @@
 // as it is loaded (prologue) and on y before it is stored (epilogue).
 #include "jitk_gpu.h"
 
-constexpr i64 H = JITK_HIDDEN;
+enum : i64 { H = JITK_HIDDEN };
 
 #if JITK_IMPLEMENTATION_CUDA_SM90
 // Hopper (implementation cuda-sm90; its layout keeps twice the row per thread): x is read with
@@ -101,7 +101,7 @@ JITK_GPU_KERNEL_MIN_BLOCKS(jitk::row_min_blocks<T>(H))(const T* __restrict__ x, 
   T* rr = nullptr;
   const bool aligned = true;
 #endif
-  constexpr int W = jitk::kVector<T>;
+  constexpr int W = jitk::vector_width<T>();
   const jitk_chain chain{JITK_CHAIN_ARGS};
   const i64 r = blockIdx.x;
   if (r >= rows) return;

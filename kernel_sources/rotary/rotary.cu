@@ -7,18 +7,18 @@
 // thread: neox moves one 16-byte pack from each half of the head, gptj two neighbouring packs.
 #include "jitk_gpu.h"
 
-constexpr i64 D = JITK_HEAD_DIM;
-constexpr int R = JITK_ROTARY_DIM;
-constexpr int HALF = R / 2;  // pairs a head rotates
-constexpr int W = jitk::kVector<T>;
+enum : i64 { D = JITK_HEAD_DIM };
+enum : int { R = JITK_ROTARY_DIM };
+enum : int { HALF = R / 2 };  // pairs a head rotates
+enum : int { W = jitk::vector_width<T>() };
 static_assert(R % 2 == 0 && R <= D, "rotary_dim is even and at most head_dim (the descriptor checks it)");
 // A thread's W pairs lie in one head, and its packs (and table chunks of 4 floats) are 16-byte
 // aligned when the buffers are.
-constexpr bool kPackable = HALF % W == 0 && D % W == 0;
+enum : bool { kPackable = HALF % W == 0 && D % W == 0 };
 #if JITK_SOURCE_THETA
-constexpr bool kTheta = true;
+enum : bool { kTheta = true };
 #else
-constexpr bool kTheta = false;  // the table's
+enum : bool { kTheta = false };  // the table's
 #endif
 
 // The head row a pair index falls in: its first element and its token.

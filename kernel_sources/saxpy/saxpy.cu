@@ -16,7 +16,7 @@ template <int W> __device__ void saxpy_packs(T a, const T* __restrict__ x, T* __
 }
 
 JITK_GPU_KERNEL(T a, const T* __restrict__ x, T* __restrict__ y, i64 n) {
-  constexpr int W = jitk::kVector<T>;
+  constexpr int W = jitk::vector_width<T>();
   // The grid covers n / W threads; an unaligned call gives each thread W scalars instead.
   if (jitk::aligned16(x) && jitk::aligned16(y)) saxpy_packs<W>(a, x, y, n);
   else {

@@ -5,7 +5,7 @@
 // of a max reduction followed by a sum reduction.
 #include "jitk_gpu.h"
 
-constexpr i64 H = JITK_HIDDEN;
+enum : i64 { H = JITK_HIDDEN };
 
 // Combines (m, s) with another thread's: a thread without elements holds (-inf, 0).
 __device__ inline void combine(float& m, float& s, float m2, float s2) {
@@ -98,7 +98,7 @@ template <int W> __device__ void softmax_row(const T* __restrict__ xr, T* __rest
 }
 
 JITK_GPU_KERNEL_MIN_BLOCKS(jitk::row_min_blocks<T>(H))(const T* __restrict__ x, T* __restrict__ y, i64 rows) {
-  constexpr int W = jitk::kVector<T>;
+  constexpr int W = jitk::vector_width<T>();
   const i64 r = blockIdx.x;
   if (r >= rows) return;
   // The packed path exists only when rows split into whole packs (else it is not even instantiated).
