@@ -126,6 +126,8 @@ template <int W, class V> __device__ inline void store_stream(V* p, const Pack<V
 // first load, 0.015-0.02 ms on later ones; bench/results/2026-11-26-h100-first-use-nvrtc.md). A
 // text's integral constants are enumerators for the same reason.
 template <class V> constexpr int vector_width() { return 16 / sizeof(V); }
+// The name user texts written before vector_width<V>() use (deprecated: each instance a text names is module data).
+template <class V> constexpr int kVector = vector_width<V>();
 
 // A block-per-row kernel's share of a row of h elements per thread (16-byte packs of V), and the
 // blocks an SM should hold for it: 3 (at most 85 registers a thread at 256 threads) up to 32

@@ -9,7 +9,7 @@ enum : i64 { D = JITK_HEAD_DIM };
 enum : i64 { P = JITK_PAGE_SIZE };
 enum : int { W = jitk::vector_width<T>() };
 // A thread's W elements lie in one row, and its packs are 16-byte aligned when the buffers are.
-enum : bool { kPackable = D % W == 0 };
+enum : bool { kPackable = i64{D} % i64{W} == 0 };
 
 // Where element e of the new rows (e counting the packed rows' elements) goes in a cache (at, or
 // -1 where its token's slot is not in the cache), and its token (t).

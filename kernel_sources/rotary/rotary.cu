@@ -11,10 +11,10 @@ enum : i64 { D = JITK_HEAD_DIM };
 enum : int { R = JITK_ROTARY_DIM };
 enum : int { HALF = R / 2 };  // pairs a head rotates
 enum : int { W = jitk::vector_width<T>() };
-static_assert(R % 2 == 0 && R <= D, "rotary_dim is even and at most head_dim (the descriptor checks it)");
+static_assert(R % 2 == 0 && i64{R} <= i64{D}, "rotary_dim is even and at most head_dim (the descriptor checks it)");
 // A thread's W pairs lie in one head, and its packs (and table chunks of 4 floats) are 16-byte
 // aligned when the buffers are.
-enum : bool { kPackable = HALF % W == 0 && D % W == 0 };
+enum : bool { kPackable = int{HALF} % int{W} == 0 && i64{D} % i64{W} == 0 };  // (each enumerator its own type: cast)
 #if JITK_SOURCE_THETA
 enum : bool { kTheta = true };
 #else

@@ -62,7 +62,9 @@ std::vector<std::unique_ptr<Fallback>> few_rows_routes(const SourceUnit& unit, c
 }
 
 bool has_pack_entry(const SourceUnit& unit) {
-  return unit.kernel == "gemm" && unit.implementation == generic_implementation(find_kernel(unit.kernel), Backend::Cuda).name;
+  // gemm.cu defines jitk_pack for f32 only
+  return unit.kernel == "gemm" && text_is(unit.params, "dtype", "f32") &&
+         unit.implementation == generic_implementation(find_kernel(unit.kernel), Backend::Cuda).name;
 }
 
 PackRoutes pack_routes(const SourceUnit& unit, const Target& target) {

@@ -48,7 +48,7 @@ struct PackRoutes {
   const Fallback* route(Packing p) const { return p.a || p.b ? routes[(p.a ? 1 : 0) + (p.b ? 2 : 0) - 1].get() : nullptr; }
 };
 PackRoutes pack_routes(const SourceUnit& unit, const Target& target);
-// Whether the unit's module has the packing kernel (jitk_pack: the generic CUDA gemm text's). Looking
+// Whether the unit's module has the packing kernel (jitk_pack: the generic CUDA gemm text's, f32). Looking
 // a missing function up costs the driver about 0.02 ms a load (H100), so only these modules are asked.
 bool has_pack_entry(const SourceUnit& unit);
 
